@@ -1,0 +1,38 @@
+//===- Coda.h - coda dialect ------------------------------------*- C++ -*-===//
+//
+// The coda dialect, its types, attributes and operations.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CODA_DIALECT_CODA_IR_CODA_H
+#define CODA_DIALECT_CODA_IR_CODA_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/ControlFlowInterfaces.h"
+#include "mlir/Interfaces/DestinationStyleOpInterface.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "coda/Dialect/Coda/IR/CodaDialect.h.inc"
+#include "coda/Dialect/Coda/IR/CodaEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "coda/Dialect/Coda/IR/CodaAttrs.h.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "coda/Dialect/Coda/IR/CodaTypes.h.inc"
+
+#define GET_OP_CLASSES
+#include "coda/Dialect/Coda/IR/CodaOps.h.inc"
+
+namespace mlir::coda {
+/// The identity element of a reduction of `kind` over `type`.
+TypedAttr getReductionIdentity(ReductionKind kind, FloatType type);
+} // namespace mlir::coda
+
+#endif // CODA_DIALECT_CODA_IR_CODA_H

@@ -1,0 +1,124 @@
+//===- CodaBase.td - coda dialect definition ---------------*- tablegen -*-===//
+//
+// The coda dialect: a GEMM with an attached epilogue program.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CODA_DIALECT_CODA_IR_CODABASE_TD
+#define CODA_DIALECT_CODA_IR_CODABASE_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+
+def Coda_Dialect : Dialect {
+  let name = "coda";
+  let cppNamespace = "::mlir::coda";
+  let summary = "GEMMs with epilogue programs built from fusion primitives";
+  let description = [{
+    The coda dialect models a matrix product whose output tile is transformed
+    by an *epilogue program* while it is still on chip. The program is a region
+    evaluated once per output element (m, n). It sees the f32 accumulator
+    element and one element of every epilogue input, computes with plain
+    `arith`/`math`, and sends values to outputs: M x N tiles, per-tile partial
+    row/column reductions, one value per column pair, or one value per row.
+
+    The primitives follow "CODA: Rewriting Transformer Blocks as GEMM-Epilogue
+    Programs" (arXiv 2605.19269). See docs/Dialect.md for their meaning.
+  }];
+  let useDefaultTypePrinterParser = 1;
+  let useDefaultAttributePrinterParser = 1;
+  let hasConstantMaterializer = 0;
+}
+
+//===----------------------------------------------------------------------===//
+// Enums
+//===----------------------------------------------------------------------===//
+
+def Coda_AccessForm : I32EnumAttr<"AccessForm",
+    "how an epilogue input is read at output element (m, n)", [
+      I32EnumAttrCase<"tile", 0>,
+      I32EnumAttrCase<"row", 1>,
+      I32EnumAttrCase<"col", 2>,
+      I32EnumAttrCase<"scalar", 3>
+    ]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::coda";
+}
+def Coda_AccessFormAttr : EnumAttr<Coda_Dialect, Coda_AccessForm, "access">;
+def Coda_AccessFormArrayAttr
+    : TypedArrayAttrBase<Coda_AccessFormAttr, "access form array">;
+
+def Coda_ReductionKind : I32EnumAttr<"ReductionKind",
+    "the combining function of a block reduction", [
+      I32EnumAttrCase<"sum", 0>,
+      I32EnumAttrCase<"max", 1>,
+      I32EnumAttrCase<"logsumexp", 2>
+    ]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::coda";
+}
+def Coda_ReductionKindAttr
+    : EnumAttr<Coda_Dialect, Coda_ReductionKind, "reduction">;
+
+def Coda_ReductionAxis : I32EnumAttr<"ReductionAxis",
+    "which output axis a block reduction runs along", [
+      I32EnumAttrCase<"row", 0>,
+      I32EnumAttrCase<"col", 1>
+    ]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::coda";
+}
+def Coda_ReductionAxisAttr
+    : EnumAttr<Coda_Dialect, Coda_ReductionAxis, "axis">;
+
+//===----------------------------------------------------------------------===//
+// Types
+//===----------------------------------------------------------------------===//
+
+// Epilogue values bound for an output that is not a plain M x N tile. They
+// carry the element type of that output and can only be yielded by coda.gemm.
+class Coda_SinkType<string name, string typeMnemonic, string doc>
+    : TypeDef<Coda_Dialect, name> {
+  let mnemonic = typeMnemonic;
+  let summary = doc;
+  let parameters = (ins "::mlir::Type":$elementType);
+  let assemblyFormat = "`<` $elementType `>`";
+  let builders = [
+    TypeBuilderWithInferredContext<(ins "::mlir::Type":$elementType), [{
+      return $_get(elementType.getContext(), elementType);
+    }]>
+  ];
+}
+
+def Coda_PartialType : Coda_SinkType<"Partial", "partial",
+    "a block reduction bound for a partials output"> {
+  let description = [{
+    The value of a `coda.row_reduce` or `coda.col_reduce`. Yielded by
+    `coda.gemm`, it fills an output holding one partial result per row (or
+    column) and per tile along the reduced axis.
+  }];
+}
+
+def Coda_PairType : Coda_SinkType<"Pair", "pair",
+    "one value per column pair, bound for an M x N/2 output"> {
+  let description = [{
+    The value of a `coda.pair_contract` (a 2 -> 1 contraction of columns
+    2j and 2j + 1). Yielded by `coda.gemm`, it fills column j of an M x N/2
+    output.
+  }];
+}
+
+def Coda_RowType : Coda_SinkType<"Row", "row",
+    "one value per output row, bound for a row-vector output"> {
+  let description = [{
+    The value of a `coda.row_select`: per row m, the epilogue value at one
+    data-dependent column. Yielded by `coda.gemm`, it fills element m of a
+    row-vector output.
+  }];
+}
+
+def Coda_SinkTypeConstraint : AnyTypeOf<[Coda_PartialType, Coda_PairType,
+                                         Coda_RowType]>;
+
+#endif // CODA_DIALECT_CODA_IR_CODABASE_TD

@@ -1,0 +1,459 @@
+//===- CodaToLinalg.cpp - reference lowering of coda ----------------------===//
+//
+// Lowers coda.gemm to a linalg contraction plus a loop nest that evaluates the
+// epilogue per output element, and coda.reduce_partials to linalg.reduce. This
+// is the dialect's executable meaning; it favours clarity over speed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "coda/Conversion/CodaToLinalg/CodaToLinalg.h"
+
+#include "coda/Dialect/Coda/IR/Coda.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+namespace mlir::coda {
+#define GEN_PASS_DEF_CODALOWERTOLINALG
+#include "coda/Conversion/Passes.h.inc"
+} // namespace mlir::coda
+
+using namespace mlir;
+using namespace mlir::coda;
+
+namespace {
+
+/// `acc <kind> value`: the combining step shared by the per-element block
+/// reductions and the finishing step. logsumexp adds exponentials relative to
+/// the larger operand so that it never overflows.
+Value buildCombine(OpBuilder &b, Location loc, ReductionKind kind, Value acc,
+                   Value value) {
+  switch (kind) {
+  case ReductionKind::sum:
+    return arith::AddFOp::create(b, loc, acc, value);
+  case ReductionKind::max:
+    return arith::MaximumFOp::create(b, loc, acc, value);
+  case ReductionKind::logsumexp: {
+    Value hi = arith::MaximumFOp::create(b, loc, acc, value);
+    Value lo = arith::MinimumFOp::create(b, loc, acc, value);
+    Value diff = arith::SubFOp::create(b, loc, lo, hi);
+    Value sum = math::Log1pOp::create(b, loc, math::ExpOp::create(b, loc, diff));
+    Value combined = arith::AddFOp::create(b, loc, hi, sum);
+    // -inf - -inf is NaN: an empty side leaves the other unchanged.
+    Value negInf = arith::ConstantOp::create(
+        b, loc,
+        getReductionIdentity(ReductionKind::logsumexp,
+                             cast<FloatType>(acc.getType())));
+    Value hiIsNegInf =
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, hi, negInf);
+    return arith::SelectOp::create(b, loc, hiIsNegInf, hi, combined);
+  }
+  }
+  llvm_unreachable("unknown reduction kind");
+}
+
+Value indexConstant(OpBuilder &b, Location loc, int64_t value) {
+  return arith::ConstantIndexOp::create(b, loc, value);
+}
+
+/// Reads and writes shaped values element by element, over tensors (each write
+/// returns the updated tensor) or memrefs (stores in place).
+struct ElementAccess {
+  bool onTensors;
+
+  Value read(OpBuilder &b, Location loc, Value source, ValueRange indices) {
+    if (onTensors)
+      return tensor::ExtractOp::create(b, loc, source, indices);
+    return memref::LoadOp::create(b, loc, source, indices);
+  }
+
+  /// Writes `value` and returns the destination to use from now on.
+  Value write(OpBuilder &b, Location loc, Value value, Value dest,
+              ValueRange indices) {
+    if (onTensors)
+      return tensor::InsertOp::create(b, loc, value, dest, indices);
+    memref::StoreOp::create(b, loc, value, dest, indices);
+    return dest;
+  }
+
+  Value fill(OpBuilder &b, Location loc, Value value, Value dest) {
+    auto fill = linalg::FillOp::create(b, loc, ValueRange{value},
+                                       ValueRange{dest});
+    return onTensors ? fill.getResult(0) : dest;
+  }
+};
+
+/// The f32 accumulator lhs x rhs as a linalg.generic contraction.
+Value buildAccumulator(OpBuilder &b, Location loc, GemmOp op,
+                       ElementAccess access) {
+  MLIRContext *ctx = b.getContext();
+  bool batched = op.isBatched();
+  bool batchedRhs = op.getRhsType().getRank() == 3;
+  unsigned lhsRank = op.getLhsType().getRank();
+  unsigned rhsRank = op.getRhsType().getRank();
+
+  // Sizes of the [B x] M x N accumulator.
+  SmallVector<Value> dynamicSizes;
+  SmallVector<int64_t> shape;
+  auto addDim = [&](Value source, int64_t dim) {
+    int64_t size = cast<ShapedType>(source.getType()).getDimSize(dim);
+    shape.push_back(size);
+    if (ShapedType::isDynamic(size))
+      dynamicSizes.push_back(linalg::createOrFoldDimOp(b, loc, source, dim));
+  };
+  if (batched)
+    addDim(op.getLhs(), 0);
+  addDim(op.getLhs(), lhsRank - 2);
+  addDim(op.getRhs(), rhsRank - (op.getTransposeB() ? 2 : 1));
+
+  Type f32 = b.getF32Type();
+  Value init;
+  if (access.onTensors)
+    init = tensor::EmptyOp::create(b, loc, shape, f32, dynamicSizes);
+  else
+    init = memref::AllocOp::create(b, loc, MemRefType::get(shape, f32),
+                                   dynamicSizes);
+  Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
+  init = access.fill(b, loc, zero, init);
+
+  // Loops (b, m, n, k) or (m, n, k).
+  unsigned numLoops = batched ? 4 : 3;
+  unsigned d = batched ? 1 : 0;
+  AffineExpr bDim = getAffineDimExpr(0, ctx);
+  AffineExpr m = getAffineDimExpr(d, ctx), n = getAffineDimExpr(d + 1, ctx),
+             k = getAffineDimExpr(d + 2, ctx);
+  SmallVector<AffineExpr> lhsExprs, rhsExprs, outExprs;
+  if (batched) {
+    lhsExprs.push_back(bDim);
+    outExprs.push_back(bDim);
+    if (batchedRhs)
+      rhsExprs.push_back(bDim);
+  }
+  lhsExprs.append({m, k});
+  if (op.getTransposeB())
+    rhsExprs.append({n, k});
+  else
+    rhsExprs.append({k, n});
+  outExprs.append({m, n});
+  SmallVector<AffineMap> maps = {
+      AffineMap::get(numLoops, 0, lhsExprs, ctx),
+      AffineMap::get(numLoops, 0, rhsExprs, ctx),
+      AffineMap::get(numLoops, 0, outExprs, ctx)};
+  SmallVector<utils::IteratorType> iterators(numLoops,
+                                             utils::IteratorType::parallel);
+  iterators.back() = utils::IteratorType::reduction;
+
+  auto body = [&](OpBuilder &nb, Location nloc, ValueRange args) {
+    auto toF32 = [&](Value v) -> Value {
+      if (v.getType() == f32)
+        return v;
+      return arith::ExtFOp::create(nb, nloc, f32, v);
+    };
+    Value product =
+        arith::MulFOp::create(nb, nloc, toF32(args[0]), toF32(args[1]));
+    Value sum = arith::AddFOp::create(nb, nloc, args[2], product);
+    linalg::YieldOp::create(nb, nloc, sum);
+  };
+  SmallVector<Type> resultTypes;
+  if (access.onTensors)
+    resultTypes.push_back(init.getType());
+  auto contraction = linalg::GenericOp::create(
+      b, loc, resultTypes, ValueRange{op.getLhs(), op.getRhs()},
+      ValueRange{init}, maps, iterators, body);
+  return access.onTensors ? contraction.getResult(0) : init;
+}
+
+/// Emits the epilogue for one (batch, row, column group) point of the loop
+/// nest. A group is one column, or the two columns of a pair when the epilogue
+/// has pairwise ops ("lanes").
+class EpilogueEmitter {
+public:
+  EpilogueEmitter(GemmOp op, ElementAccess access, Value accumulator)
+      : op(op), access(access), accumulator(accumulator) {}
+
+  /// Emits the body at `ivs` ([b,] m, n) and returns the updated outputs.
+  SmallVector<Value> emit(OpBuilder &b, Location loc, ValueRange ivs,
+                          unsigned numLanes, SmallVector<Value> outputs) {
+    Value batch = op.isBatched() ? ivs[0] : Value();
+    Value row = ivs[ivs.size() - 2];
+    Value firstCol = ivs.back();
+    SmallVector<Value> cols;
+    for (unsigned lane = 0; lane < numLanes; ++lane)
+      cols.push_back(lane == 0 ? firstCol
+                               : arith::AddIOp::create(
+                                     b, loc, firstCol,
+                                     indexConstant(b, loc, lane))
+                                     .getResult());
+
+    auto withBatch = [&](ArrayRef<Value> indices) {
+      SmallVector<Value> all;
+      if (batch)
+        all.push_back(batch);
+      all.append(indices.begin(), indices.end());
+      return all;
+    };
+
+    // Block arguments per lane.
+    SmallVector<IRMapping> lanes(numLanes);
+    for (unsigned lane = 0; lane < numLanes; ++lane) {
+      Value col = cols[lane];
+      lanes[lane].map(op.getAccumulatorArg(),
+                      access.read(b, loc, accumulator, withBatch({row, col})));
+      for (auto [i, input] : llvm::enumerate(op.getEpilogueInputs())) {
+        Value element;
+        switch (op.getInputForm(i)) {
+        case AccessForm::tile:
+          element = access.read(b, loc, input, withBatch({row, col}));
+          break;
+        case AccessForm::row:
+          element = access.read(b, loc, input, withBatch({row}));
+          break;
+        case AccessForm::col:
+          element = access.read(b, loc, input, {col});
+          break;
+        case AccessForm::scalar:
+          element = input;
+          break;
+        }
+        lanes[lane].map(op.getInputArg(i), element);
+      }
+    }
+
+    // The body, in program order. Sink ops map their result to their operand;
+    // the terminator decides where that value goes.
+    for (Operation &inner : op.getBody().without_terminator()) {
+      if (isa<RowIndexOp>(inner)) {
+        for (IRMapping &lane : lanes)
+          lane.map(inner.getResult(0), row);
+      } else if (isa<ColIndexOp>(inner)) {
+        for (unsigned lane = 0; lane < numLanes; ++lane)
+          lanes[lane].map(inner.getResult(0), cols[lane]);
+      } else if (isa<RowReduceOp, ColReduceOp, RowSelectOp>(inner)) {
+        for (IRMapping &lane : lanes)
+          lane.map(inner.getResult(0), lane.lookup(inner.getOperand(0)));
+      } else if (isa<PairMapOp, PairContractOp>(inner)) {
+        emitPairOp(b, inner, lanes);
+      } else {
+        for (IRMapping &lane : lanes)
+          b.clone(inner, lane);
+      }
+    }
+
+    YieldOp yield = op.getYieldOp();
+    for (auto [i, value] : llvm::enumerate(yield.getValues())) {
+      Value &out = outputs[i];
+      Operation *def = value.getDefiningOp();
+      if (isa<PairType>(value.getType())) {
+        Value pairCol = arith::DivUIOp::create(b, loc, firstCol,
+                                               indexConstant(b, loc, 2));
+        out = access.write(b, loc, lanes[0].lookup(value), out,
+                           withBatch({row, pairCol}));
+        continue;
+      }
+      for (unsigned lane = 0; lane < numLanes; ++lane) {
+        Value element = lanes[lane].lookup(value);
+        Value col = cols[lane];
+        if (auto reduce = dyn_cast_or_null<RowReduceOp>(def)) {
+          Value tile = arith::DivUIOp::create(
+              b, loc, col, indexConstant(b, loc, reduce.getTile()));
+          out = accumulate(b, loc, reduce.getKind(), element, out,
+                           withBatch({row, tile}));
+        } else if (auto reduce = dyn_cast_or_null<ColReduceOp>(def)) {
+          Value tile = arith::DivUIOp::create(
+              b, loc, row, indexConstant(b, loc, reduce.getTile()));
+          out = accumulate(b, loc, reduce.getKind(), element, out,
+                           withBatch({tile, col}));
+        } else if (auto select = dyn_cast_or_null<RowSelectOp>(def)) {
+          Value target = lanes[lane].lookup(select.getColumn());
+          if (!target.getType().isIndex())
+            target = arith::IndexCastOp::create(b, loc, b.getIndexType(),
+                                                target);
+          Value hit = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                            target, col);
+          Value old = access.read(b, loc, out, withBatch({row}));
+          Value chosen = arith::SelectOp::create(b, loc, hit, element, old);
+          out = access.write(b, loc, chosen, out, withBatch({row}));
+        } else {
+          out = access.write(b, loc, element, out, withBatch({row, col}));
+        }
+      }
+    }
+    return outputs;
+  }
+
+private:
+  /// Inlines a pairwise region once for the pair held by the two lanes.
+  void emitPairOp(OpBuilder &b, Operation &pairOp,
+                  MutableArrayRef<IRMapping> lanes) {
+    Block &block = pairOp.getRegion(0).front();
+    IRMapping mapping;
+    for (auto [i, operand] : llvm::enumerate(pairOp.getOperands())) {
+      mapping.map(block.getArgument(2 * i), lanes[0].lookup(operand));
+      mapping.map(block.getArgument(2 * i + 1), lanes[1].lookup(operand));
+    }
+    for (Operation &inner : block.without_terminator())
+      b.clone(inner, mapping);
+    auto yield = cast<YieldOp>(block.getTerminator());
+    for (auto [r, result] : llvm::enumerate(pairOp.getResults())) {
+      if (isa<PairMapOp>(pairOp)) {
+        lanes[0].map(result, mapping.lookup(yield.getValues()[2 * r]));
+        lanes[1].map(result, mapping.lookup(yield.getValues()[2 * r + 1]));
+      } else {
+        Value contracted = mapping.lookup(yield.getValues()[r]);
+        lanes[0].map(result, contracted);
+        lanes[1].map(result, contracted);
+      }
+    }
+  }
+
+  Value accumulate(OpBuilder &b, Location loc, ReductionKind kind,
+                   Value element, Value out, ValueRange indices) {
+    Value old = access.read(b, loc, out, indices);
+    Value combined = buildCombine(b, loc, kind, old, element);
+    return access.write(b, loc, combined, out, indices);
+  }
+
+  GemmOp op;
+  ElementAccess access;
+  Value accumulator;
+};
+
+struct LowerGemm : OpConversionPattern<GemmOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(GemmOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    ElementAccess access{op.hasPureTensorSemantics()};
+    if (!access.onTensors && !op.hasPureBufferSemantics())
+      return rewriter.notifyMatchFailure(op, "mixes tensors and memrefs");
+
+    Value accumulator = buildAccumulator(rewriter, loc, op, access);
+
+    // Partials start at their reduction's identity.
+    SmallVector<Value> outputs(op.getOutputs());
+    YieldOp yield = op.getYieldOp();
+    for (auto [i, value] : llvm::enumerate(yield.getValues())) {
+      auto partial = dyn_cast<PartialType>(value.getType());
+      if (!partial)
+        continue;
+      ReductionKind kind =
+          isa<RowReduceOp>(value.getDefiningOp())
+              ? cast<RowReduceOp>(value.getDefiningOp()).getKind()
+              : cast<ColReduceOp>(value.getDefiningOp()).getKind();
+      auto floatType = dyn_cast<FloatType>(partial.getElementType());
+      if (!floatType)
+        return rewriter.notifyMatchFailure(op, "non-float partials");
+      Value identity = arith::ConstantOp::create(
+          rewriter, loc, getReductionIdentity(kind, floatType));
+      outputs[i] = access.fill(rewriter, loc, identity, outputs[i]);
+    }
+
+    bool hasPairOps = !op.getBody().getOps<PairMapOp>().empty() ||
+                      !op.getBody().getOps<PairContractOp>().empty();
+    unsigned numLanes = hasPairOps ? 2 : 1;
+
+    // Loop bounds [B,] M, N from the accumulator.
+    SmallVector<Value> lbs, ubs, steps;
+    unsigned rank = op.isBatched() ? 3 : 2;
+    for (unsigned d = 0; d < rank; ++d) {
+      lbs.push_back(indexConstant(rewriter, loc, 0));
+      ubs.push_back(linalg::createOrFoldDimOp(rewriter, loc, accumulator, d));
+      steps.push_back(indexConstant(rewriter, loc, 1));
+    }
+    steps.back() = indexConstant(rewriter, loc, numLanes);
+    if (hasPairOps && ShapedType::isDynamic(op.getStaticN())) {
+      Value rem = arith::RemUIOp::create(rewriter, loc, ubs.back(),
+                                         indexConstant(rewriter, loc, 2));
+      Value even =
+          arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq, rem,
+                                indexConstant(rewriter, loc, 0));
+      cf::AssertOp::create(rewriter, loc, even,
+                           "coda.gemm: a pairwise epilogue needs an even N");
+    }
+
+    EpilogueEmitter emitter(op, access, accumulator);
+    SmallVector<Value> results;
+    if (access.onTensors) {
+      scf::LoopNest nest = scf::buildLoopNest(
+          rewriter, loc, lbs, ubs, steps, outputs,
+          [&](OpBuilder &b, Location nloc, ValueRange ivs,
+              ValueRange iterArgs) -> scf::ValueVector {
+            return emitter.emit(b, nloc, ivs, numLanes,
+                                SmallVector<Value>(iterArgs));
+          });
+      results = SmallVector<Value>(nest.results);
+    } else {
+      scf::buildLoopNest(rewriter, loc, lbs, ubs, steps,
+                         [&](OpBuilder &b, Location nloc, ValueRange ivs) {
+                           emitter.emit(b, nloc, ivs, numLanes, outputs);
+                         });
+      memref::DeallocOp::create(rewriter, loc, accumulator);
+    }
+    rewriter.replaceOp(op, results);
+    return success();
+  }
+};
+
+struct LowerReducePartials : OpConversionPattern<ReducePartialsOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(ReducePartialsOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    auto partialsType = cast<ShapedType>(op.getPartials().getType());
+    ElementAccess access{isa<RankedTensorType>(partialsType)};
+    ReductionKind kind = op.getKind();
+    auto elementType = cast<FloatType>(partialsType.getElementType());
+    Value identity = arith::ConstantOp::create(
+        rewriter, loc, getReductionIdentity(kind, elementType));
+    Value init = access.fill(rewriter, loc, identity, op.getInit());
+    int64_t tileDim = op.getAxis() == ReductionAxis::row
+                          ? partialsType.getRank() - 1
+                          : partialsType.getRank() - 2;
+    auto reduce = linalg::ReduceOp::create(
+        rewriter, loc, ValueRange{op.getPartials()}, ValueRange{init},
+        ArrayRef<int64_t>{tileDim},
+        [&](OpBuilder &b, Location nloc, ValueRange args) {
+          // args: (partial, running value)
+          linalg::YieldOp::create(
+              b, nloc, buildCombine(b, nloc, kind, args[1], args[0]));
+        });
+    rewriter.replaceOp(op, reduce->getResults());
+    return success();
+  }
+};
+
+struct CodaLowerToLinalgPass
+    : coda::impl::CodaLowerToLinalgBase<CodaLowerToLinalgPass> {
+  void runOnOperation() override {
+    MLIRContext *ctx = &getContext();
+    ConversionTarget target(*ctx);
+    target.addIllegalDialect<CodaDialect>();
+    // Epilogue ops disappear with their coda.gemm.
+    target.addLegalOp<RowIndexOp, ColIndexOp, RowReduceOp, ColReduceOp,
+                      RowSelectOp, PairMapOp, PairContractOp, YieldOp>();
+    target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
+    RewritePatternSet patterns(ctx);
+    populateCodaToLinalgConversionPatterns(patterns);
+    if (failed(applyPartialConversion(getOperation(), target,
+                                      std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+
+void mlir::coda::populateCodaToLinalgConversionPatterns(
+    RewritePatternSet &patterns) {
+  patterns.add<LowerGemm, LowerReducePartials>(patterns.getContext());
+}

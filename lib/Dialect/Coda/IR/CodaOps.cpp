@@ -1,0 +1,683 @@
+//===- CodaOps.cpp - coda operations --------------------------------------===//
+//
+// Parsers, printers and verifiers of the coda operations.
+//
+//===----------------------------------------------------------------------===//
+
+#include "coda/Dialect/Coda/IR/Coda.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/PatternMatch.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/MathExtras.h"
+
+using namespace mlir;
+using namespace mlir::coda;
+
+//===----------------------------------------------------------------------===//
+// Shape helpers
+//===----------------------------------------------------------------------===//
+
+static std::string formatShape(ArrayRef<int64_t> shape) {
+  if (shape.empty())
+    return "a scalar";
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  llvm::interleave(
+      shape, os,
+      [&](int64_t dim) {
+        if (ShapedType::isDynamic(dim))
+          os << '?';
+        else
+          os << dim;
+      },
+      "x");
+  return text;
+}
+
+/// Checks that `type` has the rank of `expected` and that every static pair of
+/// sizes agrees. `what` names the operand in the message.
+static LogicalResult checkShape(Operation *op, const Twine &what,
+                                ShapedType type, ArrayRef<int64_t> expected) {
+  bool ok = type.getRank() == static_cast<int64_t>(expected.size());
+  for (unsigned i = 0; ok && i < expected.size(); ++i) {
+    int64_t got = type.getDimSize(i);
+    if (!ShapedType::isDynamic(got) && !ShapedType::isDynamic(expected[i]) &&
+        got != expected[i])
+      ok = false;
+  }
+  if (ok)
+    return success();
+  return op->emitOpError() << "expects " << what << " of shape "
+                           << formatShape(expected) << ", got "
+                           << formatShape(type.getShape());
+}
+
+static int64_t ceilDivStatic(int64_t size, int64_t tile) {
+  if (ShapedType::isDynamic(size))
+    return ShapedType::kDynamic;
+  return llvm::divideCeil(size, tile);
+}
+
+/// True for the types an epilogue value may have (besides the sink types).
+static bool isEpilogueScalarType(Type type) {
+  return type.isIntOrIndexOrFloat();
+}
+
+static bool isSinkType(Type type) {
+  return isa<PartialType, PairType, RowType>(type);
+}
+
+//===----------------------------------------------------------------------===//
+// GemmOp
+//===----------------------------------------------------------------------===//
+
+int64_t GemmOp::getStaticM() {
+  return getLhsType().getDimSize(getLhsType().getRank() - 2);
+}
+
+int64_t GemmOp::getStaticK() {
+  return getLhsType().getDimSize(getLhsType().getRank() - 1);
+}
+
+int64_t GemmOp::getStaticN() {
+  ShapedType rhs = getRhsType();
+  return rhs.getDimSize(rhs.getRank() - (getTransposeB() ? 2 : 1));
+}
+
+int64_t GemmOp::getStaticBatch() {
+  return isBatched() ? getLhsType().getDimSize(0) : 1;
+}
+
+AccessForm GemmOp::getInputForm(unsigned i) {
+  return cast<AccessFormAttr>(getInputForms()[i]).getValue();
+}
+
+YieldOp GemmOp::getYieldOp() { return cast<YieldOp>(getBody().getTerminator()); }
+
+Type GemmOp::getInputElementType(Type inputType) {
+  if (auto shaped = dyn_cast<ShapedType>(inputType))
+    return shaped.getElementType();
+  return inputType;
+}
+
+void GemmOp::print(OpAsmPrinter &p) {
+  p << ' ' << getLhs() << ", " << getRhs();
+  if (getTransposeB())
+    p << " transpose_b";
+  p << " : " << getLhs().getType() << ", " << getRhs().getType();
+  p.increaseIndent();
+  p.printNewline();
+  p << "epilogue(" << getAccumulatorArg();
+  for (auto [i, input] : llvm::enumerate(getEpilogueInputs())) {
+    p << ", " << stringifyAccessForm(getInputForm(i)) << ' ' << getInputArg(i)
+      << " = " << input << " : " << input.getType();
+  }
+  p << ')';
+  p.printNewline();
+  p << "outs(" << getOutputs() << " : " << getOutputs().getTypes() << ')';
+  p.decreaseIndent();
+  p.printOptionalAttrDictWithKeyword(
+      (*this)->getAttrs(),
+      {getInputFormsAttrName(), getTransposeBAttrName(), "operandSegmentSizes"});
+  p << ' ';
+  p.printRegion(getEpilogue(), /*printEntryBlockArgs=*/false);
+}
+
+ParseResult GemmOp::parse(OpAsmParser &parser, OperationState &result) {
+  MLIRContext *ctx = parser.getContext();
+  OpAsmParser::UnresolvedOperand lhs, rhs;
+  Type lhsType, rhsType;
+  Properties &props = result.getOrAddProperties<Properties>();
+  if (parser.parseOperand(lhs) || parser.parseComma() ||
+      parser.parseOperand(rhs))
+    return failure();
+  if (succeeded(parser.parseOptionalKeyword("transpose_b")))
+    props.transpose_b = UnitAttr::get(ctx);
+  if (parser.parseColon() || parser.parseType(lhsType) || parser.parseComma() ||
+      parser.parseType(rhsType))
+    return failure();
+
+  // epilogue(%acc, <form> %arg = %operand : type, ...)
+  SmallVector<OpAsmParser::Argument> regionArgs;
+  SmallVector<OpAsmParser::UnresolvedOperand> inputs;
+  SmallVector<Type> inputTypes;
+  SmallVector<Attribute> forms;
+  OpAsmParser::Argument acc;
+  if (parser.parseKeyword("epilogue") || parser.parseLParen() ||
+      parser.parseArgument(acc))
+    return failure();
+  acc.type = Float32Type::get(ctx);
+  regionArgs.push_back(acc);
+  while (succeeded(parser.parseOptionalComma())) {
+    StringRef formName;
+    llvm::SMLoc formLoc = parser.getCurrentLocation();
+    OpAsmParser::Argument arg;
+    OpAsmParser::UnresolvedOperand input;
+    Type inputType;
+    if (parser.parseKeyword(&formName))
+      return failure();
+    std::optional<AccessForm> form = symbolizeAccessForm(formName);
+    if (!form)
+      return parser.emitError(formLoc)
+             << "unknown access form '" << formName
+             << "', expected one of tile, row, col, scalar";
+    if (parser.parseArgument(arg) || parser.parseEqual() ||
+        parser.parseOperand(input) || parser.parseColonType(inputType))
+      return failure();
+    arg.type = getInputElementType(inputType);
+    regionArgs.push_back(arg);
+    inputs.push_back(input);
+    inputTypes.push_back(inputType);
+    forms.push_back(AccessFormAttr::get(ctx, *form));
+  }
+  if (parser.parseRParen())
+    return failure();
+
+  // outs(%o, ... : type, ...)
+  SmallVector<OpAsmParser::UnresolvedOperand> outputs;
+  SmallVector<Type> outputTypes;
+  if (parser.parseKeyword("outs") || parser.parseLParen() ||
+      parser.parseOperandList(outputs))
+    return failure();
+  if (!outputs.empty() &&
+      (parser.parseColon() || parser.parseTypeList(outputTypes)))
+    return failure();
+  if (parser.parseRParen())
+    return failure();
+
+  props.input_forms = ArrayAttr::get(ctx, forms);
+  llvm::copy(ArrayRef<int32_t>({1, 1, static_cast<int32_t>(inputs.size()),
+                                static_cast<int32_t>(outputs.size())}),
+             props.operandSegmentSizes.begin());
+
+  if (parser.parseOptionalAttrDictWithKeyword(result.attributes))
+    return failure();
+  Region *body = result.addRegion();
+  if (parser.parseRegion(*body, regionArgs, /*enableNameShadowing=*/false))
+    return failure();
+
+  llvm::SMLoc loc = parser.getCurrentLocation();
+  if (parser.resolveOperand(lhs, lhsType, result.operands) ||
+      parser.resolveOperand(rhs, rhsType, result.operands) ||
+      parser.resolveOperands(inputs, inputTypes, loc, result.operands) ||
+      parser.resolveOperands(outputs, outputTypes, loc, result.operands))
+    return failure();
+  for (Type type : outputTypes)
+    if (isa<RankedTensorType>(type))
+      result.addTypes(type);
+  return success();
+}
+
+void GemmOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  for (OpOperand &operand : (*this)->getOpOperands()) {
+    if (!isa<MemRefType>(operand.get().getType()))
+      continue;
+    effects.emplace_back(MemoryEffects::Read::get(), &operand,
+                         SideEffects::DefaultResource::get());
+    if (isDpsInit(&operand))
+      effects.emplace_back(MemoryEffects::Write::get(), &operand,
+                           SideEffects::DefaultResource::get());
+  }
+}
+
+static bool isSupportedOperandElementType(Type type) {
+  return isa<Float32Type, Float16Type, BFloat16Type, Float8E4M3FNType,
+             Float8E5M2Type>(type);
+}
+
+LogicalResult GemmOp::verify() {
+  ShapedType lhsType = getLhsType(), rhsType = getRhsType();
+  bool onTensors = isa<RankedTensorType>(lhsType);
+
+  // Every shaped operand lives in the same world: tensors or memrefs.
+  for (Value operand : getOperation()->getOperands()) {
+    auto shaped = dyn_cast<ShapedType>(operand.getType());
+    if (shaped && isa<RankedTensorType>(shaped) != onTensors)
+      return emitOpError("expects all shaped operands to be ")
+             << (onTensors ? "tensors" : "memrefs") << " like lhs, got "
+             << operand.getType();
+  }
+
+  if (lhsType.getRank() != 2 && lhsType.getRank() != 3)
+    return emitOpError("expects lhs of rank 2 (M x K) or 3 (B x M x K), got "
+                       "rank ")
+           << lhsType.getRank();
+  if (rhsType.getRank() != 2 && rhsType.getRank() != lhsType.getRank())
+    return emitOpError("expects rhs of rank 2")
+           << (isBatched() ? " or 3" : "") << ", got rank "
+           << rhsType.getRank();
+  if (lhsType.getElementType() != rhsType.getElementType())
+    return emitOpError("expects lhs and rhs of one element type, got ")
+           << lhsType.getElementType() << " and " << rhsType.getElementType();
+  if (!isSupportedOperandElementType(lhsType.getElementType()))
+    return emitOpError("expects operands of bf16, f16, f32, f8E4M3FN or "
+                       "f8E5M2, got ")
+           << lhsType.getElementType();
+
+  int64_t m = getStaticM(), n = getStaticN(), k = getStaticK();
+  int64_t batch = getStaticBatch();
+  SmallVector<int64_t> expectedRhs;
+  if (rhsType.getRank() == 3)
+    expectedRhs.push_back(batch);
+  if (getTransposeB())
+    expectedRhs.append({n, k});
+  else
+    expectedRhs.append({k, n});
+  if (failed(checkShape(*this,
+                        getTransposeB() ? "rhs (N x K, transpose_b)"
+                                        : "rhs (K x N)",
+                        rhsType, expectedRhs)))
+    return failure();
+
+  // Epilogue inputs.
+  if (getInputForms().size() != getEpilogueInputs().size())
+    return emitOpError("expects one access form per epilogue input, got ")
+           << getInputForms().size() << " forms for "
+           << getEpilogueInputs().size() << " inputs";
+  SmallVector<int64_t> batchPrefix;
+  if (isBatched())
+    batchPrefix.push_back(batch);
+  auto withBatch = [&](ArrayRef<int64_t> dims) {
+    SmallVector<int64_t> shape(batchPrefix);
+    shape.append(dims.begin(), dims.end());
+    return shape;
+  };
+  for (auto [i, input] : llvm::enumerate(getEpilogueInputs())) {
+    AccessForm form = getInputForm(i);
+    auto shaped = dyn_cast<ShapedType>(input.getType());
+    std::string what = ("epilogue input #" + Twine(i) + " (" +
+                        stringifyAccessForm(form) + ")")
+                           .str();
+    if (form == AccessForm::scalar) {
+      if (!isEpilogueScalarType(input.getType()))
+        return emitOpError() << "expects " << what
+                             << " to be an integer, index or float, got "
+                             << input.getType();
+      continue;
+    }
+    if (!shaped)
+      return emitOpError() << "expects " << what << " to be a shaped value, got "
+                           << input.getType();
+    if (!isEpilogueScalarType(shaped.getElementType()))
+      return emitOpError() << "expects " << what
+                           << " to hold integers or floats, got "
+                           << shaped.getElementType();
+    SmallVector<int64_t> expected;
+    if (form == AccessForm::tile)
+      expected = withBatch({m, n});
+    else if (form == AccessForm::row)
+      expected = withBatch({m});
+    else
+      expected = {n};
+    if (failed(checkShape(*this, what, shaped, expected)))
+      return failure();
+  }
+
+  if (getOutputs().empty())
+    return emitOpError("expects at least one output");
+  return success();
+}
+
+/// Checks that the only users of sink values are the gemm's terminator and
+/// that every op in the epilogue is one it can run per element.
+static LogicalResult verifyEpilogueOps(GemmOp gemm) {
+  WalkResult walk = gemm.getEpilogue().walk([&](Operation *op) {
+    bool nested = op->getParentOp() != gemm.getOperation();
+    Dialect *dialect = op->getDialect();
+    bool allowedDialect =
+        isa_and_nonnull<arith::ArithDialect, math::MathDialect>(dialect) ||
+        (nested ? isa<YieldOp>(op) : isa_and_nonnull<CodaDialect>(dialect));
+    if (!allowedDialect) {
+      op->emitOpError("is not allowed in ")
+          << (nested ? "a pairwise region" : "a coda.gemm epilogue")
+          << ": it may hold only arith and math ops"
+          << (nested ? " and coda.yield" : " and coda epilogue ops");
+      return WalkResult::interrupt();
+    }
+    for (Type type : op->getResultTypes()) {
+      if (!isEpilogueScalarType(type) && !isSinkType(type)) {
+        op->emitOpError("produces a value of type ")
+            << type << " in an epilogue, which computes on scalars only";
+        return WalkResult::interrupt();
+      }
+    }
+    for (Value result : op->getResults()) {
+      if (!isSinkType(result.getType()))
+        continue;
+      for (Operation *user : result.getUsers()) {
+        if (user != gemm.getYieldOp().getOperation()) {
+          user->emitOpError("uses ")
+              << result.getType()
+              << ", which only the coda.gemm terminator may yield";
+          return WalkResult::interrupt();
+        }
+      }
+    }
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+
+LogicalResult GemmOp::verifyRegions() {
+  Block &body = getBody();
+  MLIRContext *ctx = getContext();
+  unsigned numInputs = getEpilogueInputs().size();
+  if (body.getNumArguments() != 1 + numInputs)
+    return emitOpError("expects the epilogue to take the accumulator and one "
+                       "argument per epilogue input (")
+           << 1 + numInputs << " arguments), got " << body.getNumArguments();
+  if (!getAccumulatorArg().getType().isF32())
+    return emitOpError("expects the accumulator argument to be f32, got ")
+           << getAccumulatorArg().getType();
+  for (auto [i, input] : llvm::enumerate(getEpilogueInputs())) {
+    Type expected = getInputElementType(input.getType());
+    if (getInputArg(i).getType() != expected)
+      return emitOpError("expects epilogue argument #")
+             << i + 1 << " to be " << expected << " (the element of input #"
+             << i << "), got " << getInputArg(i).getType();
+  }
+
+  if (failed(verifyEpilogueOps(*this)))
+    return failure();
+
+  int64_t m = getStaticM(), n = getStaticN(), batch = getStaticBatch();
+  bool hasPairOps = !body.getOps<PairMapOp>().empty() ||
+                    !body.getOps<PairContractOp>().empty();
+  if (hasPairOps && !ShapedType::isDynamic(n) && n % 2 != 0)
+    return emitOpError("has a pairwise epilogue op but N = ")
+           << n << " is odd; pairs are columns (2j, 2j + 1)";
+
+  YieldOp yield = getYieldOp();
+  if (yield.getValues().size() != getOutputs().size())
+    return emitOpError("expects the epilogue to yield one value per output (")
+           << getOutputs().size() << "), got " << yield.getValues().size();
+
+  SmallVector<int64_t> prefix;
+  if (isBatched())
+    prefix.push_back(batch);
+  for (auto [i, pair] :
+       llvm::enumerate(llvm::zip(yield.getValues(), getOutputs()))) {
+    auto [value, output] = pair;
+    auto outType = cast<ShapedType>(output.getType());
+    Type valueType = value.getType();
+    SmallVector<int64_t> expected(prefix);
+    Type elementType = valueType;
+    std::string what;
+    if (auto partial = dyn_cast<PartialType>(valueType)) {
+      elementType = partial.getElementType();
+      Operation *def = value.getDefiningOp();
+      if (auto rowReduce = dyn_cast_or_null<RowReduceOp>(def)) {
+        expected.append({m, ceilDivStatic(n, rowReduce.getTile())});
+        what = "output #" + std::to_string(i) + " (row partials, tile " +
+               std::to_string(rowReduce.getTile()) + ")";
+      } else if (auto colReduce = dyn_cast_or_null<ColReduceOp>(def)) {
+        expected.append({ceilDivStatic(m, colReduce.getTile()), n});
+        what = "output #" + std::to_string(i) + " (column partials, tile " +
+               std::to_string(colReduce.getTile()) + ")";
+      } else {
+        return emitOpError("yields a partial that no block reduction of this "
+                           "epilogue produced");
+      }
+    } else if (auto pairType = dyn_cast<PairType>(valueType)) {
+      elementType = pairType.getElementType();
+      expected.append({m, ShapedType::isDynamic(n) ? n : n / 2});
+      what = "output #" + std::to_string(i) + " (one value per column pair)";
+    } else if (auto rowType = dyn_cast<RowType>(valueType)) {
+      elementType = rowType.getElementType();
+      expected.push_back(m);
+      what = "output #" + std::to_string(i) + " (one value per row)";
+    } else {
+      expected.append({m, n});
+      what = "output #" + std::to_string(i) + " (tile)";
+    }
+    if (outType.getElementType() != elementType)
+      return emitOpError("expects output #")
+             << i << " to hold " << elementType
+             << ", the type the epilogue yields for it, got "
+             << outType.getElementType();
+    if (failed(checkShape(*this, what, outType, expected)))
+      return failure();
+  }
+  (void)ctx;
+  return success();
+}
+
+namespace {
+/// Drops epilogue inputs whose element the epilogue never reads.
+struct EraseUnusedEpilogueInputs : OpRewritePattern<GemmOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(GemmOp op,
+                                PatternRewriter &rewriter) const override {
+    SmallVector<unsigned> unused;
+    for (unsigned i = 0, e = op.getEpilogueInputs().size(); i < e; ++i)
+      if (op.getInputArg(i).use_empty())
+        unused.push_back(i);
+    if (unused.empty())
+      return rewriter.notifyMatchFailure(op, "every epilogue input is read");
+    rewriter.modifyOpInPlace(op, [&] {
+      SmallVector<Attribute> forms(op.getInputForms().getValue());
+      for (unsigned i : llvm::reverse(unused)) {
+        op.getEpilogueInputsMutable().erase(i);
+        op.getBody().eraseArgument(1 + i);
+        forms.erase(forms.begin() + i);
+      }
+      op.setInputFormsAttr(rewriter.getArrayAttr(forms));
+    });
+    return success();
+  }
+};
+} // namespace
+
+void GemmOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                         MLIRContext *context) {
+  results.add<EraseUnusedEpilogueInputs>(context);
+}
+
+//===----------------------------------------------------------------------===//
+// PairMapOp and PairContractOp
+//===----------------------------------------------------------------------===//
+
+/// Prints ` (%e, %o) = %x, ... : types -> types {region}`.
+static void printPairOp(OpAsmPrinter &p, Operation *op, Region &body) {
+  Block &block = body.front();
+  p << ' ';
+  for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
+    if (i)
+      p << ", ";
+    p << '(' << block.getArgument(2 * i) << ", " << block.getArgument(2 * i + 1)
+      << ") = " << operand;
+  }
+  p << " : " << op->getOperandTypes() << " -> " << op->getResultTypes();
+  p.printOptionalAttrDictWithKeyword(op->getAttrs());
+  p << ' ';
+  p.printRegion(body, /*printEntryBlockArgs=*/false);
+}
+
+static ParseResult parsePairOp(OpAsmParser &parser, OperationState &result) {
+  SmallVector<OpAsmParser::Argument> args;
+  SmallVector<OpAsmParser::UnresolvedOperand> operands;
+  SmallVector<Type> operandTypes, resultTypes;
+  auto parseOne = [&]() -> ParseResult {
+    OpAsmParser::Argument even, odd;
+    OpAsmParser::UnresolvedOperand operand;
+    if (parser.parseLParen() || parser.parseArgument(even) ||
+        parser.parseComma() || parser.parseArgument(odd) ||
+        parser.parseRParen() || parser.parseEqual() ||
+        parser.parseOperand(operand))
+      return failure();
+    args.append({even, odd});
+    operands.push_back(operand);
+    return success();
+  };
+  llvm::SMLoc loc = parser.getCurrentLocation();
+  if (parser.parseCommaSeparatedList(parseOne) || parser.parseColon() ||
+      parser.parseTypeList(operandTypes) || parser.parseArrow() ||
+      parser.parseTypeList(resultTypes))
+    return failure();
+  if (operandTypes.size() != operands.size())
+    return parser.emitError(loc) << "expects one type per operand ("
+                                 << operands.size() << "), got "
+                                 << operandTypes.size();
+  for (auto [i, type] : llvm::enumerate(operandTypes)) {
+    args[2 * i].type = type;
+    args[2 * i + 1].type = type;
+  }
+  if (parser.parseOptionalAttrDictWithKeyword(result.attributes) ||
+      parser.resolveOperands(operands, operandTypes, loc, result.operands))
+    return failure();
+  result.addTypes(resultTypes);
+  return parser.parseRegion(*result.addRegion(), args,
+                            /*enableNameShadowing=*/false);
+}
+
+/// The checks both pairwise ops share: two region arguments per operand, of
+/// the operand's type, and scalar operands.
+static LogicalResult verifyPairRegionArgs(Operation *op, Block &block) {
+  if (op->getNumOperands() == 0)
+    return op->emitOpError("expects at least one operand");
+  if (op->getNumResults() == 0)
+    return op->emitOpError("expects at least one result");
+  if (block.getNumArguments() != 2 * op->getNumOperands())
+    return op->emitOpError("expects two region arguments (even, odd column) "
+                           "per operand (")
+           << 2 * op->getNumOperands() << "), got " << block.getNumArguments();
+  for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
+    if (!isEpilogueScalarType(operand.getType()))
+      return op->emitOpError("expects scalar operands, got ")
+             << operand.getType();
+    for (unsigned lane = 0; lane < 2; ++lane)
+      if (block.getArgument(2 * i + lane).getType() != operand.getType())
+        return op->emitOpError("expects region argument #")
+               << 2 * i + lane << " to have the type of operand #" << i << " ("
+               << operand.getType() << "), got "
+               << block.getArgument(2 * i + lane).getType();
+  }
+  return success();
+}
+
+void PairMapOp::print(OpAsmPrinter &p) {
+  printPairOp(p, *this, getBody());
+}
+
+ParseResult PairMapOp::parse(OpAsmParser &parser, OperationState &result) {
+  return parsePairOp(parser, result);
+}
+
+LogicalResult PairMapOp::verifyRegions() {
+  Block &block = getBody().front();
+  if (failed(verifyPairRegionArgs(*this, block)))
+    return failure();
+  auto yield = cast<YieldOp>(block.getTerminator());
+  if (yield.getValues().size() != 2 * getNumResults())
+    return emitOpError("expects the region to yield two values (even, odd "
+                       "column) per result (")
+           << 2 * getNumResults() << "), got " << yield.getValues().size();
+  for (auto [r, type] : llvm::enumerate(getResultTypes())) {
+    if (!isEpilogueScalarType(type))
+      return emitOpError("expects scalar results, got ") << type;
+    for (unsigned lane = 0; lane < 2; ++lane)
+      if (yield.getValues()[2 * r + lane].getType() != type)
+        return emitOpError("expects yielded value #")
+               << 2 * r + lane << " to have the type of result #" << r << " ("
+               << type << "), got "
+               << yield.getValues()[2 * r + lane].getType();
+  }
+  return success();
+}
+
+void PairContractOp::print(OpAsmPrinter &p) {
+  printPairOp(p, *this, getBody());
+}
+
+ParseResult PairContractOp::parse(OpAsmParser &parser,
+                                  OperationState &result) {
+  return parsePairOp(parser, result);
+}
+
+LogicalResult PairContractOp::verifyRegions() {
+  Block &block = getBody().front();
+  if (failed(verifyPairRegionArgs(*this, block)))
+    return failure();
+  auto yield = cast<YieldOp>(block.getTerminator());
+  if (yield.getValues().size() != getNumResults())
+    return emitOpError("expects the region to yield one value per result (")
+           << getNumResults() << "), got " << yield.getValues().size();
+  for (auto [r, type] : llvm::enumerate(getResultTypes())) {
+    Type element = cast<PairType>(type).getElementType();
+    if (yield.getValues()[r].getType() != element)
+      return emitOpError("expects yielded value #")
+             << r << " to be " << element << " (result #" << r << " is "
+             << type << "), got " << yield.getValues()[r].getType();
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ReducePartialsOp
+//===----------------------------------------------------------------------===//
+
+void ReducePartialsOp::build(OpBuilder &builder, OperationState &state,
+                             Value partials, Value init, ReductionKind kind,
+                             ReductionAxis axis) {
+  Type resultType = isa<RankedTensorType>(init.getType()) ? init.getType()
+                                                          : Type();
+  build(builder, state, resultType, partials, init,
+        ReductionKindAttr::get(builder.getContext(), kind),
+        ReductionAxisAttr::get(builder.getContext(), axis));
+}
+
+LogicalResult ReducePartialsOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> location,
+    ValueRange operands, DictionaryAttr attributes,
+    OpaqueProperties properties, RegionRange regions,
+    SmallVectorImpl<Type> &inferredReturnTypes) {
+  if (operands.size() == 2 && isa<RankedTensorType>(operands[1].getType()))
+    inferredReturnTypes.push_back(operands[1].getType());
+  return success();
+}
+
+void ReducePartialsOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  if (isa<MemRefType>(getPartials().getType()))
+    effects.emplace_back(MemoryEffects::Read::get(), &getPartialsMutable(),
+                         SideEffects::DefaultResource::get());
+  if (isa<MemRefType>(getInit().getType()))
+    effects.emplace_back(MemoryEffects::Write::get(), &getInitMutable(),
+                         SideEffects::DefaultResource::get());
+}
+
+LogicalResult ReducePartialsOp::verify() {
+  auto partials = cast<ShapedType>(getPartials().getType());
+  auto init = cast<ShapedType>(getInit().getType());
+  if (isa<RankedTensorType>(partials) != isa<RankedTensorType>(init))
+    return emitOpError("expects partials and init to be both tensors or both "
+                       "memrefs");
+  if (partials.getRank() != 2 && partials.getRank() != 3)
+    return emitOpError("expects partials of rank 2 or 3 (with a batch "
+                       "dimension), got rank ")
+           << partials.getRank();
+  if (!isa<FloatType>(partials.getElementType()) ||
+      partials.getElementType() != init.getElementType())
+    return emitOpError("expects partials and init of one float element type, "
+                       "got ")
+           << partials.getElementType() << " and " << init.getElementType();
+  // Row partials are [B x] M x T, column partials [B x] T x N: drop T.
+  int64_t tileDim = getAxis() == ReductionAxis::row ? partials.getRank() - 1
+                                                    : partials.getRank() - 2;
+  SmallVector<int64_t> expected;
+  for (int64_t d = 0; d < partials.getRank(); ++d)
+    if (d != tileDim)
+      expected.push_back(partials.getDimSize(d));
+  return checkShape(*this, "init (the partials without their tile dimension)",
+                    init, expected);
+}
+
+#define GET_OP_CLASSES
+#include "coda/Dialect/Coda/IR/CodaOps.cpp.inc"

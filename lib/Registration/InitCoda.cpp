@@ -1,0 +1,20 @@
+//===- InitCoda.cpp - register coda's dialects and passes -----------------===//
+
+#include "coda/InitCoda.h"
+
+#include "coda/Conversion/Passes.h"
+#include "coda/Dialect/Coda/IR/Coda.h"
+#include "coda/Pipelines/Pipelines.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/DialectRegistry.h"
+
+void mlir::coda::registerCodaDialects(DialectRegistry &registry) {
+  registry.insert<CodaDialect, arith::ArithDialect, math::MathDialect>();
+}
+
+void mlir::coda::registerCodaPasses() {
+  registerCodaConversionPasses();
+  registerCodaPipelines();
+}

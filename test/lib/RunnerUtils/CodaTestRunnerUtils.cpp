@@ -1,0 +1,156 @@
+//===- CodaTestRunnerUtils.cpp - helpers for CPU execution tests ----------===//
+//
+// Functions that CPU differential tests call through mlir-runner (declared in
+// MLIR with `attributes {llvm.emit_c_interface}`):
+//   coda_fill_random_{f32,bf16}(memref<*xT>, i64 seed)
+//       deterministic pseudo-random values in [-1, 1);
+//   coda_check_close_{f32,bf16}(memref<*xT> actual, memref<*xT> expected,
+//                               f32 rtol, f32 atol)
+//       prints a one-line verdict and exits with status 1 when any element is
+//       NaN or differs by more than atol + rtol * |expected|.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlir/ExecutionEngine/CRunnerUtils.h"
+
+#include <cinttypes>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+uint64_t splitMix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+float randomValue(uint64_t seed, int64_t index) {
+  uint64_t bits = splitMix64(seed * 0x100000001B3ull + uint64_t(index));
+  // 24 random bits -> [0, 1) -> [-1, 1).
+  return float(bits >> 40) * (2.0f / 16777216.0f) - 1.0f;
+}
+
+float bf16ToFloat(uint16_t bits) {
+  uint32_t word = uint32_t(bits) << 16;
+  float value;
+  std::memcpy(&value, &word, sizeof(value));
+  return value;
+}
+
+uint16_t floatToBF16(float value) {
+  uint32_t word;
+  std::memcpy(&word, &value, sizeof(word));
+  // Round to nearest even; the inputs here are never NaN.
+  word += 0x7FFF + ((word >> 16) & 1);
+  return uint16_t(word >> 16);
+}
+
+template <typename T>
+std::vector<int64_t> shapeOf(DynamicMemRefType<T> &memref) {
+  return std::vector<int64_t>(memref.sizes, memref.sizes + memref.rank);
+}
+
+/// Visits every element of a strided memref in row-major order.
+template <typename T, typename Fn>
+void forEachElement(DynamicMemRefType<T> &memref, Fn &&fn) {
+  int64_t count = 1;
+  for (int64_t d = 0; d < memref.rank; ++d)
+    count *= memref.sizes[d];
+  std::vector<int64_t> index(memref.rank, 0);
+  for (int64_t linear = 0; linear < count; ++linear) {
+    int64_t offset = memref.offset;
+    for (int64_t d = 0; d < memref.rank; ++d)
+      offset += index[d] * memref.strides[d];
+    fn(linear, memref.data[offset]);
+    for (int64_t d = memref.rank - 1; d >= 0; --d) {
+      if (++index[d] < memref.sizes[d])
+        break;
+      index[d] = 0;
+    }
+  }
+}
+
+template <typename T, typename ToFloat>
+void checkClose(UnrankedMemRefType<T> *actualDesc,
+                UnrankedMemRefType<T> *expectedDesc, float rtol, float atol,
+                ToFloat toFloat) {
+  DynamicMemRefType<T> actual(*actualDesc), expected(*expectedDesc);
+  if (shapeOf(actual) != shapeOf(expected)) {
+    std::printf("coda-check FAILED: shapes differ (rank %" PRId64
+                " vs %" PRId64 ")\n",
+                actual.rank, expected.rank);
+    std::fflush(stdout);
+    std::exit(1);
+  }
+  std::vector<float> expectedValues;
+  forEachElement(expected,
+                 [&](int64_t, T value) { expectedValues.push_back(toFloat(value)); });
+  double maxAbs = 0.0, maxRel = 0.0;
+  int64_t mismatches = 0;
+  forEachElement(actual, [&](int64_t linear, T value) {
+    double got = toFloat(value), want = expectedValues[linear];
+    double err = std::fabs(got - want);
+    bool bad = std::isnan(got) || std::isnan(want) ||
+               err > atol + rtol * std::fabs(want);
+    if (!std::isnan(err)) {
+      maxAbs = std::fmax(maxAbs, err);
+      if (want != 0.0)
+        maxRel = std::fmax(maxRel, err / std::fabs(want));
+    }
+    if (bad && mismatches++ < 5)
+      std::printf("coda-check mismatch at linear index %" PRId64
+                  ": got %.8g, expected %.8g\n",
+                  linear, got, want);
+  });
+  if (mismatches) {
+    std::printf("coda-check FAILED: %" PRId64 " of %zu elements differ "
+                "(rtol %g, atol %g)\n",
+                mismatches, expectedValues.size(), rtol, atol);
+    std::fflush(stdout);
+    std::exit(1);
+  }
+  std::printf("coda-check ok: %zu elements, max abs error %.3g, max rel "
+              "error %.3g\n",
+              expectedValues.size(), maxAbs, maxRel);
+  std::fflush(stdout);
+}
+
+} // namespace
+
+extern "C" {
+
+void _mlir_ciface_coda_fill_random_f32(UnrankedMemRefType<float> *desc,
+                                       int64_t seed) {
+  DynamicMemRefType<float> memref(*desc);
+  forEachElement(memref, [&](int64_t linear, float &value) {
+    value = randomValue(uint64_t(seed), linear);
+  });
+}
+
+void _mlir_ciface_coda_fill_random_bf16(UnrankedMemRefType<uint16_t> *desc,
+                                        int64_t seed) {
+  DynamicMemRefType<uint16_t> memref(*desc);
+  forEachElement(memref, [&](int64_t linear, uint16_t &value) {
+    value = floatToBF16(randomValue(uint64_t(seed), linear));
+  });
+}
+
+void _mlir_ciface_coda_check_close_f32(UnrankedMemRefType<float> *actual,
+                                       UnrankedMemRefType<float> *expected,
+                                       float rtol, float atol) {
+  checkClose(actual, expected, rtol, atol, [](float v) { return v; });
+}
+
+void _mlir_ciface_coda_check_close_bf16(UnrankedMemRefType<uint16_t> *actual,
+                                        UnrankedMemRefType<uint16_t> *expected,
+                                        float rtol, float atol) {
+  checkClose(actual, expected, rtol, atol, bf16ToFloat);
+}
+
+} // extern "C"

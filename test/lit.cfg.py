@@ -1,0 +1,50 @@
+# -*- Python -*-
+# lit configuration for the coda regression tests.
+
+import os
+import shutil
+
+import lit.formats
+from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
+
+config.name = "CODA"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.coda_obj_root, "test")
+config.excludes = ["lib", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+
+config.substitutions.append(("%PATH%", config.environment["PATH"]))
+config.substitutions.append(("%shlibext", config.shlib_ext))
+config.substitutions.append(("%coda_src_root", config.coda_src_root))
+
+llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
+llvm_config.use_default_substitutions()
+
+lib = lambda name: os.path.join(config.mlir_lib_dir, name + config.shlib_ext)
+mlir_runner_utils = lib("libmlir_runner_utils")
+mlir_c_runner_utils = lib("libmlir_c_runner_utils")
+coda_runner_utils = os.path.join(
+    config.coda_lib_dir, "libcoda_test_runner_utils" + config.shlib_ext)
+coda_opt = os.path.join(config.coda_tools_dir, "coda-opt")
+mlir_runner = os.path.join(config.llvm_tools_dir, "mlir-runner")
+
+# `%cpu-runner`: the whole CPU path, from coda IR to a run of @main under
+# mlir-runner with the upstream runner utils and coda's test helpers.
+config.substitutions.append(
+    ("%cpu-runner",
+     f"{coda_opt} --coda-to-llvm-cpu | {mlir_runner} -e main "
+     f"-entry-point-result=void "
+     f"-shared-libs={mlir_runner_utils},{mlir_c_runner_utils},{coda_runner_utils}"))
+config.substitutions.append(
+    ("%coda_plugin", os.path.join(config.coda_lib_dir, "CodaPlugin" + config.shlib_ext)))
+config.substitutions.append(("%python", config.python_executable))
+
+tool_dirs = [config.coda_tools_dir, config.llvm_tools_dir]
+tools = [
+    "coda-opt",
+    "mlir-runner",
+    ToolSubst("mlir-opt", command=os.path.join(config.llvm_tools_dir, "mlir-opt")),
+]
+llvm_config.add_tool_substitutions(tools, tool_dirs)
