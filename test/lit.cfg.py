@@ -30,13 +30,18 @@ coda_runner_utils = os.path.join(
 coda_opt = os.path.join(config.coda_tools_dir, "coda-opt")
 mlir_runner = os.path.join(config.llvm_tools_dir, "mlir-runner")
 
-# `%cpu-runner`: the whole CPU path, from coda IR to a run of @main under
-# mlir-runner with the upstream runner utils and coda's test helpers.
+# `%cpu-runner`: the whole CPU path, from coda IR on stdin to a run of @main
+# under mlir-runner with the upstream runner utils and coda's test helpers.
+# `%differential`: builds that @main from @fused and @reference (see
+# test/lib/Passes/TestDifferentialMain.cpp).
 config.substitutions.append(
-    ("%cpu-runner",
-     f"{coda_opt} --coda-to-llvm-cpu | {mlir_runner} -e main "
-     f"-entry-point-result=void "
-     f"-shared-libs={mlir_runner_utils},{mlir_c_runner_utils},{coda_runner_utils}"))
+    ("%differential", f"{coda_opt} --coda-test-differential-main"))
+# `%run-main`: runs @main of lowered LLVM-dialect IR on stdin.
+run_main = (f"{mlir_runner} -e main -entry-point-result=void "
+            f"-shared-libs={mlir_runner_utils},{mlir_c_runner_utils},{coda_runner_utils}")
+config.substitutions.append(("%run-main", run_main))
+config.substitutions.append(
+    ("%cpu-runner", f"{coda_opt} --coda-to-llvm-cpu | {run_main}"))
 config.substitutions.append(
     ("%coda_plugin", os.path.join(config.coda_lib_dir, "CodaPlugin" + config.shlib_ext)))
 config.substitutions.append(("%python", config.python_executable))

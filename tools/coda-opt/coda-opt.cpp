@@ -14,9 +14,15 @@
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
+namespace mlir::coda {
+/// Test-only passes from test/lib (`--coda-test-*`).
+void registerCodaTestPasses();
+} // namespace mlir::coda
+
 int main(int argc, char **argv) {
   mlir::registerAllPasses();
   mlir::coda::registerCodaPasses();
+  mlir::coda::registerCodaTestPasses();
 
   mlir::DialectRegistry registry;
   mlir::registerAllDialects(registry);

@@ -4,6 +4,8 @@
 // MLIR with `attributes {llvm.emit_c_interface}`):
 //   coda_fill_random_{f32,bf16}(memref<*xT>, i64 seed)
 //       deterministic pseudo-random values in [-1, 1);
+//   coda_fill_random_{i32,i64}(memref<*xT>, i64 seed, i64 lo, i64 hi)
+//       deterministic pseudo-random integers in [lo, hi);
 //   coda_check_close_{f32,bf16}(memref<*xT> actual, memref<*xT> expected,
 //                               f32 rtol, f32 atol)
 //       prints a one-line verdict and exits with status 1 when any element is
@@ -121,6 +123,18 @@ void checkClose(UnrankedMemRefType<T> *actualDesc,
   std::fflush(stdout);
 }
 
+template <typename T>
+void fillRandomIntegers(UnrankedMemRefType<T> *desc, int64_t seed,
+                               int64_t lo, int64_t hi) {
+  DynamicMemRefType<T> memref(*desc);
+  uint64_t span = hi > lo ? uint64_t(hi - lo) : 1;
+  forEachElement(memref, [&](int64_t linear, T &value) {
+    value = T(lo + int64_t(splitMix64(uint64_t(seed) * 0x100000001B3ull +
+                                      uint64_t(linear)) %
+                           span));
+  });
+}
+
 } // namespace
 
 extern "C" {
@@ -139,6 +153,16 @@ void _mlir_ciface_coda_fill_random_bf16(UnrankedMemRefType<uint16_t> *desc,
   forEachElement(memref, [&](int64_t linear, uint16_t &value) {
     value = floatToBF16(randomValue(uint64_t(seed), linear));
   });
+}
+
+void _mlir_ciface_coda_fill_random_i32(UnrankedMemRefType<int32_t> *desc,
+                                       int64_t seed, int64_t lo, int64_t hi) {
+  fillRandomIntegers(desc, seed, lo, hi);
+}
+
+void _mlir_ciface_coda_fill_random_i64(UnrankedMemRefType<int64_t> *desc,
+                                       int64_t seed, int64_t lo, int64_t hi) {
+  fillRandomIntegers(desc, seed, lo, hi);
 }
 
 void _mlir_ciface_coda_check_close_f32(UnrankedMemRefType<float> *actual,

@@ -1,0 +1,230 @@
+//===- TestDifferentialMain.cpp - build @main for CPU differential tests --===//
+//
+// `--coda-test-differential-main` turns a module holding two functions,
+//   @fused(inputs..., destinations...) -> (results...)
+//   @reference(inputs...)              -> (results...)
+// into a runnable program: @main fills every input with deterministic
+// pseudo-random data (seed = input position + 1), fills the extra
+// destinations of @fused with NaN so that unwritten elements show, calls both
+// functions and compares each pair of results with coda_check_close_*, which
+// exits with status 1 on a mismatch.
+//
+// An integer input is drawn from [lo, hi) given by the argument attribute
+// `coda_test.range = array<i64: lo, hi>` on @reference (default [0, 16)).
+// A scalar float input gets 0.5 + 0.25 * position.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassRegistry.h"
+
+using namespace mlir;
+
+namespace {
+
+struct TestDifferentialMainPass
+    : PassWrapper<TestDifferentialMainPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(TestDifferentialMainPass)
+
+  TestDifferentialMainPass() = default;
+  TestDifferentialMainPass(const TestDifferentialMainPass &other)
+      : PassWrapper(other) {}
+
+  StringRef getArgument() const final { return "coda-test-differential-main"; }
+  StringRef getDescription() const final {
+    return "Build @main comparing @fused against @reference on random inputs";
+  }
+  void getDependentDialects(DialectRegistry &registry) const override {
+    registry.insert<arith::ArithDialect, bufferization::BufferizationDialect,
+                    func::FuncDialect, linalg::LinalgDialect,
+                    memref::MemRefDialect, tensor::TensorDialect>();
+  }
+
+  Option<double> rtol{*this, "rtol", llvm::cl::desc("relative tolerance"),
+                      llvm::cl::init(1e-5)};
+  Option<double> atol{*this, "atol", llvm::cl::desc("absolute tolerance"),
+                      llvm::cl::init(1e-5)};
+
+  void runOnOperation() override;
+
+private:
+  /// The suffix of the runtime helper for `elementType`, or "" if none.
+  static StringRef helperSuffix(Type elementType) {
+    if (elementType.isF32())
+      return "f32";
+    if (elementType.isBF16())
+      return "bf16";
+    if (elementType.isInteger(32))
+      return "i32";
+    if (elementType.isInteger(64))
+      return "i64";
+    return "";
+  }
+
+  func::FuncOp declareHelper(OpBuilder &b, ModuleOp module, StringRef name,
+                             TypeRange inputs) {
+    if (auto existing = module.lookupSymbol<func::FuncOp>(name))
+      return existing;
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(module.getBody());
+    auto func = func::FuncOp::create(b, module.getLoc(), name,
+                                     b.getFunctionType(inputs, {}));
+    func.setPrivate();
+    func->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+    return func;
+  }
+};
+
+void TestDifferentialMainPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  auto fused = module.lookupSymbol<func::FuncOp>("fused");
+  auto reference = module.lookupSymbol<func::FuncOp>("reference");
+  if (!fused || !reference) {
+    module.emitError("expects functions @fused and @reference");
+    return signalPassFailure();
+  }
+  FunctionType fusedType = fused.getFunctionType();
+  FunctionType refType = reference.getFunctionType();
+  if (fusedType.getNumInputs() < refType.getNumInputs() ||
+      fusedType.getInputs().take_front(refType.getNumInputs()) !=
+          refType.getInputs() ||
+      fusedType.getResults() != refType.getResults()) {
+    fused.emitError("expects @fused to take @reference's inputs followed by "
+                    "its destinations, and to return the same types");
+    return signalPassFailure();
+  }
+
+  Location loc = module.getLoc();
+  OpBuilder b(module.getContext());
+  b.setInsertionPointToEnd(module.getBody());
+  auto main = func::FuncOp::create(b, loc, "main", b.getFunctionType({}, {}));
+  b.setInsertionPointToStart(main.addEntryBlock());
+  Type i64 = b.getI64Type();
+
+  auto unranked = [](Type element) {
+    return UnrankedMemRefType::get(element, /*memorySpace=*/0);
+  };
+
+  // Inputs.
+  SmallVector<Value> inputs;
+  for (auto [i, type] : llvm::enumerate(refType.getInputs())) {
+    auto tensorType = dyn_cast<RankedTensorType>(type);
+    if (!tensorType) {
+      auto floatType = dyn_cast<FloatType>(type);
+      if (!floatType) {
+        reference.emitError("cannot make up a value for scalar input #")
+            << i << " of type " << type;
+        return signalPassFailure();
+      }
+      inputs.push_back(arith::ConstantOp::create(
+          b, loc, b.getFloatAttr(floatType, 0.5 + 0.25 * i)));
+      continue;
+    }
+    Type element = tensorType.getElementType();
+    StringRef suffix = helperSuffix(element);
+    if (suffix.empty()) {
+      reference.emitError("no random fill for element type ") << element;
+      return signalPassFailure();
+    }
+    auto memrefType =
+        MemRefType::get(tensorType.getShape(), tensorType.getElementType());
+    Value buffer = memref::AllocOp::create(b, loc, memrefType);
+    Value erased =
+        memref::CastOp::create(b, loc, unranked(element), buffer);
+    Value seed = arith::ConstantIntOp::create(b, loc, i64, i + 1);
+    if (isa<FloatType>(element)) {
+      func::FuncOp fill =
+          declareHelper(b, module, ("coda_fill_random_" + suffix).str(),
+                        {unranked(element), i64});
+      func::CallOp::create(b, loc, fill, ValueRange{erased, seed});
+    } else {
+      int64_t lo = 0, hi = 16;
+      if (auto range = reference.getArgAttrOfType<DenseI64ArrayAttr>(
+              i, "coda_test.range")) {
+        if (range.size() != 2) {
+          reference.emitError("coda_test.range takes two values: lo, hi");
+          return signalPassFailure();
+        }
+        lo = range[0];
+        hi = range[1];
+      }
+      func::FuncOp fill =
+          declareHelper(b, module, ("coda_fill_random_" + suffix).str(),
+                        {unranked(element), i64, i64, i64});
+      Value loValue = arith::ConstantIntOp::create(b, loc, i64, lo);
+      Value hiValue = arith::ConstantIntOp::create(b, loc, i64, hi);
+      func::CallOp::create(b, loc, fill,
+                           ValueRange{erased, seed, loValue, hiValue});
+    }
+    inputs.push_back(bufferization::ToTensorOp::create(
+        b, loc, tensorType, buffer, /*restrict=*/true, /*writable=*/false));
+  }
+
+  // Poisoned destinations for @fused.
+  SmallVector<Value> fusedArgs(inputs);
+  for (Type type : fusedType.getInputs().drop_front(refType.getNumInputs())) {
+    auto tensorType = dyn_cast<RankedTensorType>(type);
+    auto element =
+        tensorType ? dyn_cast<FloatType>(tensorType.getElementType()) : nullptr;
+    if (!element) {
+      fused.emitError("expects destinations to be float tensors, got ")
+          << type;
+      return signalPassFailure();
+    }
+    Value empty = tensor::EmptyOp::create(b, loc, tensorType.getShape(),
+                                          tensorType.getElementType());
+    Value nan = arith::ConstantOp::create(
+        b, loc,
+        b.getFloatAttr(element,
+                       llvm::APFloat::getQNaN(element.getFloatSemantics())));
+    fusedArgs.push_back(
+        linalg::FillOp::create(b, loc, ValueRange{nan}, ValueRange{empty})
+            .getResult(0));
+  }
+
+  auto fusedCall = func::CallOp::create(b, loc, fused, fusedArgs);
+  auto refCall = func::CallOp::create(b, loc, reference, inputs);
+  Value rtolValue =
+      arith::ConstantOp::create(b, loc, b.getF32FloatAttr(rtol.getValue()));
+  Value atolValue =
+      arith::ConstantOp::create(b, loc, b.getF32FloatAttr(atol.getValue()));
+  for (auto [got, want] :
+       llvm::zip(fusedCall.getResults(), refCall.getResults())) {
+    auto tensorType = dyn_cast<RankedTensorType>(got.getType());
+    Type element = tensorType ? tensorType.getElementType() : Type();
+    if (!element || !isa<Float32Type, BFloat16Type>(element)) {
+      fused.emitError("can only compare f32 and bf16 tensors, got ")
+          << got.getType();
+      return signalPassFailure();
+    }
+    auto memrefType = MemRefType::get(tensorType.getShape(), element);
+    auto toUnranked = [&](Value tensor) -> Value {
+      Value buffer =
+          bufferization::ToBufferOp::create(b, loc, memrefType, tensor);
+      return memref::CastOp::create(b, loc, unranked(element), buffer);
+    };
+    func::FuncOp check = declareHelper(
+        b, module, ("coda_check_close_" + helperSuffix(element)).str(),
+        {unranked(element), unranked(element), b.getF32Type(),
+         b.getF32Type()});
+    func::CallOp::create(
+        b, loc, check,
+        ValueRange{toUnranked(got), toUnranked(want), rtolValue, atolValue});
+  }
+  func::ReturnOp::create(b, loc);
+}
+
+} // namespace
+
+namespace mlir::coda {
+void registerCodaTestPasses() {
+  PassRegistration<TestDifferentialMainPass>();
+}
+} // namespace mlir::coda
