@@ -8,7 +8,7 @@
 // CHECK: coda-check mismatch at linear index 2: got nan
 // CHECK: coda-check FAILED: 16 of 16 elements differ
 
-func.func @fused(%a: tensor<4x2xf32>, %b: tensor<2x4xf32>, %o: tensor<4x4xf32>, %h0: tensor<4x2xf32>) -> tensor<4x2xf32> {
+func.func @fused(%a: tensor<4x2xf32>, %b: tensor<2x4xf32>, %o: tensor<4x4xf32>, %h0: tensor<4x2xf32>) -> tensor<4x4xf32> {
   // Yields each pair's odd column where the reference keeps every column;
   // columns 2 and 3 are never written and stay NaN.
   %h = coda.gemm %a, %b : tensor<4x2xf32>, tensor<2x4xf32> epilogue(%acc) outs(%h0 : tensor<4x2xf32>) {
