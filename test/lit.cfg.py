@@ -21,6 +21,9 @@ config.substitutions.append(("%coda_src_root", config.coda_src_root))
 
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
+# FileCheck, not, count: from the LLVM tool directory (Debian has no llvm-lit
+# build tree).
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 lib = lambda name: os.path.join(config.mlir_lib_dir, name + config.shlib_ext)
 mlir_runner_utils = lib("libmlir_runner_utils")
