@@ -7,6 +7,7 @@
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -25,6 +26,10 @@ void mlir::coda::buildCodaToLLVMCPUPipeline(OpPassManager &pm) {
   pm.addPass(createSCFToControlFlowPass());
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
+  // Ops without a libm or LLVM counterpart (rsqrt, ...) become arith/math.
+  math::MathExpandOpsPassOptions expand;
+  expand.opMnemonics = {"rsqrt", "tan", "ctlz", "fpowi", "ipowi", "roundeven"};
+  pm.addPass(math::createMathExpandOpsPass(expand));
   pm.addPass(createConvertMathToLibmPass());
   pm.addPass(createConvertToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
