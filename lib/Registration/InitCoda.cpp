@@ -4,6 +4,7 @@
 
 #include "coda/Conversion/Passes.h"
 #include "coda/Dialect/Coda/IR/Coda.h"
+#include "coda/Dialect/Coda/Transforms/BufferizableOpInterfaceImpl.h"
 #include "coda/Pipelines/Pipelines.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -12,6 +13,7 @@
 
 void mlir::coda::registerCodaDialects(DialectRegistry &registry) {
   registry.insert<CodaDialect, arith::ArithDialect, math::MathDialect>();
+  registerBufferizableOpInterfaceExternalModels(registry);
 }
 
 void mlir::coda::registerCodaPasses() {
