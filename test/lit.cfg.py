@@ -10,7 +10,7 @@ from lit.llvm.subst import ToolSubst
 
 config.name = "CODA"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
-config.suffixes = [".mlir", ".test"]
+config.suffixes = [".mlir", ".test", ".py"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.coda_obj_root, "test")
 config.excludes = ["lib", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py",
@@ -58,3 +58,9 @@ tools = [
     ToolSubst("mlir-opt", command=os.path.join(config.llvm_tools_dir, "mlir-opt")),
 ]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
+
+# The Python package, when it was built (pybind11 present).
+python_package = os.path.join(config.coda_obj_root, "python")
+if os.path.isdir(os.path.join(python_package, "coda")):
+    config.available_features.add("python-bindings")
+    llvm_config.with_environment("PYTHONPATH", python_package, append_path=True)

@@ -1,0 +1,12 @@
+"""coda: GEMMs with fused epilogue programs, as an MLIR dialect.
+
+The compiler entry points (needs the package built against MLIR 22):
+
+    import coda
+    text = coda.run_pipeline(source, "builtin.module(coda-lower-to-linalg)")
+    coda.verify(source)   # raises coda.CompilerError with MLIR's diagnostics
+"""
+
+from ._coda_compiler import CompilerError, run_pipeline, verify
+
+__all__ = ["CompilerError", "run_pipeline", "verify"]

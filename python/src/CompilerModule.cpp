@@ -1,0 +1,146 @@
+//===- CompilerModule.cpp - Python bindings to the coda compiler ----------===//
+//
+// `coda._coda_compiler`: parse and verify MLIR, run pass pipelines. Errors are
+// collected from MLIR's diagnostics and raised as Python exceptions only after
+// control has left MLIR (exceptions never unwind through MLIR frames).
+//
+//===----------------------------------------------------------------------===//
+
+#include "coda/InitCoda.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <pybind11/pybind11.h>
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+namespace py = pybind11;
+using namespace mlir;
+
+namespace {
+
+/// Raised for IR that does not parse or verify, or a pipeline that fails.
+struct CompilerError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// An MLIR context with every upstream dialect and coda, collecting every
+/// diagnostic as "loc: severity: message" lines.
+class Session {
+public:
+  Session() : context(makeRegistry()) {
+    context.getDiagEngine().registerHandler([this](Diagnostic &diag) {
+      llvm::raw_string_ostream os(diagnostics);
+      os << diag.getLocation() << ": "
+         << (diag.getSeverity() == DiagnosticSeverity::Error ? "error"
+                                                             : "note")
+         << ": " << diag << "\n";
+      for (Diagnostic &note : diag.getNotes())
+        os << note.getLocation() << ": note: " << note << "\n";
+    });
+  }
+
+  /// Parses and verifies `source`; on failure returns nothing.
+  OwningOpRef<ModuleOp> parse(const std::string &source) {
+    return parseSourceString<ModuleOp>(source, &context,
+                                       /*sourceName=*/"<python>");
+  }
+
+  /// Runs `pipeline` (textual pass pipeline) on `module`.
+  LogicalResult run(ModuleOp module, const std::string &pipeline) {
+    std::string errors;
+    llvm::raw_string_ostream errorStream(errors);
+    FailureOr<OpPassManager> parsed = parsePassPipeline(pipeline, errorStream);
+    if (failed(parsed)) {
+      diagnostics += "invalid pass pipeline '" + pipeline + "': " + errors;
+      return failure();
+    }
+    // Anchor the pass manager where the parsed pipeline is anchored, or the
+    // passes would nest one level too deep and never run.
+    PassManager pm(&context, parsed->getOpAnchorName());
+    static_cast<OpPassManager &>(pm) = std::move(*parsed);
+    return pm.run(module);
+  }
+
+  [[noreturn]] void fail(const std::string &what) {
+    std::string message = what;
+    if (!diagnostics.empty())
+      message += ":\n" + diagnostics;
+    diagnostics.clear();
+    throw CompilerError(message);
+  }
+
+private:
+  static DialectRegistry makeRegistry() {
+    DialectRegistry registry;
+    registerAllDialects(registry);
+    registerAllExtensions(registry);
+    coda::registerCodaDialects(registry);
+    return registry;
+  }
+
+  MLIRContext context;
+  std::string diagnostics;
+};
+
+std::string print(ModuleOp module) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module.print(os);
+  return text;
+}
+
+std::string runPipeline(const std::string &source,
+                        const std::string &pipeline) {
+  Session session;
+  OwningOpRef<ModuleOp> module = session.parse(source);
+  if (!module)
+    session.fail("the input does not parse or verify");
+  if (failed(session.run(*module, pipeline)))
+    session.fail("the pipeline failed");
+  return print(*module);
+}
+
+std::string verify(const std::string &source) {
+  Session session;
+  OwningOpRef<ModuleOp> module = session.parse(source);
+  if (!module)
+    session.fail("the input does not parse or verify");
+  return print(*module);
+}
+
+} // namespace
+
+PYBIND11_MODULE(_coda_compiler, m) {
+  m.doc() = "coda compiler: parse, verify and run pass pipelines on MLIR";
+  registerAllPasses();
+  coda::registerCodaPasses();
+
+  static py::exception<CompilerError> compilerError(m, "CompilerError");
+  py::register_exception_translator([](std::exception_ptr error) {
+    try {
+      if (error)
+        std::rethrow_exception(error);
+    } catch (const CompilerError &e) {
+      compilerError(e.what());
+    }
+  });
+
+  m.def("run_pipeline", &runPipeline, py::arg("source"), py::arg("pipeline"),
+        "Parse `source`, run the textual pass pipeline (for example "
+        "'builtin.module(coda-lower-to-linalg)') and return the printed IR.");
+  m.def("verify", &verify, py::arg("source"),
+        "Parse and verify `source`; return it printed in canonical form.");
+}
