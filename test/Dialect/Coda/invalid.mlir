@@ -576,3 +576,23 @@ func.func @finish_init_shape(%p: tensor<4x96xf32>, %i: tensor<4xf32>) {
   %0 = coda.reduce_partials max col %p : tensor<4x96xf32> outs(%i : tensor<4xf32>)
   return
 }
+
+// -----
+
+func.func @results_do_not_match_tensor_outputs(%a: tensor<64x32xf32>, %b: tensor<32x96xf32>, %o: tensor<64x96xf32>) {
+  // expected-error @+1 {{'coda.gemm' op expected the number of tensor results (2) to be equal to the number of output tensors (1)}}
+  %0:2 = "coda.gemm"(%a, %b, %o) <{input_forms = [], operandSegmentSizes = array<i32: 1, 1, 0, 1>}> ({
+  ^bb0(%acc: f32):
+    coda.yield %acc : f32
+  }) : (tensor<64x32xf32>, tensor<32x96xf32>, tensor<64x96xf32>) -> (tensor<64x96xf32>, tensor<64x96xf32>)
+  return
+}
+
+// -----
+
+func.func @finish_result_on_memrefs(%p: memref<4x2xf32>, %i: memref<4xf32>) {
+  // expected-error @+2 {{'coda.reduce_partials' op inferred type(s)  are incompatible with return type(s) of operation 'tensor<4xf32>'}}
+  // expected-error @+1 {{'coda.reduce_partials' op failed to infer returned types}}
+  %0 = "coda.reduce_partials"(%p, %i) <{kind = #coda<reduction sum>, axis = #coda<axis row>}> : (memref<4x2xf32>, memref<4xf32>) -> tensor<4xf32>
+  return
+}

@@ -365,7 +365,8 @@ static LogicalResult verifyEpilogueOps(GemmOp gemm) {
 
 LogicalResult GemmOp::verifyRegions() {
   Block &body = getBody();
-  MLIRContext *ctx = getContext();
+  if (body.empty() || !isa<YieldOp>(body.back()))
+    return emitOpError("expects the epilogue to end with coda.yield");
   unsigned numInputs = getEpilogueInputs().size();
   if (body.getNumArguments() != 1 + numInputs)
     return emitOpError("expects the epilogue to take the accumulator and one "
@@ -443,7 +444,6 @@ LogicalResult GemmOp::verifyRegions() {
     if (failed(checkShape(*this, what, outType, expected)))
       return failure();
   }
-  (void)ctx;
   return success();
 }
 
@@ -539,6 +539,8 @@ static ParseResult parsePairOp(OpAsmParser &parser, OperationState &result) {
 /// The checks both pairwise ops share: two region arguments per operand, of
 /// the operand's type, and scalar operands.
 static LogicalResult verifyPairRegionArgs(Operation *op, Block &block) {
+  if (block.empty() || !isa<YieldOp>(block.back()))
+    return op->emitOpError("expects the region to end with coda.yield");
   if (op->getNumOperands() == 0)
     return op->emitOpError("expects at least one operand");
   if (op->getNumResults() == 0)

@@ -28,7 +28,6 @@ def Coda_Dialect : Dialect {
   }];
   let useDefaultTypePrinterParser = 1;
   let useDefaultAttributePrinterParser = 1;
-  let hasConstantMaterializer = 0;
 }
 
 //===----------------------------------------------------------------------===//
@@ -117,8 +116,5 @@ def Coda_RowType : Coda_SinkType<"Row", "row",
     row-vector output.
   }];
 }
-
-def Coda_SinkTypeConstraint : AnyTypeOf<[Coda_PartialType, Coda_PairType,
-                                         Coda_RowType]>;
 
 #endif // CODA_DIALECT_CODA_IR_CODABASE_TD
