@@ -9,7 +9,7 @@ import sys
 
 DIRECTIVE = re.compile(
     r"^\s*//\s*(RUN|REQUIRES|UNSUPPORTED|XFAIL|"
-    r"[A-Z0-9_]*?CHECK(-[A-Z]+)?)\b(?!:)(?!\s*-)\s+\S")
+    r"[A-Z0-9_]*?CHECK(-[A-Z]+)*)\b(?!:)(?!\s*-)\s+\S")
 FILE_SUFFIXES = {".mlir", ".test", ".py"}
 
 
