@@ -5,6 +5,7 @@
 #include "coda/Conversion/Passes.h"
 #include "coda/Dialect/Coda/IR/Coda.h"
 #include "coda/Dialect/Coda/Transforms/BufferizableOpInterfaceImpl.h"
+#include "coda/Dialect/Coda/Transforms/Passes.h"
 #include "coda/Pipelines/Pipelines.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -18,5 +19,6 @@ void mlir::coda::registerCodaDialects(DialectRegistry &registry) {
 
 void mlir::coda::registerCodaPasses() {
   registerCodaConversionPasses();
+  registerCodaTransformsPasses();
   registerCodaPipelines();
 }

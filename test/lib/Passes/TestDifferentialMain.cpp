@@ -6,14 +6,20 @@
 // into a runnable program: @main fills every input with deterministic
 // pseudo-random data (seed = input position + 1), fills the extra
 // destinations of @fused with NaN so that unwritten elements show, calls both
-// functions and compares each pair of results with coda_check_close_*, which
-// exits with status 1 on a mismatch.
+// functions and compares each pair of results with coda_check_close_* (or,
+// with `norm-tol`, coda_check_norm_*), which exit with status 1 on a mismatch.
+//
+// With `fuse`, @fused is made by the pass: a copy of @reference run through
+// `--coda-fuse` (with `fuse-tile` columns per partial), so that a fusion is
+// checked against the program it rewrote.
 //
 // An integer input is drawn from [lo, hi) given by the argument attribute
 // `coda_test.range = array<i64: lo, hi>` on @reference (default [0, 16)).
 // A scalar float input gets 0.5 + 0.25 * position.
 //
 //===----------------------------------------------------------------------===//
+
+#include "coda/Dialect/Coda/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -23,6 +29,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 
 using namespace mlir;
@@ -42,7 +49,8 @@ struct TestDifferentialMainPass
     return "Build @main comparing @fused against @reference on random inputs";
   }
   void getDependentDialects(DialectRegistry &registry) const override {
-    registry.insert<arith::ArithDialect, bufferization::BufferizationDialect,
+    registry.insert<coda::CodaDialect, arith::ArithDialect,
+                    bufferization::BufferizationDialect,
                     func::FuncDialect, linalg::LinalgDialect,
                     memref::MemRefDialect, tensor::TensorDialect>();
   }
@@ -51,10 +59,44 @@ struct TestDifferentialMainPass
                       llvm::cl::init(1e-5)};
   Option<double> atol{*this, "atol", llvm::cl::desc("absolute tolerance"),
                       llvm::cl::init(1e-5)};
+  Option<double> normTolerance{
+      *this, "norm-tol",
+      llvm::cl::desc("compare by relative L2 error with this tolerance "
+                     "instead of elementwise"),
+      llvm::cl::init(0.0)};
+  Option<bool> fuse{*this, "fuse",
+                    llvm::cl::desc("make @fused by running coda-fuse on a "
+                                   "copy of @reference"),
+                    llvm::cl::init(false)};
+  Option<int64_t> fuseTile{*this, "fuse-tile",
+                           llvm::cl::desc("coda-fuse's tile option"),
+                           llvm::cl::init(128)};
 
   void runOnOperation() override;
 
 private:
+  /// Adds @fused: @reference rewritten by coda-fuse in a scratch module.
+  LogicalResult makeFusedCopy(ModuleOp module) {
+    auto reference = module.lookupSymbol<func::FuncOp>("reference");
+    if (!reference || module.lookupSymbol("fused"))
+      return module.emitError("with fuse, expects @reference and no @fused");
+    OpBuilder b(module.getContext());
+    b.setInsertionPointToEnd(module.getBody());
+    auto scratch = ModuleOp::create(b, module.getLoc());
+    b.setInsertionPointToEnd(scratch.getBody());
+    auto copy = cast<func::FuncOp>(b.clone(*reference));
+    copy.setName("fused");
+    OpPassManager pm(ModuleOp::getOperationName());
+    coda::CodaFuseOptions options;
+    options.tile = fuseTile;
+    pm.addPass(coda::createCodaFuse(options));
+    if (failed(runPipeline(pm, scratch)))
+      return failure();
+    copy->moveBefore(scratch);
+    scratch.erase();
+    return success();
+  }
+
   /// The suffix of the runtime helper for `elementType`, or "" if none.
   static StringRef helperSuffix(Type elementType) {
     if (elementType.isF32())
@@ -84,6 +126,8 @@ private:
 
 void TestDifferentialMainPass::runOnOperation() {
   ModuleOp module = getOperation();
+  if (fuse && failed(makeFusedCopy(module)))
+    return signalPassFailure();
   auto fused = module.lookupSymbol<func::FuncOp>("fused");
   auto reference = module.lookupSymbol<func::FuncOp>("reference");
   if (!fused || !reference) {
@@ -210,6 +254,17 @@ void TestDifferentialMainPass::runOnOperation() {
           bufferization::ToBufferOp::create(b, loc, memrefType, tensor);
       return memref::CastOp::create(b, loc, unranked(element), buffer);
     };
+    if (normTolerance > 0) {
+      func::FuncOp check = declareHelper(
+          b, module, ("coda_check_norm_" + helperSuffix(element)).str(),
+          {unranked(element), unranked(element), b.getF32Type()});
+      Value tolerance = arith::ConstantOp::create(
+          b, loc, b.getF32FloatAttr(normTolerance.getValue()));
+      func::CallOp::create(
+          b, loc, check,
+          ValueRange{toUnranked(got), toUnranked(want), tolerance});
+      continue;
+    }
     func::FuncOp check = declareHelper(
         b, module, ("coda_check_close_" + helperSuffix(element)).str(),
         {unranked(element), unranked(element), b.getF32Type(),

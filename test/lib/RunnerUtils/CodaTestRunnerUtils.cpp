@@ -9,7 +9,12 @@
 //   coda_check_close_{f32,bf16}(memref<*xT> actual, memref<*xT> expected,
 //                               f32 rtol, f32 atol)
 //       prints a one-line verdict and exits with status 1 when any element is
-//       NaN or differs by more than atol + rtol * |expected|.
+//       NaN or differs by more than atol + rtol * |expected|;
+//   coda_check_norm_{f32,bf16}(memref<*xT> actual, memref<*xT> expected,
+//                              f32 tolerance)
+//       the same verdict on the relative L2 error ||actual - expected|| /
+//       ||expected|| (for results rounded to low precision at different
+//       points), NaN never passing.
 //
 //===----------------------------------------------------------------------===//
 
@@ -135,6 +140,39 @@ void fillRandomIntegers(UnrankedMemRefType<T> *desc, int64_t seed,
   });
 }
 
+template <typename T, typename ToFloat>
+void checkNorm(UnrankedMemRefType<T> *actualDesc,
+               UnrankedMemRefType<T> *expectedDesc, float tolerance,
+               ToFloat toFloat) {
+  DynamicMemRefType<T> actual(*actualDesc), expected(*expectedDesc);
+  if (shapeOf(actual) != shapeOf(expected)) {
+    std::printf("coda-check FAILED: shapes differ\n");
+    std::fflush(stdout);
+    std::exit(1);
+  }
+  std::vector<double> want;
+  forEachElement(expected, [&](int64_t, T value) { want.push_back(toFloat(value)); });
+  double diff = 0.0, norm = 0.0;
+  bool sawNaN = false;
+  forEachElement(actual, [&](int64_t linear, T value) {
+    double got = toFloat(value);
+    sawNaN |= std::isnan(got) || std::isnan(want[linear]);
+    diff += (got - want[linear]) * (got - want[linear]);
+    norm += want[linear] * want[linear];
+  });
+  double relative = norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+  if (sawNaN || !(relative <= tolerance)) {
+    std::printf("coda-check FAILED: %zu elements, relative L2 error %.3g "
+                "(tolerance %g)%s\n",
+                want.size(), relative, tolerance, sawNaN ? ", NaN seen" : "");
+    std::fflush(stdout);
+    std::exit(1);
+  }
+  std::printf("coda-check ok: %zu elements, relative L2 error %.3g\n",
+              want.size(), relative);
+  std::fflush(stdout);
+}
+
 } // namespace
 
 extern "C" {
@@ -175,6 +213,18 @@ void _mlir_ciface_coda_check_close_bf16(UnrankedMemRefType<uint16_t> *actual,
                                         UnrankedMemRefType<uint16_t> *expected,
                                         float rtol, float atol) {
   checkClose(actual, expected, rtol, atol, bf16ToFloat);
+}
+
+void _mlir_ciface_coda_check_norm_f32(UnrankedMemRefType<float> *actual,
+                                      UnrankedMemRefType<float> *expected,
+                                      float tolerance) {
+  checkNorm(actual, expected, tolerance, [](float v) { return v; });
+}
+
+void _mlir_ciface_coda_check_norm_bf16(UnrankedMemRefType<uint16_t> *actual,
+                                       UnrankedMemRefType<uint16_t> *expected,
+                                       float tolerance) {
+  checkNorm(actual, expected, tolerance, bf16ToFloat);
 }
 
 } // extern "C"

@@ -1,0 +1,36 @@
+//===- Passes.h - coda fusion passes ----------------------------*- C++ -*-===//
+
+#ifndef CODA_DIALECT_CODA_TRANSFORMS_PASSES_H
+#define CODA_DIALECT_CODA_TRANSFORMS_PASSES_H
+
+#include "coda/Dialect/Coda/IR/Coda.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mlir {
+class RewritePatternSet;
+namespace coda {
+
+#define GEN_PASS_DECL
+#include "coda/Dialect/Coda/Transforms/Passes.h.inc"
+
+/// linalg contractions -> coda.gemm.
+void populateConvertMatmulsPatterns(RewritePatternSet &patterns);
+/// Two GEMMs sharing lhs + elementwise combination -> pairwise epilogue.
+void populateFuseSwiGLUPatterns(RewritePatternSet &patterns);
+/// lhs = x * R[m] * G[k] -> row scale in the epilogue, G folded into the weight.
+void populateDeferRowScalePatterns(RewritePatternSet &patterns);
+/// Elementwise consumers of a GEMM -> its epilogue.
+void populateFusePointwisePatterns(RewritePatternSet &patterns);
+/// Row reductions of a GEMM output -> per-tile partials + finish.
+void populateFuseRowReductionsPatterns(RewritePatternSet &patterns,
+                                       int64_t tile);
+
+#define GEN_PASS_REGISTRATION
+#include "coda/Dialect/Coda/Transforms/Passes.h.inc"
+
+} // namespace coda
+} // namespace mlir
+
+#endif // CODA_DIALECT_CODA_TRANSFORMS_PASSES_H

@@ -1,0 +1,133 @@
+//===- Passes.td - coda fusion passes ----------------------*- tablegen -*-===//
+
+#ifndef CODA_DIALECT_CODA_TRANSFORMS_PASSES_TD
+#define CODA_DIALECT_CODA_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def CodaConvertMatmuls : Pass<"coda-convert-matmuls"> {
+  let summary = "turn linalg matrix products into coda.gemm";
+  let description = [{
+    Rewrites every contraction-shaped `linalg.generic` (and, through
+    generalization, `linalg.matmul` / `linalg.batch_matmul` and their
+    transposed forms) into a `coda.gemm` with a trivial epilogue: M x K times
+    K x N or N x K, optionally batched, with the multiply-add in f32 (or a
+    low-precision output that the epilogue rounds to). A destination that is
+    not a zero fill becomes a `tile` input added to the accumulator.
+
+    ```mlir
+    %z = linalg.fill ins(%zero : f32) outs(%e : tensor<4x6xf32>) -> tensor<4x6xf32>
+    %mm = linalg.matmul ins(%a, %b : tensor<4x8xbf16>, tensor<8x6xbf16>)
+                        outs(%z : tensor<4x6xf32>) -> tensor<4x6xf32>
+    ```
+    becomes
+    ```mlir
+    %mm = coda.gemm %a, %b : tensor<4x8xbf16>, tensor<8x6xbf16>
+        epilogue(%acc) outs(%e : tensor<4x6xf32>) {
+      coda.yield %acc : f32
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::coda::CodaDialect",
+                           "::mlir::linalg::LinalgDialect"];
+}
+
+def CodaFuseSwiGLU : Pass<"coda-fuse-swiglu"> {
+  let summary = "merge two GEMMs sharing their lhs and combined elementwise "
+                "into one GEMM with a pairwise epilogue";
+  let description = [{
+    `f(x Wg, x Wu)` for any elementwise `f` (SwiGLU: `silu(g) * u`) becomes one
+    `coda.gemm` over the column-interleaved weight `[Wg | Wu]` (column 2j from
+    Wg, 2j + 1 from Wu) whose `coda.pair_contract` epilogue computes `f` per
+    pair and writes the M x N result. The interleave is explicit
+    (`tensor.insert_slice` + `tensor.collapse_shape` on the weights), so a
+    framework can hoist it out of the training step.
+
+    ```mlir
+    %g = coda.gemm %x, %wg transpose_b ... { coda.yield %acc : f32 }
+    %u = coda.gemm %x, %wu transpose_b ... { coda.yield %acc : f32 }
+    %h = linalg.generic ... ins(%g, %u) { silu(g) * u }
+    ```
+    becomes
+    ```mlir
+    %wgu = ... interleave %wg, %wu ...
+    %h = coda.gemm %x, %wgu transpose_b ... {
+      %p = coda.pair_contract (%g, %u) = %acc : f32 -> !coda.pair<f32> { silu(g) * u }
+      coda.yield %p : !coda.pair<f32>
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::coda::CodaDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def CodaDeferRowScale : Pass<"coda-defer-row-scale"> {
+  let summary = "move a row-and-column scaling of a GEMM's lhs into its "
+                "epilogue and weight (the RMSNorm reparameterization)";
+  let description = [{
+    When the lhs of a `coda.gemm` is an elementwise `y[m, k] = x[m, k] * R[m] *
+    G[k]` (R a function of row vectors only, G of column vectors only; any
+    order of products and divisions, casts around it), then
+    `y W = diag(R) x (diag(G) W)`: the GEMM reads `x` directly, multiplies its
+    accumulator by `R[m]` (a `row` input computed by a small elementwise op)
+    and uses the weight `diag(G) W` (an explicit weight-side op). RMSNorm
+    `x * rsqrt(mean(x^2) + eps) * gamma` is the case this exists for; no
+    normalized copy of x is written.
+  }];
+  let dependentDialects = ["::mlir::coda::CodaDialect",
+                           "::mlir::linalg::LinalgDialect"];
+}
+
+def CodaFusePointwise : Pass<"coda-fuse-pointwise"> {
+  let summary = "fuse elementwise consumers of a GEMM into its epilogue";
+  let description = [{
+    A `linalg.generic` that is elementwise over a `coda.gemm` result (bias,
+    residual add, scaling, activations, casts) joins the GEMM's epilogue. Its
+    other operands become `tile`, `row`, `col` or `scalar` inputs according to
+    their indexing maps; `linalg.index` becomes `coda.row_index` /
+    `coda.col_index`. A GEMM result that other ops still read stays as an
+    extra tile output. Operands defined after the GEMM are not pulled in, so a
+    GEMM is never duplicated or reordered.
+  }];
+  let dependentDialects = ["::mlir::coda::CodaDialect"];
+}
+
+def CodaFuseRowReductions : Pass<"coda-fuse-row-reductions"> {
+  let summary = "compute row reductions of a GEMM's output as per-tile "
+                "partials in its epilogue";
+  let description = [{
+    `s[m] = sum_n f(C[m, n])` over a `coda.gemm` tile output C becomes a
+    `coda.row_reduce sum` of `f` in C's epilogue (partials per `tile` columns)
+    plus a `coda.reduce_partials` finish: the producer half of the RMSNorm
+    reparameterization (sum of squares of the residual stream).
+  }];
+  let options = [
+    Option<"tile", "tile", "int64_t", "128",
+           "columns per partial (the GEMM's N tile)">
+  ];
+  let dependentDialects = ["::mlir::coda::CodaDialect"];
+}
+
+def CodaFuse : Pass<"coda-fuse", "::mlir::ModuleOp"> {
+  let summary = "find memory-bound operators next to matmuls in linalg and "
+                "fuse them into coda.gemm epilogues";
+  let description = [{
+    The whole fusion flow on linalg-on-tensors input: named ops are
+    generalized and elementwise chains merged, matrix products become
+    `coda.gemm`, then `coda-fuse-swiglu`, `coda-defer-row-scale`,
+    `coda-fuse-pointwise` and `coda-fuse-row-reductions` run, followed by
+    canonicalization. With `report`, prints per function the kernels and the
+    bytes that memory-bound kernels move through memory, before and after.
+  }];
+  let options = [
+    Option<"tile", "tile", "int64_t", "128",
+           "columns per partial of fused row reductions">,
+    Option<"report", "report", "bool", "false",
+           "print a fusion report to stderr">
+  ];
+  let dependentDialects = ["::mlir::coda::CodaDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+#endif // CODA_DIALECT_CODA_TRANSFORMS_PASSES_TD

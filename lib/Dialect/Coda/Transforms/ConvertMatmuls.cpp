@@ -1,0 +1,191 @@
+//===- ConvertMatmuls.cpp - linalg contractions to coda.gemm --------------===//
+
+#include "EpilogueUtils.h"
+
+#include "coda/Dialect/Coda/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace mlir::coda {
+#define GEN_PASS_DEF_CODACONVERTMATMULS
+#include "coda/Dialect/Coda/Transforms/Passes.h.inc"
+} // namespace mlir::coda
+
+using namespace mlir;
+using namespace mlir::coda;
+
+namespace {
+
+/// The operand of `value` through an optional arith.extf, if it is `arg`.
+bool isMaybeExtended(Value value, BlockArgument arg) {
+  if (auto ext = value.getDefiningOp<arith::ExtFOp>())
+    value = ext.getIn();
+  return value == arg;
+}
+
+/// Matches `yield(out + a * b)` (with optional extf of a and b) in floats.
+bool isMultiplyAccumulateBody(Block &body) {
+  auto yield = cast<linalg::YieldOp>(body.getTerminator());
+  if (yield.getNumOperands() != 1 || body.getNumArguments() != 3)
+    return false;
+  auto add = yield.getOperand(0).getDefiningOp<arith::AddFOp>();
+  if (!add)
+    return false;
+  Value out = body.getArgument(2);
+  Value product = add.getLhs() == out ? add.getRhs() : add.getLhs();
+  if (add.getLhs() != out && add.getRhs() != out)
+    return false;
+  auto mul = product.getDefiningOp<arith::MulFOp>();
+  if (!mul)
+    return false;
+  BlockArgument a = body.getArgument(0), b = body.getArgument(1);
+  return (isMaybeExtended(mul.getLhs(), a) && isMaybeExtended(mul.getRhs(), b)) ||
+         (isMaybeExtended(mul.getLhs(), b) && isMaybeExtended(mul.getRhs(), a));
+}
+
+/// True when `value` is a linalg.fill of the constant 0.
+bool isZeroFill(Value value) {
+  auto fill = value.getDefiningOp<linalg::FillOp>();
+  if (!fill)
+    return false;
+  auto constant = fill.getInputs()[0].getDefiningOp<arith::ConstantOp>();
+  auto attr = constant ? dyn_cast<FloatAttr>(constant.getValue()) : nullptr;
+  return attr && attr.getValue().isZero();
+}
+
+struct ConvertContraction : OpRewritePattern<linalg::GenericOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::GenericOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!op.hasPureTensorSemantics() || op.getNumDpsInputs() != 2 ||
+        op.getNumDpsInits() != 1)
+      return rewriter.notifyMatchFailure(op, "not a two-input tensor op");
+    unsigned numLoops = op.getNumLoops();
+    if ((numLoops != 3 && numLoops != 4) || op.getNumReductionLoops() != 1 ||
+        op.getIteratorTypesArray().back() != utils::IteratorType::reduction)
+      return rewriter.notifyMatchFailure(op, "not [b,] m, n, k loops");
+    if (!isMultiplyAccumulateBody(*op.getBlock()))
+      return rewriter.notifyMatchFailure(op, "body is not a multiply-add");
+
+    MLIRContext *ctx = op.getContext();
+    bool batched = numLoops == 4;
+    unsigned d = batched ? 1 : 0;
+    AffineExpr b = getAffineDimExpr(0, ctx), m = getAffineDimExpr(d, ctx),
+               n = getAffineDimExpr(d + 1, ctx), k = getAffineDimExpr(d + 2, ctx);
+    auto makeMap = [&](ArrayRef<AffineExpr> exprs, bool withBatch) {
+      SmallVector<AffineExpr> all;
+      if (withBatch)
+        all.push_back(b);
+      all.append(exprs.begin(), exprs.end());
+      return AffineMap::get(numLoops, 0, all, ctx);
+    };
+    SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+    // Operands may come in either order; the one read at (m, k) is lhs.
+    unsigned lhsIndex = 0;
+    if (maps[1] == makeMap({m, k}, batched))
+      lhsIndex = 1;
+    if (maps[lhsIndex] != makeMap({m, k}, batched) ||
+        maps[2] != makeMap({m, n}, batched))
+      return rewriter.notifyMatchFailure(op, "lhs or result map");
+    AffineMap rhsMap = maps[1 - lhsIndex];
+    bool transposeB;
+    if (rhsMap == makeMap({k, n}, batched) || rhsMap == makeMap({k, n}, false))
+      transposeB = false;
+    else if (rhsMap == makeMap({n, k}, batched) ||
+             rhsMap == makeMap({n, k}, false))
+      transposeB = true;
+    else
+      return rewriter.notifyMatchFailure(op, "rhs map");
+
+    Value lhs = op.getDpsInputs()[lhsIndex], rhs = op.getDpsInputs()[1 - lhsIndex];
+    Type elementType = cast<ShapedType>(lhs.getType()).getElementType();
+    if (elementType != cast<ShapedType>(rhs.getType()).getElementType() ||
+        !isa<Float32Type, Float16Type, BFloat16Type, Float8E4M3FNType,
+             Float8E5M2Type>(elementType))
+      return rewriter.notifyMatchFailure(op, "unsupported operand types");
+    Value init = op.getDpsInits()[0];
+    auto resultType = cast<RankedTensorType>(init.getType());
+    Type outElement = resultType.getElementType();
+    if (!isa<FloatType>(outElement))
+      return rewriter.notifyMatchFailure(op, "non-float result");
+
+    // A zero-filled destination only provides the shape; anything else is
+    // accumulated into, i.e. read as a tile input.
+    bool accumulates = !isZeroFill(init);
+    Value destination = init;
+    if (!accumulates)
+      destination = init.getDefiningOp<linalg::FillOp>().getOutputs()[0];
+    SmallVector<Value> inputs;
+    SmallVector<Attribute> forms;
+    if (accumulates) {
+      inputs.push_back(init);
+      forms.push_back(AccessFormAttr::get(ctx, AccessForm::tile));
+    }
+
+    Location loc = op.getLoc();
+    auto gemm = GemmOp::create(
+        rewriter, loc, TypeRange{resultType}, lhs, rhs, inputs,
+        ValueRange{destination}, ArrayAttr::get(ctx, forms),
+        transposeB ? rewriter.getUnitAttr() : UnitAttr());
+    SmallVector<Type> argTypes = {rewriter.getF32Type()};
+    SmallVector<Location> argLocs = {loc};
+    if (accumulates) {
+      argTypes.push_back(outElement);
+      argLocs.push_back(loc);
+    }
+    OpBuilder::InsertionGuard guard(rewriter);
+    Block *body =
+        rewriter.createBlock(&gemm.getEpilogue(), {}, argTypes, argLocs);
+    Value value = body->getArgument(0);
+    auto f32 = rewriter.getF32Type();
+    if (accumulates) {
+      Value addend = body->getArgument(1);
+      if (addend.getType() != f32)
+        addend = arith::ExtFOp::create(rewriter, loc, f32, addend);
+      value = arith::AddFOp::create(rewriter, loc, value, addend);
+    }
+    if (outElement != f32)
+      value = arith::TruncFOp::create(rewriter, loc, outElement, value);
+    YieldOp::create(rewriter, loc, value);
+    rewriter.replaceOp(op, gemm.getResults());
+    return success();
+  }
+};
+
+/// Generalizes named contractions (linalg.matmul, batch_matmul, their
+/// transposed variants) so that one pattern matches them all.
+struct GeneralizeContraction
+    : OpInterfaceRewritePattern<linalg::ContractionOpInterface> {
+  using OpInterfaceRewritePattern::OpInterfaceRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::ContractionOpInterface op,
+                                PatternRewriter &rewriter) const override {
+    auto linalgOp = dyn_cast<linalg::LinalgOp>(op.getOperation());
+    if (!linalgOp || isa<linalg::GenericOp>(op.getOperation()))
+      return rewriter.notifyMatchFailure(op, "already generic");
+    if (failed(linalg::generalizeNamedOp(rewriter, linalgOp)))
+      return failure();
+    return success();
+  }
+};
+
+struct CodaConvertMatmulsPass
+    : coda::impl::CodaConvertMatmulsBase<CodaConvertMatmulsPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    populateConvertMatmulsPatterns(patterns);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+
+void mlir::coda::populateConvertMatmulsPatterns(RewritePatternSet &patterns) {
+  patterns.add<ConvertContraction, GeneralizeContraction>(
+      patterns.getContext());
+}

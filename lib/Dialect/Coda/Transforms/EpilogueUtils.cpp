@@ -1,0 +1,184 @@
+//===- EpilogueUtils.cpp - shared helpers of the fusion passes ------------===//
+
+#include "EpilogueUtils.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+using namespace mlir;
+using namespace mlir::coda;
+
+GemmOp mlir::coda::rebuildGemm(RewriterBase &rewriter, GemmOp gemm, Value lhs,
+                               Value rhs, bool transposeB,
+                               ArrayRef<EpilogueInput> addedInputs,
+                               ValueRange outputs, EpilogueExtender extend,
+                               AccumulatorTransform transformAccumulator) {
+  MLIRContext *ctx = rewriter.getContext();
+  SmallVector<Value> inputs(gemm.getEpilogueInputs());
+  SmallVector<Attribute> forms(gemm.getInputForms().getValue());
+  for (const EpilogueInput &input : addedInputs) {
+    inputs.push_back(input.value);
+    forms.push_back(AccessFormAttr::get(ctx, input.form));
+  }
+  SmallVector<Type> resultTypes;
+  for (Value output : outputs)
+    if (isa<RankedTensorType>(output.getType()))
+      resultTypes.push_back(output.getType());
+
+  auto rebuilt = GemmOp::create(
+      rewriter, gemm.getLoc(), resultTypes, lhs, rhs, inputs, outputs,
+      ArrayAttr::get(ctx, forms),
+      transposeB ? rewriter.getUnitAttr() : UnitAttr());
+
+  SmallVector<Type> argTypes = {rewriter.getF32Type()};
+  SmallVector<Location> argLocs = {gemm.getLoc()};
+  for (Value input : inputs) {
+    argTypes.push_back(GemmOp::getInputElementType(input.getType()));
+    argLocs.push_back(input.getLoc());
+  }
+  OpBuilder::InsertionGuard guard(rewriter);
+  Block *body = rewriter.createBlock(&rebuilt.getEpilogue(), {}, argTypes,
+                                     argLocs);
+  IRMapping mapping;
+  Block &oldBody = gemm.getBody();
+  for (unsigned i = 0, e = oldBody.getNumArguments(); i < e; ++i)
+    mapping.map(oldBody.getArgument(i), body->getArgument(i));
+  ValueRange addedArgs =
+      body->getArguments().drop_front(oldBody.getNumArguments());
+  if (transformAccumulator)
+    mapping.map(oldBody.getArgument(0),
+                transformAccumulator(rewriter, body->getArgument(0), addedArgs));
+  for (Operation &op : oldBody.without_terminator())
+    rewriter.clone(op, mapping);
+  SmallVector<Value> yields = extend(rewriter, mapping, addedArgs);
+  YieldOp::create(rewriter, gemm.getLoc(), yields);
+  return rebuilt;
+}
+
+std::optional<AccessForm> mlir::coda::classifyAccess(AffineMap map,
+                                                     ShapedType type,
+                                                     unsigned numLoops) {
+  if (map.getNumDims() != numLoops || map.getNumSymbols() != 0)
+    return std::nullopt;
+  // Loop dimensions read, in order, skipping size-1 dims read at 0.
+  SmallVector<unsigned> dims;
+  for (auto [i, expr] : llvm::enumerate(map.getResults())) {
+    if (auto dim = dyn_cast<AffineDimExpr>(expr)) {
+      dims.push_back(dim.getPosition());
+      continue;
+    }
+    auto constant = dyn_cast<AffineConstantExpr>(expr);
+    if (!constant || constant.getValue() != 0 || type.getDimSize(i) != 1)
+      return std::nullopt;
+  }
+  unsigned m = numLoops - 2, n = numLoops - 1;
+  SmallVector<unsigned> batch;
+  if (numLoops == 3)
+    batch.push_back(0);
+  auto is = [&](ArrayRef<unsigned> expected) {
+    return ArrayRef<unsigned>(dims) == expected;
+  };
+  SmallVector<unsigned> tile(batch), row(batch);
+  tile.append({m, n});
+  row.push_back(m);
+  if (is(tile))
+    return AccessForm::tile;
+  if (is(row))
+    return AccessForm::row;
+  if (is({n}))
+    return AccessForm::col;
+  if (dims.empty())
+    return AccessForm::scalar;
+  return std::nullopt;
+}
+
+Value mlir::coda::materializeEpilogueInput(OpBuilder &builder, Location loc,
+                                           Value value, AffineMap map,
+                                           AccessForm form) {
+  auto type = cast<RankedTensorType>(value.getType());
+  if (form == AccessForm::scalar) {
+    SmallVector<Value> zeros(
+        type.getRank(), arith::ConstantIndexOp::create(builder, loc, 0));
+    return tensor::ExtractOp::create(builder, loc, value, zeros);
+  }
+  // Collapse the size-1 dimensions read at constant 0 into their neighbours.
+  SmallVector<ReassociationIndices> groups;
+  SmallVector<int64_t> shape;
+  ReassociationIndices pending;
+  for (auto [i, expr] : llvm::enumerate(map.getResults())) {
+    pending.push_back(i);
+    if (isa<AffineDimExpr>(expr)) {
+      groups.push_back(pending);
+      shape.push_back(type.getDimSize(i));
+      pending.clear();
+    }
+  }
+  if (groups.size() == static_cast<size_t>(type.getRank()))
+    return value;
+  if (!pending.empty())
+    groups.back().append(pending.begin(), pending.end());
+  auto collapsedType = RankedTensorType::get(shape, type.getElementType());
+  return tensor::CollapseShapeOp::create(builder, loc, collapsedType, value,
+                                         groups);
+}
+
+bool mlir::coda::isEpilogueComputeOp(Operation *op) {
+  if (!isa_and_nonnull<arith::ArithDialect, math::MathDialect>(
+          op->getDialect()))
+    return false;
+  auto scalar = [](Type type) { return type.isIntOrIndexOrFloat(); };
+  return llvm::all_of(op->getOperandTypes(), scalar) &&
+         llvm::all_of(op->getResultTypes(), scalar) &&
+         op->getNumRegions() == 0;
+}
+
+/// Values `op` uses that are defined outside `block`.
+static SmallVector<Value> capturedValues(Operation &op, Block &block) {
+  SmallVector<Value> captured;
+  for (Value operand : op.getOperands()) {
+    Operation *def = operand.getDefiningOp();
+    Block *owner = def ? def->getBlock()
+                       : cast<BlockArgument>(operand).getOwner();
+    if (owner != &block)
+      captured.push_back(operand);
+  }
+  return captured;
+}
+
+bool mlir::coda::hasOnlyEpilogueComputeOps(Block &block, bool allowIndex) {
+  return llvm::all_of(block, [&](Operation &op) {
+    if (!op.hasTrait<OpTrait::IsTerminator>() && !isEpilogueComputeOp(&op) &&
+        !(allowIndex && isa<linalg::IndexOp>(op)))
+      return false;
+    return llvm::all_of(capturedValues(op, block), [](Value value) {
+      Operation *def = value.getDefiningOp();
+      return def && def->hasTrait<OpTrait::ConstantLike>();
+    });
+  });
+}
+
+void mlir::coda::cloneCapturedConstants(OpBuilder &builder, Block &block,
+                                        IRMapping &mapping) {
+  for (Operation &op : block)
+    for (Value value : capturedValues(op, block))
+      if (!mapping.contains(value))
+        mapping.map(value, builder.clone(*value.getDefiningOp())->getResult(0));
+}
+
+bool mlir::coda::isElementwise(linalg::GenericOp generic) {
+  if (generic.getNumReductionLoops() != 0)
+    return false;
+  for (OpOperand &init : generic.getDpsInitsMutable())
+    if (generic.payloadUsesValueFromOperand(&init))
+      return false;
+  return true;
+}
+
+bool mlir::coda::isAvailableBefore(Value value, Operation *op) {
+  if (auto arg = dyn_cast<BlockArgument>(value))
+    return arg.getOwner()->findAncestorOpInBlock(*op) != nullptr;
+  Operation *def = value.getDefiningOp();
+  Operation *ancestor = def->getBlock()->findAncestorOpInBlock(*op);
+  return ancestor && ancestor != def && def->isBeforeInBlock(ancestor);
+}

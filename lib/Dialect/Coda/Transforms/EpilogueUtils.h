@@ -1,0 +1,77 @@
+//===- EpilogueUtils.h - shared helpers of the fusion passes ----*- C++ -*-===//
+
+#ifndef CODA_LIB_DIALECT_CODA_TRANSFORMS_EPILOGUEUTILS_H
+#define CODA_LIB_DIALECT_CODA_TRANSFORMS_EPILOGUEUTILS_H
+
+#include "coda/Dialect/Coda/IR/Coda.h"
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/PatternMatch.h"
+
+namespace mlir::coda {
+
+/// An operand to add to an epilogue and how it is read.
+struct EpilogueInput {
+  Value value;
+  AccessForm form;
+};
+
+/// Given the mapping from the old epilogue's values to the new one's and the
+/// block arguments of the added inputs, returns the values to yield.
+using EpilogueExtender = function_ref<SmallVector<Value>(
+    OpBuilder &builder, IRMapping &mapping, ValueRange addedInputArgs)>;
+
+/// Returns the value the copied epilogue sees as its accumulator, given the
+/// new accumulator argument and the added inputs' arguments.
+using AccumulatorTransform = function_ref<Value(
+    OpBuilder &builder, Value accumulator, ValueRange addedInputArgs)>;
+
+/// Builds a coda.gemm computing `lhs x rhs` whose epilogue starts with a copy
+/// of `gemm`'s (its inputs first, then `addedInputs`) and yields what `extend`
+/// returns, one value per entry of `outputs`. The old terminator is not
+/// copied; its operands are reachable through the mapping. With
+/// `transformAccumulator`, the copy reads its result instead of the
+/// accumulator.
+GemmOp rebuildGemm(RewriterBase &rewriter, GemmOp gemm, Value lhs, Value rhs,
+                   bool transposeB, ArrayRef<EpilogueInput> addedInputs,
+                   ValueRange outputs, EpilogueExtender extend,
+                   AccumulatorTransform transformAccumulator = nullptr);
+
+/// How a linalg operand with `map` is read at each point of an iteration
+/// space of `numLoops` parallel loops ([b,] m, n), if an epilogue can read it.
+/// Results equal to 0 on a size-1 dimension (keepdim broadcasts) are allowed.
+std::optional<AccessForm> classifyAccess(AffineMap map, ShapedType type,
+                                         unsigned numLoops);
+
+/// Reshapes `value` (read with `map`) into the operand shape `form` expects:
+/// drops size-1 dimensions that `map` reads at 0, extracts 0-d scalars.
+Value materializeEpilogueInput(OpBuilder &builder, Location loc, Value value,
+                               AffineMap map, AccessForm form);
+
+/// True for the ops an epilogue may hold (arith and math on scalars).
+bool isEpilogueComputeOp(Operation *op);
+
+/// True when every op of `block` but its terminator is an epilogue compute op
+/// (or, with `allowIndex`, linalg.index) and every value it uses from outside
+/// the block is a block argument or a constant.
+bool hasOnlyEpilogueComputeOps(Block &block, bool allowIndex);
+
+/// Clones the constants that `block` uses from outside it at `builder`'s
+/// insertion point and maps them in `mapping`, so that the block's ops can be
+/// cloned into an isolated region.
+void cloneCapturedConstants(OpBuilder &builder, Block &block,
+                            IRMapping &mapping);
+
+/// True when `generic` is elementwise: only parallel loops, and its inits are
+/// destinations only (the body never reads them).
+bool isElementwise(linalg::GenericOp generic);
+
+/// True when `value` is available before `op` (a block argument of an
+/// enclosing block or defined by an op that properly dominates `op` in the
+/// same block).
+bool isAvailableBefore(Value value, Operation *op);
+
+} // namespace mlir::coda
+
+#endif // CODA_LIB_DIALECT_CODA_TRANSFORMS_EPILOGUEUTILS_H

@@ -1,0 +1,213 @@
+//===- Fuse.cpp - the whole fusion flow and its report --------------------===//
+
+#include "coda/Dialect/Coda/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/Format.h"
+
+namespace mlir::coda {
+#define GEN_PASS_DEF_CODAFUSE
+#include "coda/Dialect/Coda/Transforms/Passes.h.inc"
+} // namespace mlir::coda
+
+using namespace mlir;
+using namespace mlir::coda;
+
+namespace {
+
+/// Named linalg ops (elementwise, reductions, broadcasts, matmuls) become
+/// linalg.generic so that one set of patterns sees them all. Fills stay: they
+/// mark accumulator initializations.
+struct GeneralizeNamedOps : OpInterfaceRewritePattern<linalg::LinalgOp> {
+  using OpInterfaceRewritePattern::OpInterfaceRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::LinalgOp op,
+                                PatternRewriter &rewriter) const override {
+    if (isa<linalg::GenericOp, linalg::FillOp>(op.getOperation()))
+      return rewriter.notifyMatchFailure(op, "generic or fill");
+    if (failed(linalg::generalizeNamedOp(rewriter, op)))
+      return failure();
+    return success();
+  }
+};
+
+/// True for a generic that only moves or converts its single input
+/// (transpose, broadcast, copy, extf/truncf).
+bool isDataMovement(Operation *op) {
+  auto generic = dyn_cast<linalg::GenericOp>(op);
+  if (!generic || generic.getNumDpsInputs() != 1)
+    return false;
+  Value yielded = generic.getBlock()->getTerminator()->getOperand(0);
+  while (Operation *def = yielded.getDefiningOp()) {
+    if (!isa<arith::ExtFOp, arith::TruncFOp>(def))
+      return false;
+    yielded = def->getOperand(0);
+  }
+  return yielded == generic.getBlock()->getArgument(0);
+}
+
+/// Merges chains of elementwise ops (and elementwise producers of
+/// single-input reductions) whose intermediate has no other use, and casts
+/// and transposes into all their consumers. Matrix
+/// products absorb only transposes and casts of their operands: a scaled lhs
+/// is what coda-defer-row-scale looks for.
+bool shouldFuseElementwise(OpOperand *operand) {
+  Operation *producer = operand->get().getDefiningOp();
+  auto consumer = dyn_cast<linalg::GenericOp>(operand->getOwner());
+  if (!producer || !consumer)
+    return false;
+  // A cast or transpose is cheaper to redo in every consumer than to write.
+  if (!producer->hasOneUse())
+    return isDataMovement(producer) &&
+           isa<linalg::GenericOp>(producer) &&
+           cast<linalg::GenericOp>(producer).getNumReductionLoops() == 0;
+  return consumer.getNumReductionLoops() == 0 ||
+         consumer.getNumDpsInputs() == 1 || isDataMovement(producer);
+}
+
+LogicalResult normalizeLinalg(Operation *root) {
+  MLIRContext *ctx = root->getContext();
+  RewritePatternSet generalize(ctx);
+  generalize.add<GeneralizeNamedOps>(ctx);
+  if (failed(applyPatternsGreedily(root, std::move(generalize))))
+    return failure();
+  RewritePatternSet fuse(ctx);
+  linalg::populateElementwiseOpsFusionPatterns(fuse, shouldFuseElementwise);
+  return applyPatternsGreedily(root, std::move(fuse));
+}
+
+//===----------------------------------------------------------------------===//
+// The report
+//===----------------------------------------------------------------------===//
+
+int64_t bytesOf(Value value) {
+  auto type = dyn_cast<ShapedType>(value.getType());
+  if (!type || !type.hasStaticShape())
+    return 0;
+  return type.getNumElements() *
+         llvm::divideCeil(type.getElementTypeBitWidth(), 8);
+}
+
+/// Kernels and memory traffic of a function, counted on its top-level ops.
+struct TrafficSummary {
+  unsigned gemms = 0;
+  unsigned memoryBound = 0;
+  unsigned weightSide = 0;
+  int64_t memoryBoundBytes = 0; // read + written by memory-bound kernels
+  int64_t epilogueBytes = 0;    // read + written by epilogues beyond A, B, C
+};
+
+bool isContraction(Operation *op) {
+  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+  return linalgOp && linalg::isaContractionOpInterface(linalgOp);
+}
+
+TrafficSummary summarize(func::FuncOp func) {
+  TrafficSummary summary;
+  for (Operation &op : func.getBody().getOps()) {
+    if (op.hasAttr("coda.weight_transform")) {
+      ++summary.weightSide;
+      continue;
+    }
+    if (auto gemm = dyn_cast<GemmOp>(op)) {
+      ++summary.gemms;
+      for (Value input : gemm.getEpilogueInputs())
+        summary.epilogueBytes += bytesOf(input);
+      for (Value output : gemm.getOutputs().drop_front())
+        summary.epilogueBytes += bytesOf(output);
+      continue;
+    }
+    if (isContraction(&op)) {
+      ++summary.gemms;
+      continue;
+    }
+    // Fills initialize accumulators; reshapes and empties move nothing.
+    bool counted = isa<ReducePartialsOp, tensor::InsertSliceOp,
+                       tensor::ExtractSliceOp, tensor::ConcatOp>(op) ||
+                   (isa<linalg::LinalgOp>(op) && !isa<linalg::FillOp>(op));
+    if (!counted)
+      continue;
+    ++summary.memoryBound;
+    for (Value operand : op.getOperands())
+      if (!isa_and_nonnull<linalg::FillOp, tensor::EmptyOp>(
+              operand.getDefiningOp()))
+        summary.memoryBoundBytes += bytesOf(operand);
+    for (Value result : op.getResults())
+      summary.memoryBoundBytes += bytesOf(result);
+  }
+  return summary;
+}
+
+std::string formatBytes(int64_t bytes) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (bytes >= (1 << 20))
+    os << llvm::format("%.2f MiB", bytes / double(1 << 20));
+  else if (bytes >= (1 << 10))
+    os << llvm::format("%.2f KiB", bytes / double(1 << 10));
+  else
+    os << bytes << " B";
+  return text;
+}
+
+void printReport(raw_ostream &os, StringRef name, const TrafficSummary &before,
+                 const TrafficSummary &after) {
+  os << "coda fusion report: @" << name << "\n";
+  os << "  before: " << before.gemms << " GEMM kernels, "
+     << before.memoryBound << " memory-bound kernels moving "
+     << formatBytes(before.memoryBoundBytes) << "\n";
+  os << "  after:  " << after.gemms << " GEMM kernels, " << after.memoryBound
+     << " memory-bound kernels moving " << formatBytes(after.memoryBoundBytes)
+     << ", epilogues moving " << formatBytes(after.epilogueBytes)
+     << " beyond A, B and C, " << after.weightSide
+     << " weight-side ops (hoistable)\n";
+  int64_t beforeBytes = before.memoryBoundBytes + before.epilogueBytes;
+  int64_t afterBytes = after.memoryBoundBytes + after.epilogueBytes;
+  os << "  memory-bound traffic: " << formatBytes(beforeBytes) << " -> "
+     << formatBytes(afterBytes);
+  if (beforeBytes > 0)
+    os << llvm::format(" (%.1f%% saved)",
+                       100.0 * (beforeBytes - afterBytes) / beforeBytes);
+  os << "\n";
+}
+
+struct CodaFusePass : coda::impl::CodaFuseBase<CodaFusePass> {
+  using CodaFuseBase::CodaFuseBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (tile <= 0) {
+      module.emitError("coda-fuse: tile must be positive, got ") << tile;
+      return signalPassFailure();
+    }
+    llvm::StringMap<TrafficSummary> before;
+    if (report)
+      for (auto func : module.getOps<func::FuncOp>())
+        before[func.getName()] = summarize(func);
+
+    if (failed(normalizeLinalg(module)))
+      return signalPassFailure();
+    OpPassManager pm(ModuleOp::getOperationName());
+    pm.addPass(createCodaConvertMatmuls());
+    pm.addPass(createCodaFuseSwiGLU());
+    pm.addPass(createCodaDeferRowScale());
+    pm.addPass(createCodaFusePointwise());
+    pm.addPass(createCodaFuseRowReductions({tile}));
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+    if (failed(runPipeline(pm, module)))
+      return signalPassFailure();
+
+    if (report)
+      for (auto func : module.getOps<func::FuncOp>())
+        printReport(llvm::errs(), func.getName(), before[func.getName()],
+                    summarize(func));
+  }
+};
+
+} // namespace
