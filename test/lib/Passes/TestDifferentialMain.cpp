@@ -84,6 +84,14 @@ private:
     b.setInsertionPointToEnd(module.getBody());
     auto scratch = ModuleOp::create(b, module.getLoc());
     b.setInsertionPointToEnd(scratch.getBody());
+    // Declarations of the functions @reference may call.
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func == reference)
+        continue;
+      auto declaration = func::FuncOp::create(b, func.getLoc(), func.getName(),
+                                              func.getFunctionType());
+      declaration.setPrivate();
+    }
     auto copy = cast<func::FuncOp>(b.clone(*reference));
     copy.setName("fused");
     OpPassManager pm(ModuleOp::getOperationName());

@@ -124,8 +124,17 @@ struct DeferRowScale : OpRewritePattern<GemmOp> {
   LogicalResult matchAndRewrite(GemmOp gemm,
                                 PatternRewriter &rewriter) const override {
     auto scale = gemm.getLhs().getDefiningOp<linalg::GenericOp>();
+    // Every reader of the scaled lhs must be a GEMM taking it as lhs: each of
+    // them gets the scale deferred, and the scaled copy disappears.
+    auto readsAsLhs = [&](Operation *user) {
+      auto consumer = dyn_cast<GemmOp>(user);
+      return consumer && consumer.getLhs() == gemm.getLhs() &&
+             consumer.getRhs() != gemm.getLhs() &&
+             llvm::count(consumer.getEpilogueInputs(), gemm.getLhs()) == 0;
+    };
     if (!scale || gemm.isBatched() || gemm.getRhsType().getRank() != 2 ||
-        !scale->hasOneUse() || !scale.hasPureTensorSemantics() ||
+        !llvm::all_of(scale->getUsers(), readsAsLhs) ||
+        !scale.hasPureTensorSemantics() ||
         !isElementwise(scale) || scale.getNumLoops() != 2 ||
         scale.getNumDpsInits() != 1)
       return rewriter.notifyMatchFailure(gemm, "lhs is not elementwise");
@@ -316,7 +325,8 @@ struct DeferRowScale : OpRewritePattern<GemmOp> {
           return arith::MulFOp::create(b, loc, acc, added[0]);
         });
     rewriter.replaceOp(gemm, rebuilt->getResults());
-    rewriter.eraseOp(scale);
+    if (scale->use_empty())
+      rewriter.eraseOp(scale);
     return success();
   }
 };
