@@ -167,6 +167,13 @@ struct GeneralizeContraction
     auto linalgOp = dyn_cast<linalg::LinalgOp>(op.getOperation());
     if (!linalgOp || isa<linalg::GenericOp>(op.getOperation()))
       return rewriter.notifyMatchFailure(op, "already generic");
+    // Only products coda.gemm can take: float operands of a supported type.
+    if (!llvm::all_of(linalgOp->getOperandTypes(), [](Type type) {
+          Type element = getElementTypeOrSelf(type);
+          return isa<Float32Type, Float16Type, BFloat16Type, Float8E4M3FNType,
+                     Float8E5M2Type>(element);
+        }))
+      return rewriter.notifyMatchFailure(op, "not a floating-point product");
     if (failed(linalg::generalizeNamedOp(rewriter, linalgOp)))
       return failure();
     return success();

@@ -182,7 +182,8 @@ struct CodaFusePass : coda::impl::CodaFuseBase<CodaFusePass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (tile <= 0) {
-      module.emitError("coda-fuse: tile must be positive, got ") << tile;
+      module.emitError("coda-fuse: tile must be positive, got ")
+          << static_cast<int64_t>(tile);
       return signalPassFailure();
     }
     llvm::StringMap<TrafficSummary> before;

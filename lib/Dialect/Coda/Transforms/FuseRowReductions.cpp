@@ -147,7 +147,7 @@ struct CodaFuseRowReductionsPass
     if (tile <= 0) {
       getOperation()->emitError("coda-fuse-row-reductions: tile must be "
                                 "positive, got ")
-          << tile;
+          << static_cast<int64_t>(tile);
       return signalPassFailure();
     }
     RewritePatternSet patterns(&getContext());

@@ -1,0 +1,101 @@
+// RUN: coda-opt %s --coda-convert-matmuls --coda-fuse-row-reductions="tile=4" --canonicalize --split-input-file | FileCheck %s
+// RUN: not coda-opt %s --split-input-file --coda-fuse-row-reductions="tile=0" 2>&1 | FileCheck %s --check-prefix=CHECK-TILE
+
+// CHECK-TILE: coda-fuse-row-reductions: tile must be positive, got 0
+
+#id = affine_map<(m, n) -> (m, n)>
+#row = affine_map<(m, n) -> (m)>
+
+// The sum of squares of a GEMM's output becomes per-tile partials in its
+// epilogue (N = 10, tiles of 4: 3 partials) and a finish.
+// CHECK-LABEL: func @sum_of_squares
+// CHECK: %[[P:.+]] = tensor.empty() : tensor<4x3xf32>
+// CHECK: %[[G:.+]]:2 = coda.gemm
+// CHECK: %[[SQ:.+]] = arith.mulf %{{.*}}, %{{.*}} : f32
+// CHECK: %[[PART:.+]] = coda.row_reduce sum %[[SQ]] tile 4 : f32
+// CHECK: coda.yield %{{.*}}, %[[PART]] : f32, !coda.partial<f32>
+// CHECK: %[[S:.+]] = coda.reduce_partials sum row %[[G]]#1 : tensor<4x3xf32> outs(%{{.*}} : tensor<4xf32>)
+// CHECK: return %[[G]]#0, %[[S]]
+func.func @sum_of_squares(%a: tensor<4x8xf32>, %b: tensor<8x10xf32>) -> (tensor<4x10xf32>, tensor<4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x10xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<4x10xf32>) -> tensor<4x10xf32>
+  %h = linalg.matmul ins(%a, %b : tensor<4x8xf32>, tensor<8x10xf32>) outs(%z : tensor<4x10xf32>) -> tensor<4x10xf32>
+  %re = tensor.empty() : tensor<4xf32>
+  %r0 = linalg.fill ins(%zero : f32) outs(%re : tensor<4xf32>) -> tensor<4xf32>
+  %s = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%h : tensor<4x10xf32>) outs(%r0 : tensor<4xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %sq = arith.mulf %v, %v : f32
+    %sum = arith.addf %acc, %sq : f32
+    linalg.yield %sum : f32
+  } -> tensor<4xf32>
+  return %h, %s : tensor<4x10xf32>, tensor<4xf32>
+}
+
+// -----
+
+#id = affine_map<(m, n) -> (m, n)>
+#keep = affine_map<(m, n) -> (m, 0)>
+
+// keepdim (M x 1) results are reshaped from the finish.
+// CHECK-LABEL: func @keepdim
+// CHECK: coda.row_reduce sum
+// CHECK: %[[S:.+]] = coda.reduce_partials sum row
+// CHECK: %[[K:.+]] = tensor.expand_shape %[[S]] {{\[}}[0, 1]] output_shape [4, 1] : tensor<4xf32> into tensor<4x1xf32>
+// CHECK: return %[[K]]
+func.func @keepdim(%a: tensor<4x8xf32>, %b: tensor<8x10xf32>) -> tensor<4x1xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x10xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<4x10xf32>) -> tensor<4x10xf32>
+  %h = linalg.matmul ins(%a, %b : tensor<4x8xf32>, tensor<8x10xf32>) outs(%z : tensor<4x10xf32>) -> tensor<4x10xf32>
+  %re = tensor.empty() : tensor<4x1xf32>
+  %r0 = linalg.fill ins(%zero : f32) outs(%re : tensor<4x1xf32>) -> tensor<4x1xf32>
+  %s = linalg.generic {indexing_maps = [#id, #keep], iterator_types = ["parallel", "reduction"]}
+      ins(%h : tensor<4x10xf32>) outs(%r0 : tensor<4x1xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %sum = arith.addf %v, %acc : f32
+    linalg.yield %sum : f32
+  } -> tensor<4x1xf32>
+  return %s : tensor<4x1xf32>
+}
+
+// -----
+
+#id = affine_map<(m, n) -> (m, n)>
+#row = affine_map<(m, n) -> (m)>
+
+// Not fused: a reduction over a function argument, a sum that does not start
+// at zero, and a max.
+// CHECK-LABEL: func @not_fused
+// CHECK-NOT: coda.row_reduce
+// CHECK-COUNT-3: linalg.generic
+func.func @not_fused(%x: tensor<4x10xf32>, %a: tensor<4x8xf32>, %b: tensor<8x10xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  %e = tensor.empty() : tensor<4x10xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<4x10xf32>) -> tensor<4x10xf32>
+  %h = linalg.matmul ins(%a, %b : tensor<4x8xf32>, tensor<8x10xf32>) outs(%z : tensor<4x10xf32>) -> tensor<4x10xf32>
+  %re = tensor.empty() : tensor<4xf32>
+  %r0 = linalg.fill ins(%zero : f32) outs(%re : tensor<4xf32>) -> tensor<4xf32>
+  %r1 = linalg.fill ins(%one : f32) outs(%re : tensor<4xf32>) -> tensor<4xf32>
+  %s0 = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<4x10xf32>) outs(%r0 : tensor<4xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %sum = arith.addf %acc, %v : f32
+    linalg.yield %sum : f32
+  } -> tensor<4xf32>
+  %s1 = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%h : tensor<4x10xf32>) outs(%r1 : tensor<4xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %sum = arith.addf %acc, %v : f32
+    linalg.yield %sum : f32
+  } -> tensor<4xf32>
+  %s2 = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%h : tensor<4x10xf32>) outs(%r0 : tensor<4xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %m = arith.maximumf %acc, %v : f32
+    linalg.yield %m : f32
+  } -> tensor<4xf32>
+  return %s0, %s1, %s2 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}
