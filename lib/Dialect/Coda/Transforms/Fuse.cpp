@@ -189,7 +189,8 @@ struct CodaFusePass : coda::impl::CodaFuseBase<CodaFusePass> {
     llvm::StringMap<TrafficSummary> before;
     if (report)
       for (auto func : module.getOps<func::FuncOp>())
-        before[func.getName()] = summarize(func);
+        if (!func.isExternal())
+          before[func.getName()] = summarize(func);
 
     if (failed(normalizeLinalg(module)))
       return signalPassFailure();
@@ -206,8 +207,9 @@ struct CodaFusePass : coda::impl::CodaFuseBase<CodaFusePass> {
 
     if (report)
       for (auto func : module.getOps<func::FuncOp>())
-        printReport(llvm::errs(), func.getName(), before[func.getName()],
-                    summarize(func));
+        if (!func.isExternal())
+          printReport(llvm::errs(), func.getName(), before[func.getName()],
+                      summarize(func));
   }
 };
 
