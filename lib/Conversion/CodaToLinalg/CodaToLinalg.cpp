@@ -172,25 +172,33 @@ Value buildAccumulator(OpBuilder &b, Location loc, GemmOp op,
 
 /// Emits the epilogue for one (batch, row, column group) point of the loop
 /// nest. A group is one column, or the two columns of a pair when the epilogue
-/// has pairwise ops ("lanes").
+/// has pairwise ops ("lanes"): pair p with stride s holds columns
+/// (p / s) * 2s + p mod s and that plus s.
 class EpilogueEmitter {
 public:
-  EpilogueEmitter(GemmOp op, ElementAccess access, Value accumulator)
-      : op(op), access(access), accumulator(accumulator) {}
+  EpilogueEmitter(GemmOp op, ElementAccess access, Value accumulator,
+                  std::optional<int64_t> pairStride)
+      : op(op), access(access), accumulator(accumulator),
+        pairStride(pairStride) {}
 
-  /// Emits the body at `ivs` ([b,] m, n) and returns the updated outputs.
+  /// Emits the body at `ivs` ([b,] m, n or pair index) and returns the
+  /// updated outputs.
   SmallVector<Value> emit(OpBuilder &b, Location loc, ValueRange ivs,
-                          unsigned numLanes, SmallVector<Value> outputs) {
+                          SmallVector<Value> outputs) {
     Value batch = op.isBatched() ? ivs[0] : Value();
     Value row = ivs[ivs.size() - 2];
-    Value firstCol = ivs.back();
-    SmallVector<Value> cols;
-    for (unsigned lane = 0; lane < numLanes; ++lane)
-      cols.push_back(lane == 0 ? firstCol
-                               : arith::AddIOp::create(
-                                     b, loc, firstCol,
-                                     indexConstant(b, loc, lane))
-                                     .getResult());
+    Value group = ivs.back();
+    unsigned numLanes = pairStride ? 2 : 1;
+    SmallVector<Value> cols = {group};
+    if (pairStride) {
+      Value stride = indexConstant(b, loc, *pairStride);
+      Value block = arith::DivUIOp::create(b, loc, group, stride);
+      Value within = arith::RemUIOp::create(b, loc, group, stride);
+      Value blockStart = arith::MulIOp::create(
+          b, loc, block, indexConstant(b, loc, 2 * *pairStride));
+      cols = {arith::AddIOp::create(b, loc, blockStart, within)};
+      cols.push_back(arith::AddIOp::create(b, loc, cols[0], stride));
+    }
 
     auto withBatch = [&](ArrayRef<Value> indices) {
       SmallVector<Value> all;
@@ -221,6 +229,14 @@ public:
         case AccessForm::scalar:
           element = input;
           break;
+        case AccessForm::periodic: {
+          auto type = cast<ShapedType>(input.getType());
+          Value period =
+              linalg::createOrFoldDimOp(b, loc, input, type.getRank() - 1);
+          Value wrapped = arith::RemUIOp::create(b, loc, col, period);
+          element = access.read(b, loc, input, withBatch({row, wrapped}));
+          break;
+        }
         }
         lanes[lane].map(op.getInputArg(i), element);
       }
@@ -251,10 +267,8 @@ public:
       Value &out = outputs[i];
       Operation *def = value.getDefiningOp();
       if (isa<PairType>(value.getType())) {
-        Value pairCol = arith::DivUIOp::create(b, loc, firstCol,
-                                               indexConstant(b, loc, 2));
         out = access.write(b, loc, lanes[0].lookup(value), out,
-                           withBatch({row, pairCol}));
+                           withBatch({row, group}));
         continue;
       }
       for (unsigned lane = 0; lane < numLanes; ++lane) {
@@ -323,6 +337,7 @@ private:
   GemmOp op;
   ElementAccess access;
   Value accumulator;
+  std::optional<int64_t> pairStride;
 };
 
 struct LowerGemm : OpConversionPattern<GemmOp> {
@@ -357,11 +372,9 @@ struct LowerGemm : OpConversionPattern<GemmOp> {
       outputs[i] = access.fill(rewriter, loc, identity, outputs[i]);
     }
 
-    bool hasPairOps = !op.getBody().getOps<PairMapOp>().empty() ||
-                      !op.getBody().getOps<PairContractOp>().empty();
-    unsigned numLanes = hasPairOps ? 2 : 1;
+    std::optional<int64_t> pairStride = op.getPairStride();
 
-    // Loop bounds [B,] M, N from the accumulator.
+    // Loop bounds [B,] M, N from the accumulator; over pairs, N / 2.
     SmallVector<Value> lbs, ubs, steps;
     unsigned rank = op.isBatched() ? 3 : 2;
     for (unsigned d = 0; d < rank; ++d) {
@@ -369,32 +382,36 @@ struct LowerGemm : OpConversionPattern<GemmOp> {
       ubs.push_back(linalg::createOrFoldDimOp(rewriter, loc, accumulator, d));
       steps.push_back(indexConstant(rewriter, loc, 1));
     }
-    steps.back() = indexConstant(rewriter, loc, numLanes);
-    if (hasPairOps && ShapedType::isDynamic(op.getStaticN())) {
-      Value rem = arith::RemUIOp::create(rewriter, loc, ubs.back(),
-                                         indexConstant(rewriter, loc, 2));
-      Value even =
-          arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq, rem,
-                                indexConstant(rewriter, loc, 0));
-      cf::AssertOp::create(rewriter, loc, even,
-                           "coda.gemm: a pairwise epilogue needs an even N");
+    if (pairStride) {
+      if (ShapedType::isDynamic(op.getStaticN())) {
+        Value rem = arith::RemUIOp::create(
+            rewriter, loc, ubs.back(),
+            indexConstant(rewriter, loc, 2 * *pairStride));
+        Value whole =
+            arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq, rem,
+                                  indexConstant(rewriter, loc, 0));
+        cf::AssertOp::create(rewriter, loc, whole,
+                             "coda.gemm: N must be a multiple of twice the "
+                             "pair stride");
+      }
+      ubs.back() = arith::DivUIOp::create(rewriter, loc, ubs.back(),
+                                          indexConstant(rewriter, loc, 2));
     }
 
-    EpilogueEmitter emitter(op, access, accumulator);
+    EpilogueEmitter emitter(op, access, accumulator, pairStride);
     SmallVector<Value> results;
     if (access.onTensors) {
       scf::LoopNest nest = scf::buildLoopNest(
           rewriter, loc, lbs, ubs, steps, outputs,
           [&](OpBuilder &b, Location nloc, ValueRange ivs,
               ValueRange iterArgs) -> scf::ValueVector {
-            return emitter.emit(b, nloc, ivs, numLanes,
-                                SmallVector<Value>(iterArgs));
+            return emitter.emit(b, nloc, ivs, SmallVector<Value>(iterArgs));
           });
       results = SmallVector<Value>(nest.results);
     } else {
       scf::buildLoopNest(rewriter, loc, lbs, ubs, steps,
                          [&](OpBuilder &b, Location nloc, ValueRange ivs) {
-                           emitter.emit(b, nloc, ivs, numLanes, outputs);
+                           emitter.emit(b, nloc, ivs, outputs);
                          });
       memref::DeallocOp::create(rewriter, loc, accumulator);
     }

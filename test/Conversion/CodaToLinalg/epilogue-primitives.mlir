@@ -68,12 +68,15 @@ func.func @select_target(%a: tensor<8x4xf32>, %b: tensor<4x20xf32>, %t: tensor<8
 
 // -----
 
-// A pairwise epilogue walks column pairs: the body runs for n and n + 1, the
-// pair region once, and a contraction writes column n / 2.
+// A pairwise epilogue walks column pairs: pair p holds columns 2p and
+// 2p + 1; the body runs for both, the pair region once, and a contraction
+// writes column p.
 // CHECK-LABEL: func @pairs
 // CHECK-DAG: %[[C2:[a-z0-9_]+]] = arith.constant 2 : index
+// CHECK-DAG: %[[C10:[a-z0-9_]+]] = arith.constant 10 : index
 // CHECK: scf.for %[[M:[a-z0-9_]+]] =
-// CHECK: scf.for %[[N:[a-z0-9_]+]] = %{{.*}} to %{{.*}} step %[[C2]] iter_args(%[[Y:[a-z0-9_]+]] = %{{.*}}, %[[H:[a-z0-9_]+]] = %{{.*}})
+// CHECK: scf.for %[[P:[a-z0-9_]+]] = %{{.*}} to %[[C10]] step %{{.*}} iter_args(%[[Y:[a-z0-9_]+]] = %{{.*}}, %[[H:[a-z0-9_]+]] = %{{.*}})
+// CHECK: %[[N:[a-z0-9_]+]] = arith.muli %[[P]], %[[C2]] : index
 // CHECK: %[[N1:[a-z0-9_]+]] = arith.addi %[[N]], %{{.*}} : index
 // CHECK: %[[X0:[a-z0-9_]+]] = tensor.extract %{{.*}}[%[[M]], %[[N]]] : tensor<8x20xf32>
 // CHECK: %[[X1:[a-z0-9_]+]] = tensor.extract %{{.*}}[%[[M]], %[[N1]]] : tensor<8x20xf32>
@@ -81,8 +84,7 @@ func.func @select_target(%a: tensor<8x4xf32>, %b: tensor<4x20xf32>, %t: tensor<8
 // CHECK: %[[PROD:[a-z0-9_]+]] = arith.mulf %[[X0]], %[[X1]] : f32
 // CHECK: %[[Y0:[a-z0-9_]+]] = tensor.insert %[[SWAP0]] into %[[Y]][%[[M]], %[[N]]]
 // CHECK: tensor.insert %[[X0]] into %[[Y0]][%[[M]], %[[N1]]]
-// CHECK: %[[J:[a-z0-9_]+]] = arith.divui %[[N]], %[[C2]] : index
-// CHECK: tensor.insert %[[PROD]] into %[[H]][%[[M]], %[[J]]] : tensor<8x10xf32>
+// CHECK: tensor.insert %[[PROD]] into %[[H]][%[[M]], %[[P]]] : tensor<8x10xf32>
 func.func @pairs(%a: tensor<8x4xf32>, %b: tensor<4x20xf32>, %y: tensor<8x20xf32>, %h: tensor<8x10xf32>) -> (tensor<8x20xf32>, tensor<8x10xf32>) {
   %0:2 = coda.gemm %a, %b : tensor<8x4xf32>, tensor<4x20xf32> epilogue(%acc) outs(%y, %h : tensor<8x20xf32>, tensor<8x10xf32>) {
     // Rotate by 90 degrees: (x0, x1) -> (-x1, x0).
@@ -102,7 +104,7 @@ func.func @pairs(%a: tensor<8x4xf32>, %b: tensor<4x20xf32>, %y: tensor<8x20xf32>
 // -----
 
 // CHECK-LABEL: func @pairs_dynamic_n
-// CHECK: cf.assert %{{.*}}, "coda.gemm: a pairwise epilogue needs an even N"
+// CHECK: cf.assert %{{.*}}, "coda.gemm: N must be a multiple of twice the pair stride"
 func.func @pairs_dynamic_n(%a: tensor<8x4xf32>, %b: tensor<4x?xf32>, %h: tensor<8x?xf32>) -> tensor<8x?xf32> {
   %0 = coda.gemm %a, %b : tensor<8x4xf32>, tensor<4x?xf32> epilogue(%acc) outs(%h : tensor<8x?xf32>) {
     %p = coda.pair_contract (%x0, %x1) = %acc : f32 -> !coda.pair<f32> {

@@ -261,7 +261,7 @@ func.func @partial_used_in_arithmetic(%a: tensor<64x32xf32>, %b: tensor<32x96xf3
 // -----
 
 func.func @pairs_over_odd_columns(%a: tensor<64x32xf32>, %b: tensor<32x95xf32>, %o: tensor<64x95xf32>) {
-  // expected-error @+1 {{'coda.gemm' op has a pairwise epilogue op but N = 95 is odd; pairs are columns (2j, 2j + 1)}}
+  // expected-error @+1 {{'coda.gemm' op has pairwise epilogue ops over columns (n, n + 1) in blocks of 2, but N = 95 is not a multiple of 2}}
   %0 = coda.gemm %a, %b : tensor<64x32xf32>, tensor<32x95xf32> epilogue(%acc) outs(%o : tensor<64x95xf32>) {
     %y = coda.pair_map (%x0, %x1) = %acc : f32 -> f32 {
       coda.yield %x1, %x0 : f32, f32
@@ -594,5 +594,69 @@ func.func @finish_result_on_memrefs(%p: memref<4x2xf32>, %i: memref<4xf32>) {
   // expected-error @+2 {{'coda.reduce_partials' op inferred type(s)  are incompatible with return type(s) of operation 'tensor<4xf32>'}}
   // expected-error @+1 {{'coda.reduce_partials' op failed to infer returned types}}
   %0 = "coda.reduce_partials"(%p, %i) <{kind = #coda<reduction sum>, axis = #coda<axis row>}> : (memref<4x2xf32>, memref<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @periodic_input_not_dividing(%a: tensor<64x32xf32>, %b: tensor<32x96xf32>, %t: tensor<64x36xf32>, %o: tensor<64x96xf32>) {
+  // expected-error @+1 {{'coda.gemm' op expects the period of epilogue input #0 (periodic) (its last dimension, 36) to divide N = 96}}
+  %0 = coda.gemm %a, %b : tensor<64x32xf32>, tensor<32x96xf32>
+      epilogue(%acc, periodic %x = %t : tensor<64x36xf32>) outs(%o : tensor<64x96xf32>) {
+    coda.yield %acc : f32
+  }
+  return
+}
+
+// -----
+
+func.func @periodic_input_rows(%a: tensor<64x32xf32>, %b: tensor<32x96xf32>, %t: tensor<32x32xf32>, %o: tensor<64x96xf32>) {
+  // expected-error @+1 {{'coda.gemm' op expects epilogue input #0 (periodic) of shape 64x32, got 32x32}}
+  %0 = coda.gemm %a, %b : tensor<64x32xf32>, tensor<32x96xf32>
+      epilogue(%acc, periodic %x = %t : tensor<32x32xf32>) outs(%o : tensor<64x96xf32>) {
+    coda.yield %acc : f32
+  }
+  return
+}
+
+// -----
+
+func.func @pair_strides_differ(%a: tensor<64x32xf32>, %b: tensor<32x96xf32>, %o: tensor<64x96xf32>, %h: tensor<64x48xf32>) {
+  // expected-error @+1 {{'coda.gemm' op expects every pairwise op of the epilogue to use one stride, got 1 and 2}}
+  %0:2 = coda.gemm %a, %b : tensor<64x32xf32>, tensor<32x96xf32> epilogue(%acc) outs(%o, %h : tensor<64x96xf32>, tensor<64x48xf32>) {
+    %y = coda.pair_map (%x0, %x1) = %acc : f32 -> f32 {
+      coda.yield %x1, %x0 : f32, f32
+    }
+    %p = coda.pair_contract stride 2 (%x0, %x1) = %acc : f32 -> !coda.pair<f32> {
+      coda.yield %x0 : f32
+    }
+    coda.yield %y, %p : f32, !coda.pair<f32>
+  }
+  return
+}
+
+// -----
+
+func.func @pair_blocks_do_not_tile_n(%a: tensor<64x32xf32>, %b: tensor<32x96xf32>, %o: tensor<64x96xf32>) {
+  // expected-error @+1 {{'coda.gemm' op has pairwise epilogue ops over columns (n, n + 64) in blocks of 128, but N = 96 is not a multiple of 128}}
+  %0 = coda.gemm %a, %b : tensor<64x32xf32>, tensor<32x96xf32> epilogue(%acc) outs(%o : tensor<64x96xf32>) {
+    %y = coda.pair_map stride 64 (%x0, %x1) = %acc : f32 -> f32 {
+      coda.yield %x1, %x0 : f32, f32
+    }
+    coda.yield %y : f32
+  }
+  return
+}
+
+// -----
+
+func.func @pair_stride_not_positive(%a: tensor<64x32xf32>, %b: tensor<32x96xf32>, %o: tensor<64x96xf32>) {
+  %0 = coda.gemm %a, %b : tensor<64x32xf32>, tensor<32x96xf32> epilogue(%acc) outs(%o : tensor<64x96xf32>) {
+    // expected-error @+1 {{'coda.pair_map' op attribute 'stride' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+    %y = coda.pair_map stride 0 (%x0, %x1) = %acc : f32 -> f32 {
+      coda.yield %x1, %x0 : f32, f32
+    }
+    coda.yield %y : f32
+  }
   return
 }

@@ -179,6 +179,33 @@ func.func @swiglu(%x: tensor<64x32xbf16>, %w: tensor<32x256xbf16>, %r: tensor<64
   return %0 : tensor<64x128xbf16>
 }
 
+// CHECK-LABEL: func @rotate_half
+// CHECK: epilogue(%{{.*}}, periodic %{{.*}} = %{{.*}} : tensor<64x8xf32>, periodic %{{.*}} = %{{.*}} : tensor<64x8xf32>)
+// CHECK: coda.pair_map stride 4 (%{{.*}}, %{{.*}}) = %{{.*}}, (%{{.*}}, %{{.*}}) = %{{.*}}, (%{{.*}}, %{{.*}}) = %{{.*}} : f32, f32, f32 -> f32 {
+// CHECK: coda.pair_contract stride 4 (%{{.*}}, %{{.*}}) = %{{.*}} : f32 -> !coda.pair<f32> {
+func.func @rotate_half(%a: tensor<64x32xf32>, %w: tensor<32x32xf32>, %cos: tensor<64x8xf32>, %sin: tensor<64x8xf32>,
+                       %o: tensor<64x32xf32>, %h: tensor<64x16xf32>) -> (tensor<64x32xf32>, tensor<64x16xf32>) {
+  %0:2 = coda.gemm %a, %w : tensor<64x32xf32>, tensor<32x32xf32>
+      epilogue(%acc, periodic %c = %cos : tensor<64x8xf32>, periodic %s = %sin : tensor<64x8xf32>)
+      outs(%o, %h : tensor<64x32xf32>, tensor<64x16xf32>) {
+    %y = coda.pair_map stride 4 (%x0, %x1) = %acc, (%c0, %c1) = %c, (%s0, %s1) = %s : f32, f32, f32 -> f32 {
+      %0 = arith.mulf %x0, %c0 : f32
+      %1 = arith.mulf %x1, %s0 : f32
+      %2 = arith.subf %0, %1 : f32
+      %3 = arith.mulf %x1, %c1 : f32
+      %4 = arith.mulf %x0, %s1 : f32
+      %5 = arith.addf %3, %4 : f32
+      coda.yield %2, %5 : f32, f32
+    }
+    %p = coda.pair_contract stride 4 (%x0, %x1) = %acc : f32 -> !coda.pair<f32> {
+      %0 = arith.addf %x0, %x1 : f32
+      coda.yield %0 : f32
+    }
+    coda.yield %y, %p : f32, !coda.pair<f32>
+  }
+  return %0#0, %0#1 : tensor<64x32xf32>, tensor<64x16xf32>
+}
+
 // CHECK-LABEL: func @finish
 // CHECK: coda.reduce_partials sum row %{{.*}} : tensor<64x4xf32> outs(%{{.*}} : tensor<64xf32>)
 // CHECK: coda.reduce_partials logsumexp row %{{.*}} : tensor<2x64x8xf32> outs(%{{.*}} : tensor<2x64xf32>)

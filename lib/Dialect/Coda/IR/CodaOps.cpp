@@ -97,6 +97,16 @@ AccessForm GemmOp::getInputForm(unsigned i) {
 
 YieldOp GemmOp::getYieldOp() { return cast<YieldOp>(getBody().getTerminator()); }
 
+std::optional<int64_t> GemmOp::getPairStride() {
+  for (Operation &op : getBody()) {
+    if (auto map = dyn_cast<PairMapOp>(op))
+      return map.getStride();
+    if (auto contract = dyn_cast<PairContractOp>(op))
+      return contract.getStride();
+  }
+  return std::nullopt;
+}
+
 Type GemmOp::getInputElementType(Type inputType) {
   if (auto shaped = dyn_cast<ShapedType>(inputType))
     return shaped.getElementType();
@@ -312,8 +322,20 @@ LogicalResult GemmOp::verify() {
       expected = withBatch({m, n});
     else if (form == AccessForm::row)
       expected = withBatch({m});
-    else
+    else if (form == AccessForm::col)
       expected = {n};
+    else {
+      // periodic: [B x] M x P with P dividing N.
+      int64_t period = shaped.getRank() > 0
+                           ? shaped.getDimSize(shaped.getRank() - 1)
+                           : ShapedType::kDynamic;
+      expected = withBatch({m, period});
+      if (!ShapedType::isDynamic(period) && !ShapedType::isDynamic(n) &&
+          (period == 0 || n % period != 0))
+        return emitOpError() << "expects the period of " << what
+                             << " (its last dimension, " << period
+                             << ") to divide N = " << n;
+    }
     if (failed(checkShape(*this, what, shaped, expected)))
       return failure();
   }
@@ -387,11 +409,22 @@ LogicalResult GemmOp::verifyRegions() {
     return failure();
 
   int64_t m = getStaticM(), n = getStaticN(), batch = getStaticBatch();
-  bool hasPairOps = !body.getOps<PairMapOp>().empty() ||
-                    !body.getOps<PairContractOp>().empty();
-  if (hasPairOps && !ShapedType::isDynamic(n) && n % 2 != 0)
-    return emitOpError("has a pairwise epilogue op but N = ")
-           << n << " is odd; pairs are columns (2j, 2j + 1)";
+  if (std::optional<int64_t> stride = getPairStride()) {
+    for (Operation &op : body) {
+      auto opStride = isa<PairMapOp>(op) ? cast<PairMapOp>(op).getStride()
+                      : isa<PairContractOp>(op)
+                          ? cast<PairContractOp>(op).getStride()
+                          : *stride;
+      if (opStride != *stride)
+        return emitOpError("expects every pairwise op of the epilogue to use "
+                           "one stride, got ")
+               << *stride << " and " << opStride;
+    }
+    if (!ShapedType::isDynamic(n) && n % (2 * *stride) != 0)
+      return emitOpError("has pairwise epilogue ops over columns (n, n + ")
+             << *stride << ") in blocks of " << 2 * *stride << ", but N = " << n
+             << " is not a multiple of " << 2 * *stride;
+  }
 
   YieldOp yield = getYieldOp();
   if (yield.getValues().size() != getOutputs().size())
@@ -483,9 +516,12 @@ void GemmOp::getCanonicalizationPatterns(RewritePatternSet &results,
 // PairMapOp and PairContractOp
 //===----------------------------------------------------------------------===//
 
-/// Prints ` (%e, %o) = %x, ... : types -> types {region}`.
-static void printPairOp(OpAsmPrinter &p, Operation *op, Region &body) {
+/// Prints `[stride s] (%e, %o) = %x, ... : types -> types {region}`.
+static void printPairOp(OpAsmPrinter &p, Operation *op, Region &body,
+                        int64_t stride) {
   Block &block = body.front();
+  if (stride != 1)
+    p << " stride " << stride;
   p << ' ';
   for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
     if (i)
@@ -494,12 +530,20 @@ static void printPairOp(OpAsmPrinter &p, Operation *op, Region &body) {
       << ") = " << operand;
   }
   p << " : " << op->getOperandTypes() << " -> " << op->getResultTypes();
-  p.printOptionalAttrDictWithKeyword(op->getAttrs());
+  p.printOptionalAttrDictWithKeyword(op->getAttrs(), {"stride"});
   p << ' ';
   p.printRegion(body, /*printEntryBlockArgs=*/false);
 }
 
+template <typename PairOp>
 static ParseResult parsePairOp(OpAsmParser &parser, OperationState &result) {
+  if (succeeded(parser.parseOptionalKeyword("stride"))) {
+    int64_t stride;
+    if (parser.parseInteger(stride))
+      return failure();
+    result.getOrAddProperties<typename PairOp::Properties>().stride =
+        parser.getBuilder().getI64IntegerAttr(stride);
+  }
   SmallVector<OpAsmParser::Argument> args;
   SmallVector<OpAsmParser::UnresolvedOperand> operands;
   SmallVector<Type> operandTypes, resultTypes;
@@ -564,11 +608,11 @@ static LogicalResult verifyPairRegionArgs(Operation *op, Block &block) {
 }
 
 void PairMapOp::print(OpAsmPrinter &p) {
-  printPairOp(p, *this, getBody());
+  printPairOp(p, *this, getBody(), getStride());
 }
 
 ParseResult PairMapOp::parse(OpAsmParser &parser, OperationState &result) {
-  return parsePairOp(parser, result);
+  return parsePairOp<PairMapOp>(parser, result);
 }
 
 LogicalResult PairMapOp::verifyRegions() {
@@ -594,12 +638,12 @@ LogicalResult PairMapOp::verifyRegions() {
 }
 
 void PairContractOp::print(OpAsmPrinter &p) {
-  printPairOp(p, *this, getBody());
+  printPairOp(p, *this, getBody(), getStride());
 }
 
 ParseResult PairContractOp::parse(OpAsmParser &parser,
                                   OperationState &result) {
-  return parsePairOp(parser, result);
+  return parsePairOp<PairContractOp>(parser, result);
 }
 
 LogicalResult PairContractOp::verifyRegions() {

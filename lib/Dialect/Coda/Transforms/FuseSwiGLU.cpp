@@ -129,7 +129,8 @@ struct FuseGatedPair : OpRewritePattern<linalg::GenericOp> {
           // both epilogues per column.
           Value acc = mapping.lookup(gate.getAccumulatorArg());
           auto contract = PairContractOp::create(
-              b, loc, TypeRange{PairType::get(element)}, ValueRange{acc});
+              b, loc, TypeRange{PairType::get(element)}, ValueRange{acc},
+              /*stride=*/1);
           Block *pair = b.createBlock(&contract.getBody(), {},
                                       {b.getF32Type(), b.getF32Type()},
                                       {loc, loc});

@@ -39,7 +39,8 @@ def Coda_AccessForm : I32EnumAttr<"AccessForm",
       I32EnumAttrCase<"tile", 0>,
       I32EnumAttrCase<"row", 1>,
       I32EnumAttrCase<"col", 2>,
-      I32EnumAttrCase<"scalar", 3>
+      I32EnumAttrCase<"scalar", 3>,
+      I32EnumAttrCase<"periodic", 4>
     ]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::mlir::coda";

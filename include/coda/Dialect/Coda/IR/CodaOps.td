@@ -41,6 +41,7 @@ def Coda_GemmOp : Coda_Op<"gemm", [
     | `row`    | [B x] M              | input[b, m]               |
     | `col`    | N                    | input[n]                  |
     | `scalar` | a scalar SSA value   | the value itself          |
+    | `periodic` | [B x] M x P, P divides N | input[b, m, n mod P] |
 
     `lhs` is [B x] M x K. `rhs` is K x N, or N x K with `transpose_b` (the way
     `nn.Linear` stores weights), optionally with the same leading batch
@@ -119,6 +120,9 @@ def Coda_GemmOp : Coda_Op<"gemm", [
       return getBody().getArgument(1 + i);
     }
     ::mlir::coda::YieldOp getYieldOp();
+    /// The stride of the epilogue's pairwise ops (they share one), or
+    /// nothing when it has none.
+    std::optional<int64_t> getPairStride();
     /// The element type a block argument has for an input of this type.
     static ::mlir::Type getInputElementType(::mlir::Type inputType);
   }];
@@ -232,13 +236,17 @@ def Coda_RowSelectOp : Coda_Op<"row_select", [Pure, HasParent<"GemmOp">,
 def Coda_PairMapOp : Coda_Op<"pair_map", [
     Pure, HasParent<"GemmOp">, IsolatedFromAbove, SingleBlock
   ]> {
-  let summary = "2 -> 2 transform of adjacent column pairs";
+  let summary = "2 -> 2 transform of column pairs";
   let description = [{
-    Transforms the values of columns 2j and 2j + 1 together. For every operand
-    the region receives two arguments, the operand's value at the even column
-    and at the odd column; it yields two values per result, the new values at
-    the even and the odd column. Each result is an ordinary epilogue value: at
-    column n it holds the yielded value of n's parity. Requires an even N.
+    Transforms the values of two columns together. With `stride` s (default
+    1) the columns are grouped in blocks of 2s and column j of a block pairs
+    with column j + s: s = 1 pairs adjacent columns (2j, 2j + 1), s = d/2
+    pairs the two halves of each d-wide head (RoPE's rotate_half). For every
+    operand the region receives two arguments, the operand's value at the
+    first and at the second column of the pair; it yields two values per
+    result, the new values at the first and the second column. Each result is
+    an ordinary epilogue value. N must be a multiple of 2s; every pairwise op
+    of an epilogue uses the same stride.
 
     A rotation by an angle (RoPE, interleaved convention):
 
@@ -255,7 +263,9 @@ def Coda_PairMapOp : Coda_Op<"pair_map", [
     }
     ```
   }];
-  let arguments = (ins Variadic<AnyType>:$pair_operands);
+  let arguments = (ins Variadic<AnyType>:$pair_operands,
+                       DefaultValuedAttr<ConfinedAttr<I64Attr, [IntPositive]>,
+                                         "1">:$stride);
   let results = (outs Variadic<AnyType>:$results);
   let regions = (region SizedRegion<1>:$body);
   let hasCustomAssemblyFormat = 1;
@@ -265,13 +275,14 @@ def Coda_PairMapOp : Coda_Op<"pair_map", [
 def Coda_PairContractOp : Coda_Op<"pair_contract", [
     Pure, HasParent<"GemmOp">, IsolatedFromAbove, SingleBlock
   ]> {
-  let summary = "2 -> 1 contraction of adjacent column pairs";
+  let summary = "2 -> 1 contraction of column pairs";
   let description = [{
-    Contracts the values of columns 2j and 2j + 1 into one value per pair. For
-    every operand the region receives its values at the even and the odd column;
-    it yields one value per result. A result has type `!coda.pair<T>` and is
-    yielded by `coda.gemm` into an output with N/2 columns (column j). Requires
-    an even N.
+    Contracts the two columns of each pair (see `coda.pair_map` for `stride`;
+    by default columns 2j and 2j + 1) into one value. For every operand the
+    region receives its values at the first and the second column; it yields
+    one value per result. A result has type `!coda.pair<T>` and is yielded by
+    `coda.gemm` into an output with N/2 columns: pair j of block b goes to
+    column b * stride + j.
 
     SwiGLU over interleaved gate/up columns:
 
@@ -288,7 +299,9 @@ def Coda_PairContractOp : Coda_Op<"pair_contract", [
     }
     ```
   }];
-  let arguments = (ins Variadic<AnyType>:$pair_operands);
+  let arguments = (ins Variadic<AnyType>:$pair_operands,
+                       DefaultValuedAttr<ConfinedAttr<I64Attr, [IntPositive]>,
+                                         "1">:$stride);
   let results = (outs Variadic<Coda_PairType>:$results);
   let regions = (region SizedRegion<1>:$body);
   let hasCustomAssemblyFormat = 1;
