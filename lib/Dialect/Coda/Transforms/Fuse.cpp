@@ -199,6 +199,8 @@ struct CodaFusePass : coda::impl::CodaFuseBase<CodaFusePass> {
     pm.addPass(createCodaFuseSwiGLU());
     pm.addPass(createCodaDeferRowScale());
     pm.addPass(createCodaFusePointwise());
+    // After pointwise fusion: q is then the GEMM's own (rounded) output.
+    pm.addPass(createCodaFuseRoPE());
     pm.addPass(createCodaFuseRowReductions({tile}));
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());

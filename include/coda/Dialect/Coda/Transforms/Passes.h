@@ -21,6 +21,8 @@ void populateConvertMatmulsPatterns(RewritePatternSet &patterns);
 void populateFuseSwiGLUPatterns(RewritePatternSet &patterns);
 /// lhs = x * R[m] * G[k] -> row scale in the epilogue, G folded into the weight.
 void populateDeferRowScalePatterns(RewritePatternSet &patterns);
+/// rotate_half RoPE on a GEMM output -> strided pair_map in its epilogue.
+void populateFuseRoPEPatterns(RewritePatternSet &patterns);
 /// Elementwise consumers of a GEMM -> its epilogue.
 void populateFusePointwisePatterns(RewritePatternSet &patterns);
 /// Row reductions of a GEMM output -> per-tile partials + finish.

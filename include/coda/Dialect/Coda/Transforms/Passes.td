@@ -78,6 +78,22 @@ def CodaDeferRowScale : Pass<"coda-defer-row-scale"> {
                            "::mlir::linalg::LinalgDialect"];
 }
 
+def CodaFuseRoPE : Pass<"coda-fuse-rope"> {
+  let summary = "fuse a rotary embedding (rotate_half form) into the epilogue "
+                "of the projection that produces it";
+  let description = [{
+    Finds RoPE as a PyTorch frontend lowers Hugging Face's `rotate_half` form
+    on a GEMM output q (T x D, heads of d columns):
+    `q * cos + cat(-q[..., d/2:], q[..., :d/2]) * sin`, written with
+    `tensor.expand_shape` to T x H x d, two `tensor.extract_slice`s, a
+    negation, `tensor.concat` and an elementwise op reading T x d cos/sin
+    tables. It becomes a `coda.pair_map stride d/2` in the projection's
+    epilogue (column i pairs with i + d/2 in each head) with the tables as
+    `periodic` inputs; the rotated q is written once, in its original layout.
+  }];
+  let dependentDialects = ["::mlir::coda::CodaDialect"];
+}
+
 def CodaFusePointwise : Pass<"coda-fuse-pointwise"> {
   let summary = "fuse elementwise consumers of a GEMM into its epilogue";
   let description = [{
@@ -115,7 +131,8 @@ def CodaFuse : Pass<"coda-fuse", "::mlir::ModuleOp"> {
     The whole fusion flow on linalg-on-tensors input: named ops are
     generalized and elementwise chains merged, matrix products become
     `coda.gemm`, then `coda-fuse-swiglu`, `coda-defer-row-scale`,
-    `coda-fuse-pointwise` and `coda-fuse-row-reductions` run, followed by
+    `coda-fuse-pointwise`, `coda-fuse-rope` and `coda-fuse-row-reductions`
+    run, followed by
     canonicalization. With `report`, prints per function the kernels and the
     bytes that memory-bound kernels move through memory, before and after.
   }];

@@ -1,0 +1,241 @@
+//===- FuseRoPE.cpp - rotary embeddings into projection epilogues ---------===//
+//
+// q * cos + rotate_half(q) * sin, with rotate_half(q) = cat(-q2, q1) per head,
+// becomes a pair_map over the column pairs (i, i + d/2) of each head.
+//
+//===----------------------------------------------------------------------===//
+
+#include "EpilogueUtils.h"
+
+#include "coda/Dialect/Coda/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace mlir::coda {
+#define GEN_PASS_DEF_CODAFUSEROPE
+#include "coda/Dialect/Coda/Transforms/Passes.h.inc"
+} // namespace mlir::coda
+
+using namespace mlir;
+using namespace mlir::coda;
+
+namespace {
+
+/// True when `slice` takes columns [offset, offset + size) of the last
+/// dimension of `source`, whole along the others, with unit strides.
+bool isLastDimSlice(tensor::ExtractSliceOp slice, Value source, int64_t offset,
+                    int64_t size) {
+  if (!slice || slice.getSource() != source || !slice.hasUnitStride())
+    return false;
+  auto sourceType = cast<RankedTensorType>(source.getType());
+  unsigned rank = sourceType.getRank();
+  for (unsigned d = 0; d < rank; ++d) {
+    std::optional<int64_t> off = getConstantIntValue(slice.getMixedOffsets()[d]);
+    std::optional<int64_t> len = getConstantIntValue(slice.getMixedSizes()[d]);
+    int64_t wantOffset = d + 1 == rank ? offset : 0;
+    int64_t wantSize = d + 1 == rank ? size : sourceType.getDimSize(d);
+    if (off != wantOffset || len != wantSize)
+      return false;
+  }
+  return true;
+}
+
+/// The operand of an elementwise negation generic, if `value` is one.
+Value getNegated(Value value) {
+  auto generic = value.getDefiningOp<linalg::GenericOp>();
+  if (!generic || generic.getNumDpsInputs() != 1 || !isElementwise(generic) ||
+      !llvm::all_of(generic.getIndexingMapsArray(),
+                    [](AffineMap map) { return map.isIdentity(); }))
+    return Value();
+  auto neg = generic.getBlock()->getTerminator()->getOperand(0)
+                 .getDefiningOp<arith::NegFOp>();
+  if (!neg || neg.getOperand() != generic.getBlock()->getArgument(0))
+    return Value();
+  return generic.getDpsInputs()[0];
+}
+
+struct FuseRotateHalf : OpRewritePattern<linalg::GenericOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::GenericOp op,
+                                PatternRewriter &rewriter) const override {
+    MLIRContext *ctx = op.getContext();
+    if (!op.hasPureTensorSemantics() || !isElementwise(op) ||
+        op.getNumLoops() != 3 || op.getNumDpsInits() != 1 || !op->hasOneUse())
+      return rewriter.notifyMatchFailure(op, "not a 3-D elementwise op");
+    auto collapse = dyn_cast<tensor::CollapseShapeOp>(*op->getUsers().begin());
+    if (!collapse || collapse.getReassociationIndices() !=
+                         SmallVector<ReassociationIndices>{{0}, {1, 2}})
+      return rewriter.notifyMatchFailure(op, "result not collapsed to T x D");
+    if (!hasOnlyEpilogueComputeOps(*op.getBlock(), /*allowIndex=*/false))
+      return rewriter.notifyMatchFailure(op, "body is not scalar math");
+
+    // Find q (T x H x d, the expanded GEMM output) and its rotation.
+    AffineMap identity = AffineMap::getMultiDimIdentityMap(3, ctx);
+    AffineMap tableMap = AffineMap::get(
+        3, 0, {getAffineDimExpr(0, ctx), getAffineDimExpr(2, ctx)}, ctx);
+    std::optional<unsigned> qInput, rotInput;
+    SmallVector<unsigned> tableInputs;
+    tensor::ExpandShapeOp expand;
+    for (OpOperand *input : op.getDpsInputOperands()) {
+      AffineMap map = op.getMatchingIndexingMap(input);
+      if (map == tableMap) {
+        tableInputs.push_back(input->getOperandNumber());
+        continue;
+      }
+      if (map != identity)
+        return rewriter.notifyMatchFailure(op, "unexpected operand access");
+      if (auto e = input->get().getDefiningOp<tensor::ExpandShapeOp>()) {
+        if (qInput)
+          return rewriter.notifyMatchFailure(op, "two expanded operands");
+        qInput = input->getOperandNumber();
+        expand = e;
+      } else if (input->get().getDefiningOp<tensor::ConcatOp>()) {
+        if (rotInput)
+          return rewriter.notifyMatchFailure(op, "two concatenations");
+        rotInput = input->getOperandNumber();
+      } else {
+        return rewriter.notifyMatchFailure(op, "unexpected operand");
+      }
+    }
+    if (!qInput || !rotInput)
+      return rewriter.notifyMatchFailure(op, "no q and rotate_half(q)");
+    Value q3 = expand.getResult();
+    auto q3Type = cast<RankedTensorType>(q3.getType());
+    if (!q3Type.hasStaticShape() || q3Type.getDimSize(2) % 2 != 0 ||
+        expand.getReassociationIndices() !=
+            SmallVector<ReassociationIndices>{{0}, {1, 2}})
+      return rewriter.notifyMatchFailure(op, "q is not T x H x d");
+    int64_t headDim = q3Type.getDimSize(2), half = headDim / 2;
+
+    // rotate_half(q) = cat(-q[..., half:], q[..., :half]) along the head dim.
+    auto concat =
+        op.getDpsInputs()[*rotInput].getDefiningOp<tensor::ConcatOp>();
+    if (concat.getDim() != 2 || concat.getInputs().size() != 2)
+      return rewriter.notifyMatchFailure(op, "not a two-way head concat");
+    Value negatedHigh = getNegated(concat.getInputs()[0]);
+    auto high = negatedHigh ? negatedHigh.getDefiningOp<tensor::ExtractSliceOp>()
+                            : tensor::ExtractSliceOp();
+    auto low = concat.getInputs()[1].getDefiningOp<tensor::ExtractSliceOp>();
+    if (!isLastDimSlice(high, q3, half, half) ||
+        !isLastDimSlice(low, q3, 0, half))
+      return rewriter.notifyMatchFailure(op, "not rotate_half of q");
+    // The rotation's pieces must serve only the rotation, or q would still
+    // be needed (and its GEMM kept) after the rewrite.
+    Operation *negation = concat.getInputs()[0].getDefiningOp();
+    auto onlyUsedBy = [](Operation *producer, Operation *user) {
+      return llvm::all_of(producer->getUsers(),
+                          [&](Operation *u) { return u == user; });
+    };
+    if (!onlyUsedBy(concat, op) || !onlyUsedBy(negation, concat) ||
+        !onlyUsedBy(low, concat) || !onlyUsedBy(high, negation))
+      return rewriter.notifyMatchFailure(op, "rotation pieces read elsewhere");
+
+    // q must be a tile output of a 2-D GEMM that nothing else reads.
+    auto qResult = dyn_cast<OpResult>(expand.getSrc());
+    auto gemm = qResult ? dyn_cast<GemmOp>(qResult.getOwner()) : GemmOp();
+    if (!gemm || gemm.isBatched() || !qResult.hasOneUse() ||
+        !gemm.getYieldOp()
+             .getValues()[qResult.getResultNumber()]
+             .getType()
+             .isIntOrIndexOrFloat())
+      return rewriter.notifyMatchFailure(op, "q is not a GEMM output");
+    for (Operation *user : q3.getUsers())
+      if (user != op.getOperation() && user != high.getOperation() &&
+          user != low.getOperation())
+        return rewriter.notifyMatchFailure(op, "q is read elsewhere");
+
+    // The tables are per-token, per-head-column: periodic inputs.
+    SmallVector<EpilogueInput> added;
+    for (unsigned index : tableInputs) {
+      Value table = op.getDpsInputs()[index];
+      auto tableType = cast<RankedTensorType>(table.getType());
+      if (tableType.getDimSize(1) != headDim ||
+          !isAvailableBefore(table, gemm))
+        return rewriter.notifyMatchFailure(op, "table not usable");
+      added.push_back({table, AccessForm::periodic});
+    }
+    auto resultType = cast<RankedTensorType>(collapse.getResultType());
+
+    Location loc = op.getLoc();
+    rewriter.setInsertionPoint(gemm);
+    Value destination = tensor::EmptyOp::create(
+        rewriter, loc, resultType.getShape(), resultType.getElementType());
+    SmallVector<Value> outputs;
+    SmallVector<unsigned> keptResults;
+    for (OpResult result : gemm->getResults()) {
+      if (result == qResult)
+        continue;
+      keptResults.push_back(result.getResultNumber());
+      outputs.push_back(gemm.getOutputs()[result.getResultNumber()]);
+    }
+    outputs.push_back(destination);
+
+    Block &body = *op.getBlock();
+    YieldOp oldYield = gemm.getYieldOp();
+    GemmOp fused = rebuildGemm(
+        rewriter, gemm, gemm.getLhs(), gemm.getRhs(), gemm.getTransposeB(),
+        added, outputs,
+        [&](OpBuilder &b, IRMapping &mapping, ValueRange addedArgs) {
+          SmallVector<Value> operands = {
+              mapping.lookup(oldYield.getValues()[qResult.getResultNumber()])};
+          llvm::append_range(operands, addedArgs);
+          SmallVector<Type> argTypes;
+          SmallVector<Location> argLocs;
+          for (Value operand : operands) {
+            argTypes.append(2, operand.getType());
+            argLocs.append(2, loc);
+          }
+          auto pairMap = PairMapOp::create(
+              b, loc, TypeRange{resultType.getElementType()}, operands, half);
+          Block *pair =
+              b.createBlock(&pairMap.getBody(), {}, argTypes, argLocs);
+          IRMapping constants;
+          cloneCapturedConstants(b, body, constants);
+          Value qLow = pair->getArgument(0), qHigh = pair->getArgument(1);
+          Value negHigh = arith::NegFOp::create(b, loc, qHigh);
+          SmallVector<Value> lanes;
+          for (unsigned lane = 0; lane < 2; ++lane) {
+            IRMapping inner = constants;
+            inner.map(body.getArgument(*qInput), lane ? qHigh : qLow);
+            inner.map(body.getArgument(*rotInput), lane ? qLow : negHigh);
+            for (auto [i, index] : llvm::enumerate(tableInputs))
+              inner.map(body.getArgument(index),
+                        pair->getArgument(2 + 2 * i + lane));
+            for (Operation &inner_op : body.without_terminator())
+              b.clone(inner_op, inner);
+            lanes.push_back(inner.lookup(body.getTerminator()->getOperand(0)));
+          }
+          YieldOp::create(b, loc, lanes);
+          b.setInsertionPointAfter(pairMap);
+          SmallVector<Value> yields;
+          for (unsigned result : keptResults)
+            yields.push_back(mapping.lookup(oldYield.getValues()[result]));
+          yields.push_back(pairMap.getResult(0));
+          return yields;
+        });
+
+    for (auto [i, result] : llvm::enumerate(keptResults))
+      rewriter.replaceAllUsesWith(gemm->getResult(result), fused->getResult(i));
+    rewriter.replaceOp(collapse, fused->getResult(keptResults.size()));
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+struct CodaFuseRoPEPass : coda::impl::CodaFuseRoPEBase<CodaFuseRoPEPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    populateFuseRoPEPatterns(patterns);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+
+void mlir::coda::populateFuseRoPEPatterns(RewritePatternSet &patterns) {
+  patterns.add<FuseRotateHalf>(patterns.getContext());
+}
