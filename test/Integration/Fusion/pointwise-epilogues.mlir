@@ -12,7 +12,7 @@
 // CHECK-FUSED: %[[G:.+]]:2 = coda.gemm
 // CHECK-FUSED-NEXT: epilogue(%{{.*}}, col %{{.*}} = %{{.*}} : tensor<7xf32>, tile %{{.*}} = %{{.*}} : tensor<13x7xf32>, row %{{.*}} = %{{.*}} : tensor<13xf32>)
 // CHECK-FUSED-NOT: linalg.generic
-// CHECK-FUSED: return %[[G]]#1, %[[G]]#0
+// CHECK-FUSED: return %[[G]]#{{[01]}}, %[[G]]#{{[01]}}
 
 #id = affine_map<(m, n) -> (m, n)>
 #row = affine_map<(m, n) -> (m)>

@@ -505,11 +505,75 @@ struct EraseUnusedEpilogueInputs : OpRewritePattern<GemmOp> {
     return success();
   }
 };
+/// Reads an epilogue input once when it is listed twice with the same form.
+struct MergeDuplicateEpilogueInputs : OpRewritePattern<GemmOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(GemmOp op,
+                                PatternRewriter &rewriter) const override {
+    unsigned numInputs = op.getEpilogueInputs().size();
+    for (unsigned later = 1; later < numInputs; ++later) {
+      for (unsigned earlier = 0; earlier < later; ++earlier) {
+        if (op.getEpilogueInputs()[earlier] != op.getEpilogueInputs()[later] ||
+            op.getInputForm(earlier) != op.getInputForm(later) ||
+            op.getInputArg(later).use_empty())
+          continue;
+        rewriter.modifyOpInPlace(op, [&] {
+          op.getInputArg(later).replaceAllUsesWith(op.getInputArg(earlier));
+        });
+        // The now unread input goes with EraseUnusedEpilogueInputs.
+        return success();
+      }
+    }
+    return rewriter.notifyMatchFailure(op, "no input listed twice");
+  }
+};
+
+/// Drops tensor outputs nobody reads (while at least one is read).
+struct EraseUnusedResults : OpRewritePattern<GemmOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(GemmOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!op.hasPureTensorSemantics())
+      return rewriter.notifyMatchFailure(op, "writes memrefs");
+    SmallVector<unsigned> kept;
+    for (OpResult result : op->getResults())
+      if (!result.use_empty())
+        kept.push_back(result.getResultNumber());
+    if (kept.empty() || kept.size() == op->getNumResults())
+      return rewriter.notifyMatchFailure(op, "no unread result to drop");
+    SmallVector<Value> outputs;
+    SmallVector<Type> types;
+    for (unsigned i : kept) {
+      outputs.push_back(op.getOutputs()[i]);
+      types.push_back(op->getResult(i).getType());
+    }
+    auto rebuilt = GemmOp::create(rewriter, op.getLoc(), types, op.getLhs(),
+                                  op.getRhs(), op.getEpilogueInputs(), outputs,
+                                  op.getInputFormsAttr(),
+                                  op.getTransposeBAttr());
+    rewriter.inlineRegionBefore(op.getEpilogue(), rebuilt.getEpilogue(),
+                                rebuilt.getEpilogue().end());
+    YieldOp yield = rebuilt.getYieldOp();
+    SmallVector<Value> yields;
+    for (unsigned i : kept)
+      yields.push_back(yield.getValues()[i]);
+    rewriter.setInsertionPoint(yield);
+    rewriter.replaceOpWithNewOp<YieldOp>(yield, yields);
+    for (auto [newIndex, oldIndex] : llvm::enumerate(kept))
+      rewriter.replaceAllUsesWith(op->getResult(oldIndex),
+                                  rebuilt->getResult(newIndex));
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
 } // namespace
 
 void GemmOp::getCanonicalizationPatterns(RewritePatternSet &results,
                                          MLIRContext *context) {
-  results.add<EraseUnusedEpilogueInputs>(context);
+  results.add<EraseUnusedEpilogueInputs, EraseUnusedResults,
+              MergeDuplicateEpilogueInputs>(context);
 }
 
 //===----------------------------------------------------------------------===//

@@ -1,5 +1,7 @@
 //===- Fuse.cpp - the whole fusion flow and its report --------------------===//
 
+#include "EpilogueUtils.h"
+
 #include "coda/Dialect/Coda/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -40,7 +42,8 @@ struct GeneralizeNamedOps : OpInterfaceRewritePattern<linalg::LinalgOp> {
 /// (transpose, broadcast, copy, extf/truncf).
 bool isDataMovement(Operation *op) {
   auto generic = dyn_cast<linalg::GenericOp>(op);
-  if (!generic || generic.getNumDpsInputs() != 1)
+  if (!generic || generic.getNumDpsInputs() != 1 ||
+      generic.getNumReductionLoops() != 0)
     return false;
   Value yielded = generic.getBlock()->getTerminator()->getOperand(0);
   while (Operation *def = yielded.getDefiningOp()) {
@@ -49,6 +52,26 @@ bool isDataMovement(Operation *op) {
     yielded = def->getOperand(0);
   }
   return yielded == generic.getBlock()->getArgument(0);
+}
+
+/// True for an elementwise generic reading one operand elementwise and any
+/// others broadcast (row or column vectors, scalars).
+bool isRecomputable(Operation *op) {
+  auto generic = dyn_cast<linalg::GenericOp>(op);
+  if (!generic || generic.getNumReductionLoops() != 0 ||
+      generic.getNumDpsInits() != 1 ||
+      !hasOnlyEpilogueComputeOps(*generic.getBlock(), /*allowIndex=*/true))
+    return false;
+  unsigned full = 0;
+  for (OpOperand *input : generic.getDpsInputOperands()) {
+    AffineMap map = generic.getMatchingIndexingMap(input);
+    if (map.isIdentity())
+      ++full;
+    else if (map.isPermutation())
+      return false; // a second full-size (transposed) read
+
+  }
+  return full == 1;
 }
 
 /// Merges chains of elementwise ops (and elementwise producers of
@@ -61,13 +84,14 @@ bool shouldFuseElementwise(OpOperand *operand) {
   auto consumer = dyn_cast<linalg::GenericOp>(operand->getOwner());
   if (!producer || !consumer)
     return false;
-  // A cast or transpose is cheaper to redo in every consumer than to write.
+  if (consumer.getNumReductionLoops() != 0 && consumer.getNumDpsInputs() != 1)
+    return isDataMovement(producer);
+  // A cast, a transpose, or elementwise math on one full-size operand and
+  // broadcast vectors is cheaper to redo in every consumer than to write:
+  // each consumer then reads that operand instead of the result.
   if (!producer->hasOneUse())
-    return isDataMovement(producer) &&
-           isa<linalg::GenericOp>(producer) &&
-           cast<linalg::GenericOp>(producer).getNumReductionLoops() == 0;
-  return consumer.getNumReductionLoops() == 0 ||
-         consumer.getNumDpsInputs() == 1 || isDataMovement(producer);
+    return isDataMovement(producer) || isRecomputable(producer);
+  return true;
 }
 
 LogicalResult normalizeLinalg(Operation *root) {
@@ -202,6 +226,7 @@ struct CodaFusePass : coda::impl::CodaFuseBase<CodaFusePass> {
     // After pointwise fusion: q is then the GEMM's own (rounded) output.
     pm.addPass(createCodaFuseRoPE());
     pm.addPass(createCodaFuseRowReductions({tile}));
+    pm.addPass(createCodaFuseGathers());
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
     if (failed(runPipeline(pm, module)))

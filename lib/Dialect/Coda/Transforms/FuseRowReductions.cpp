@@ -5,6 +5,7 @@
 #include "coda/Dialect/Coda/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -18,32 +19,52 @@ using namespace mlir::coda;
 
 namespace {
 
-/// True when `value` is computed in `block` without reading `avoid`.
-bool avoids(Value value, BlockArgument avoid) {
+/// True when `value` (in `block`) reads no block argument but those in
+/// `allowed` (constants are fine).
+bool readsOnly(Value value, Block &block, ArrayRef<BlockArgument> allowed) {
   SmallVector<Value> worklist = {value};
   DenseSet<Value> seen;
   while (!worklist.empty()) {
     Value current = worklist.pop_back_val();
-    if (current == avoid)
-      return false;
     if (!seen.insert(current).second)
       continue;
-    if (Operation *def = current.getDefiningOp())
-      llvm::append_range(worklist, def->getOperands());
+    if (auto arg = dyn_cast<BlockArgument>(current)) {
+      if (arg.getOwner() == &block && !llvm::is_contained(allowed, arg))
+        return false;
+      continue;
+    }
+    llvm::append_range(worklist, current.getDefiningOp()->getOperands());
   }
   return true;
 }
 
-struct FuseRowSum : OpRewritePattern<linalg::GenericOp> {
-  FuseRowSum(MLIRContext *ctx, int64_t tile)
+/// The float constant a linalg.fill writes, if `value` is one.
+std::optional<APFloat> getFillConstant(Value value) {
+  auto fill = value.getDefiningOp<linalg::FillOp>();
+  auto constant = fill ? fill.getInputs()[0].getDefiningOp<arith::ConstantOp>()
+                       : arith::ConstantOp();
+  auto attr = constant ? dyn_cast<FloatAttr>(constant.getValue()) : nullptr;
+  if (!attr)
+    return std::nullopt;
+  return attr.getValue();
+}
+
+/// Row reductions `[m, n] -> [m]` (or keepdim `[m, 0]`) over a 2-D GEMM's
+/// tile output, in three forms:
+///   sum:       out + f(C)               from 0
+///   max:       max(out, f(C))           from -inf
+///   exp-sum:   out + exp(f(C) - g(row)) from 0   (a softmax denominator)
+/// All become a coda.row_reduce of f in the GEMM's epilogue and a finish; the
+/// exp-sum one is a log-sum-exp of f, finished as exp(lse - g).
+struct FuseRowReduction : OpRewritePattern<linalg::GenericOp> {
+  FuseRowReduction(MLIRContext *ctx, int64_t tile)
       : OpRewritePattern(ctx), tile(tile) {}
 
   LogicalResult matchAndRewrite(linalg::GenericOp op,
                                 PatternRewriter &rewriter) const override {
     MLIRContext *ctx = op.getContext();
-    if (!op.hasPureTensorSemantics() || op.getNumDpsInputs() != 1 ||
-        op.getNumDpsInits() != 1 || op.getNumLoops() != 2 ||
-        op.getNumReductionLoops() != 1 ||
+    if (!op.hasPureTensorSemantics() || op.getNumDpsInits() != 1 ||
+        op.getNumLoops() != 2 || op.getNumReductionLoops() != 1 ||
         op.getIteratorTypesArray()[1] != utils::IteratorType::reduction)
       return rewriter.notifyMatchFailure(op, "not a row reduction");
     AffineMap identity = AffineMap::getMultiDimIdentityMap(2, ctx);
@@ -51,53 +72,88 @@ struct FuseRowSum : OpRewritePattern<linalg::GenericOp> {
     // keepdim form: [m, n] -> [m, 0] into an M x 1 result.
     AffineMap keepDimMap = AffineMap::get(
         2, 0, {getAffineDimExpr(0, ctx), getAffineConstantExpr(0, ctx)}, ctx);
-    SmallVector<AffineMap> maps = op.getIndexingMapsArray();
-    bool keepDim = maps[1] == keepDimMap;
-    if (maps[0] != identity || (maps[1] != rowMap && !keepDim))
+    OpOperand *initOperand = op.getDpsInitOperand(0);
+    AffineMap initMap = op.getMatchingIndexingMap(initOperand);
+    bool keepDim = initMap == keepDimMap;
+    if (initMap != rowMap && !keepDim)
       return rewriter.notifyMatchFailure(op, "not [m, n] -> [m]");
     Block &body = *op.getBlock();
     if (!hasOnlyEpilogueComputeOps(body, /*allowIndex=*/false))
       return rewriter.notifyMatchFailure(op, "body is not scalar math");
 
-    // yield(out + f(x)) with f independent of out.
-    BlockArgument in = body.getArgument(0), out = body.getArgument(1);
-    auto add = body.getTerminator()->getOperand(0).getDefiningOp<arith::AddFOp>();
-    if (!add || (add.getLhs() != out && add.getRhs() != out))
-      return rewriter.notifyMatchFailure(op, "not a sum");
-    Value term = add.getLhs() == out ? add.getRhs() : add.getLhs();
-    if (!avoids(term, out))
-      return rewriter.notifyMatchFailure(op, "summand reads the running sum");
-
-    // The summed tensor must be a tile output of a 2-D GEMM, and the sum start
-    // from zero.
-    auto source = dyn_cast<OpResult>(op.getDpsInputs()[0]);
+    // The reduced tensor: one GEMM tile output read elementwise; the other
+    // inputs are read per row.
+    std::optional<unsigned> sourceIndex;
+    SmallVector<BlockArgument> rowArgs;
+    for (OpOperand *input : op.getDpsInputOperands()) {
+      AffineMap map = op.getMatchingIndexingMap(input);
+      if (map == identity && !sourceIndex) {
+        sourceIndex = input->getOperandNumber();
+      } else if (map == rowMap || map == keepDimMap) {
+        rowArgs.push_back(body.getArgument(input->getOperandNumber()));
+      } else {
+        return rewriter.notifyMatchFailure(op, "operand access");
+      }
+    }
+    if (!sourceIndex)
+      return rewriter.notifyMatchFailure(op, "no [m, n] operand");
+    auto source = dyn_cast<OpResult>(op.getDpsInputs()[*sourceIndex]);
     auto producer = source ? dyn_cast<GemmOp>(source.getOwner()) : GemmOp();
     if (!producer || producer.isBatched())
       return rewriter.notifyMatchFailure(op, "not a GEMM output");
     Value yielded = producer.getYieldOp().getValues()[source.getResultNumber()];
     if (!yielded.getType().isIntOrIndexOrFloat())
       return rewriter.notifyMatchFailure(op, "not a tile output");
-    Value init = op.getDpsInits()[0];
-    auto fill = init.getDefiningOp<linalg::FillOp>();
-    auto zero = fill ? fill.getInputs()[0].getDefiningOp<arith::ConstantOp>()
-                     : arith::ConstantOp();
-    auto zeroAttr = zero ? dyn_cast<FloatAttr>(zero.getValue()) : nullptr;
-    if (!zeroAttr || !zeroAttr.getValue().isZero())
-      return rewriter.notifyMatchFailure(op, "sum does not start at zero");
+
+    // Which reduction is it?
+    BlockArgument in = body.getArgument(*sourceIndex);
+    BlockArgument out = body.getArgument(initOperand->getOperandNumber());
+    Operation *combine = body.getTerminator()->getOperand(0).getDefiningOp();
+    if (!combine || combine->getNumOperands() != 2 ||
+        (combine->getOperand(0) != out && combine->getOperand(1) != out))
+      return rewriter.notifyMatchFailure(op, "not an accumulation");
+    Value term = combine->getOperand(0) == out ? combine->getOperand(1)
+                                               : combine->getOperand(0);
+    std::optional<APFloat> start = getFillConstant(op.getDpsInits()[0]);
+    if (!start)
+      return rewriter.notifyMatchFailure(op, "no constant start value");
+    ReductionKind kind;
+    Value reduced = term, shift;
+    if (isa<arith::AddFOp>(combine) && start->isZero()) {
+      auto exp = term.getDefiningOp<math::ExpOp>();
+      auto sub = exp ? exp.getOperand().getDefiningOp<arith::SubFOp>()
+                     : arith::SubFOp();
+      if (sub && !rowArgs.empty() && readsOnly(sub.getLhs(), body, {in}) &&
+          readsOnly(sub.getRhs(), body, rowArgs)) {
+        kind = ReductionKind::logsumexp;
+        reduced = sub.getLhs();
+        shift = sub.getRhs();
+      } else {
+        kind = ReductionKind::sum;
+      }
+    } else if (isa<arith::MaximumFOp, arith::MaxNumFOp>(combine) &&
+               start->isInfinity() && start->isNegative()) {
+      kind = ReductionKind::max;
+    } else {
+      return rewriter.notifyMatchFailure(op, "not a sum, max or exp-sum");
+    }
+    if (!readsOnly(reduced, body, {in}))
+      return rewriter.notifyMatchFailure(op, "reduced value reads more than C");
+
     auto sourceType = cast<RankedTensorType>(source.getType());
-    auto resultType = cast<RankedTensorType>(init.getType());
-    if (!sourceType.hasStaticShape())
-      return rewriter.notifyMatchFailure(op, "dynamic shape");
-    Value finishInit = fill.getOutputs()[0];
-    if (!isAvailableBefore(finishInit, op))
-      return rewriter.notifyMatchFailure(op, "destination not available");
+    auto resultType = cast<RankedTensorType>(op.getDpsInits()[0].getType());
+    auto elementType = dyn_cast<FloatType>(resultType.getElementType());
+    if (!sourceType.hasStaticShape() || !elementType ||
+        reduced.getType() != elementType)
+      return rewriter.notifyMatchFailure(op, "shape or type");
 
     Location loc = op.getLoc();
     rewriter.setInsertionPoint(producer);
     int64_t rows = sourceType.getDimSize(0), cols = sourceType.getDimSize(1);
     Value partials = tensor::EmptyOp::create(
-        rewriter, loc, {rows, static_cast<int64_t>(llvm::divideCeil(cols, tile))},
-        resultType.getElementType());
+        rewriter, loc,
+        {rows, static_cast<int64_t>(llvm::divideCeil(cols, tile))},
+        elementType);
     SmallVector<Value> outputs(producer.getOutputs());
     outputs.push_back(partials);
     YieldOp oldYield = producer.getYieldOp();
@@ -112,22 +168,54 @@ struct FuseRowSum : OpRewritePattern<linalg::GenericOp> {
           cloneCapturedConstants(b, body, inner);
           inner.map(in, mapping.lookupOrDefault(yielded));
           for (Operation &inner_op : body.without_terminator())
-            b.clone(inner_op, inner);
-          Value summand = inner.lookupOrDefault(term);
-          yields.push_back(RowReduceOp::create(b, loc, summand,
-                                               ReductionKind::sum, tile));
+            if (readsOnly(inner_op.getResult(0), body, {in}))
+              b.clone(inner_op, inner);
+          yields.push_back(RowReduceOp::create(
+              b, loc, inner.lookupOrDefault(reduced), kind, tile));
           return yields;
         });
     rewriter.replaceOp(producer, fused->getResults().drop_back());
+
     rewriter.setInsertionPoint(op);
-    if (keepDim)
-      finishInit = tensor::EmptyOp::create(rewriter, loc, {rows},
-                                           resultType.getElementType());
+    Value finishInit = tensor::EmptyOp::create(rewriter, loc, {rows},
+                                               elementType);
     Value total = ReducePartialsOp::create(rewriter, loc,
                                            fused->getResults().back(),
-                                           finishInit, ReductionKind::sum,
+                                           finishInit, kind,
                                            ReductionAxis::row)
                       .getResult();
+    if (shift) {
+      // sum exp(f - g) = exp(logsumexp(f) - g), per row.
+      SmallVector<Value> inputs = {total};
+      SmallVector<AffineMap> maps = {
+          AffineMap::getMultiDimIdentityMap(1, ctx)};
+      for (BlockArgument arg : rowArgs) {
+        OpOperand *operand = op.getDpsInputOperand(arg.getArgNumber());
+        inputs.push_back(materializeEpilogueInput(
+            rewriter, loc, operand->get(), op.getMatchingIndexingMap(operand),
+            AccessForm::row));
+        maps.push_back(AffineMap::getMultiDimIdentityMap(1, ctx));
+      }
+      maps.push_back(AffineMap::getMultiDimIdentityMap(1, ctx));
+      Value init = tensor::EmptyOp::create(rewriter, loc, {rows}, elementType);
+      total = linalg::GenericOp::create(
+                  rewriter, loc, TypeRange{init.getType()}, inputs,
+                  ValueRange{init}, maps, {utils::IteratorType::parallel},
+                  [&](OpBuilder &b, Location nloc, ValueRange args) {
+                    IRMapping inner;
+                    for (auto [i, arg] : llvm::enumerate(rowArgs))
+                      inner.map(arg, args[1 + i]);
+                    for (Operation &inner_op : body.without_terminator())
+                      if (readsOnly(inner_op.getResult(0), body, rowArgs))
+                        b.clone(inner_op, inner);
+                    Value difference = arith::SubFOp::create(
+                        b, nloc, args[0], inner.lookupOrDefault(shift));
+                    linalg::YieldOp::create(
+                        b, nloc, math::ExpOp::create(b, nloc, difference)
+                                     .getResult());
+                  })
+                  .getResult(0);
+    }
     if (keepDim)
       total = tensor::ExpandShapeOp::create(
           rewriter, loc, resultType, total,
@@ -161,5 +249,5 @@ struct CodaFuseRowReductionsPass
 
 void mlir::coda::populateFuseRowReductionsPatterns(RewritePatternSet &patterns,
                                                    int64_t tile) {
-  patterns.add<FuseRowSum>(patterns.getContext(), tile);
+  patterns.add<FuseRowReduction>(patterns.getContext(), tile);
 }

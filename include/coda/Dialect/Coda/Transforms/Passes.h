@@ -25,6 +25,8 @@ void populateDeferRowScalePatterns(RewritePatternSet &patterns);
 void populateFuseRoPEPatterns(RewritePatternSet &patterns);
 /// Elementwise consumers of a GEMM -> its epilogue.
 void populateFusePointwisePatterns(RewritePatternSet &patterns);
+/// Per-row gathers of a function of a GEMM output -> coda.row_select.
+void populateFuseGathersPatterns(RewritePatternSet &patterns);
 /// Row reductions of a GEMM output -> per-tile partials + finish.
 void populateFuseRowReductionsPatterns(RewritePatternSet &patterns,
                                        int64_t tile);

@@ -115,13 +115,34 @@ def CodaFuseRowReductions : Pass<"coda-fuse-row-reductions"> {
     `s[m] = sum_n f(C[m, n])` over a `coda.gemm` tile output C becomes a
     `coda.row_reduce sum` of `f` in C's epilogue (partials per `tile` columns)
     plus a `coda.reduce_partials` finish: the producer half of the RMSNorm
-    reparameterization (sum of squares of the residual stream).
+    reparameterization (sum of squares of the residual stream). A maximum
+    (from -inf) becomes `row_reduce max`; a softmax denominator
+    `sum_n exp(f(C[m, n]) - g[m])` becomes `row_reduce logsumexp` of `f`,
+    finished as `exp(lse[m] - g[m])`, so the exponentials never need C
+    written.
   }];
   let options = [
     Option<"tile", "tile", "int64_t", "128",
            "columns per partial (the GEMM's N tile)">
   ];
   let dependentDialects = ["::mlir::coda::CodaDialect"];
+}
+
+def CodaFuseGathers : Pass<"coda-fuse-gathers"> {
+  let summary = "turn per-row gathers of a GEMM's output into coda.row_select";
+  let description = [{
+    A per-row op that reads `y[m, j(m)]` (`tensor.extract` at its row and a
+    column computed from its inputs) where `y = E(C, row values)` is an
+    elementwise function of a GEMM tile output C computes
+    `E(row_select(C at j), row values)` instead: the GEMM's epilogue picks
+    C's value at column j, and y is never written. With the row reductions
+    (max and log-sum-exp) this removes the M x V logits of a cross-entropy:
+    the target gather of `log_softmax(logits)` becomes a selection in the
+    LM head's epilogue.
+  }];
+  let dependentDialects = ["::mlir::coda::CodaDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
 }
 
 def CodaFuse : Pass<"coda-fuse", "::mlir::ModuleOp"> {
@@ -131,8 +152,8 @@ def CodaFuse : Pass<"coda-fuse", "::mlir::ModuleOp"> {
     The whole fusion flow on linalg-on-tensors input: named ops are
     generalized and elementwise chains merged, matrix products become
     `coda.gemm`, then `coda-fuse-swiglu`, `coda-defer-row-scale`,
-    `coda-fuse-pointwise`, `coda-fuse-rope` and `coda-fuse-row-reductions`
-    run, followed by
+    `coda-fuse-pointwise`, `coda-fuse-rope`, `coda-fuse-row-reductions` and
+    `coda-fuse-gathers` run, followed by
     canonicalization. With `report`, prints per function the kernels and the
     bytes that memory-bound kernels move through memory, before and after.
   }];
