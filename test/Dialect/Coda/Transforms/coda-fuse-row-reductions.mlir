@@ -66,7 +66,7 @@ func.func @keepdim(%a: tensor<4x8xf32>, %b: tensor<8x10xf32>) -> tensor<4x1xf32>
 #row = affine_map<(m, n) -> (m)>
 
 // Not fused: a reduction over a function argument, a sum that does not start
-// at zero, and a max.
+// at zero, and a max that does not start at -inf.
 // CHECK-LABEL: func @not_fused
 // CHECK-NOT: coda.row_reduce
 // CHECK-COUNT-3: linalg.generic
@@ -98,4 +98,48 @@ func.func @not_fused(%x: tensor<4x10xf32>, %a: tensor<4x8xf32>, %b: tensor<8x10x
     linalg.yield %m : f32
   } -> tensor<4xf32>
   return %s0, %s1, %s2 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+#id = affine_map<(m, n) -> (m, n)>
+#row = affine_map<(m, n) -> (m)>
+
+// A row maximum and a softmax denominator sum exp(C - m): per-tile maxima
+// and online log-sum-exps in the epilogue; the denominator is finished as
+// exp(lse - m).
+// CHECK-LABEL: func @softmax_statistics
+// CHECK: %[[G:.+]]:2 = coda.gemm
+// CHECK-DAG: coda.row_reduce max %{{.*}} tile 4 : f32
+// CHECK-DAG: coda.row_reduce logsumexp %{{.*}} tile 4 : f32
+// CHECK-DAG: %[[MAX:.+]] = coda.reduce_partials max row
+// CHECK-DAG: %[[LSE:.+]] = coda.reduce_partials logsumexp row
+// CHECK: %[[DEN:.+]] = linalg.generic {{.*}} ins(%[[LSE]], %[[MAX]] : tensor<4xf32>, tensor<4xf32>)
+// CHECK: %[[D:.+]] = arith.subf
+// CHECK: math.exp %[[D]] : f32
+// CHECK: return %[[MAX]], %[[DEN]]
+func.func @softmax_statistics(%a: tensor<4x8xf32>, %b: tensor<8x10xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %e = tensor.empty() : tensor<4x10xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<4x10xf32>) -> tensor<4x10xf32>
+  %c = linalg.matmul ins(%a, %b : tensor<4x8xf32>, tensor<8x10xf32>) outs(%z : tensor<4x10xf32>) -> tensor<4x10xf32>
+  %re = tensor.empty() : tensor<4xf32>
+  %m0 = linalg.fill ins(%ninf : f32) outs(%re : tensor<4xf32>) -> tensor<4xf32>
+  %max = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%c : tensor<4x10xf32>) outs(%m0 : tensor<4xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %m = arith.maximumf %v, %acc : f32
+    linalg.yield %m : f32
+  } -> tensor<4xf32>
+  %s0 = linalg.fill ins(%zero : f32) outs(%re : tensor<4xf32>) -> tensor<4xf32>
+  %den = linalg.generic {indexing_maps = [#id, #row, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%c, %max : tensor<4x10xf32>, tensor<4xf32>) outs(%s0 : tensor<4xf32>) {
+  ^bb0(%v: f32, %m: f32, %acc: f32):
+    %d = arith.subf %v, %m : f32
+    %x = math.exp %d : f32
+    %s = arith.addf %acc, %x : f32
+    linalg.yield %s : f32
+  } -> tensor<4xf32>
+  return %max, %den : tensor<4xf32>, tensor<4xf32>
 }
