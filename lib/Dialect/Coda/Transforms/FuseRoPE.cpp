@@ -1,7 +1,8 @@
 //===- FuseRoPE.cpp - rotary embeddings into projection epilogues ---------===//
 //
-// q * cos + rotate_half(q) * sin, with rotate_half(q) = cat(-q2, q1) per head,
-// becomes a pair_map over the column pairs (i, i + d/2) of each head.
+// RoPE on a projection's output becomes a pair_map in its epilogue: the
+// rotate_half convention (q * cos + cat(-q2, q1) * sin per head) over the
+// column pairs (i, i + d/2) of each head, the interleaved one over (2j, 2j+1).
 //
 //===----------------------------------------------------------------------===//
 
@@ -225,6 +226,193 @@ struct FuseRotateHalf : OpRewritePattern<linalg::GenericOp> {
   }
 };
 
+/// The interleaved convention, written without complex numbers:
+///   x = q.reshape(T, H, d/2, 2); x0 = x[..., 0]; x1 = x[..., 1]
+///   y = stack([x0 * cos - x1 * sin, x1 * cos + x0 * sin], -1).flatten()
+/// with T x d/2 tables. It becomes a stride-1 pair_map: pair j of a head is
+/// columns (2j, 2j + 1); the tables, repeated to T x d (each column twice),
+/// are periodic inputs.
+struct FuseInterleavedRotation : OpRewritePattern<tensor::CollapseShapeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(tensor::CollapseShapeOp collapse,
+                                PatternRewriter &rewriter) const override {
+    MLIRContext *ctx = collapse.getContext();
+    if (collapse.getReassociationIndices() !=
+        SmallVector<ReassociationIndices>{{0}, {1, 2, 3}})
+      return rewriter.notifyMatchFailure(collapse, "not [T, H, d/2, 2] -> [T, D]");
+    auto concat = collapse.getSrc().getDefiningOp<tensor::ConcatOp>();
+    if (!concat || concat.getDim() != 3 || concat.getInputs().size() != 2 ||
+        !concat->hasOneUse())
+      return rewriter.notifyMatchFailure(collapse, "not a stack of two halves");
+
+    // The two lanes: [T, H, d/2] elementwise ops expanded to [T, H, d/2, 1].
+    SmallVector<linalg::GenericOp, 2> lanes;
+    for (Value piece : concat.getInputs()) {
+      auto expand = piece.getDefiningOp<tensor::ExpandShapeOp>();
+      auto lane = expand ? expand.getSrc().getDefiningOp<linalg::GenericOp>()
+                         : linalg::GenericOp();
+      if (!lane || !expand->hasOneUse() || !lane->hasOneUse() ||
+          !isElementwise(lane) || lane.getNumLoops() != 3 ||
+          lane.getNumDpsInits() != 1 ||
+          !hasOnlyEpilogueComputeOps(*lane.getBlock(), /*allowIndex=*/false))
+        return rewriter.notifyMatchFailure(collapse, "lane is not elementwise");
+      lanes.push_back(lane);
+    }
+
+    // Their operands: x0 / x1 (slices of q reshaped to [T, H, d/2, 2]) and
+    // per-token tables [T, d/2].
+    AffineMap identity = AffineMap::getMultiDimIdentityMap(3, ctx);
+    AffineMap tableMap = AffineMap::get(
+        3, 0, {getAffineDimExpr(0, ctx), getAffineDimExpr(2, ctx)}, ctx);
+    Value q4;
+    SmallVector<Value> tables;
+    for (linalg::GenericOp lane : lanes) {
+      for (OpOperand *input : lane.getDpsInputOperands()) {
+        AffineMap map = lane.getMatchingIndexingMap(input);
+        if (map == tableMap) {
+          if (!llvm::is_contained(tables, input->get()))
+            tables.push_back(input->get());
+          continue;
+        }
+        auto slice = input->get().getDefiningOp<tensor::ExtractSliceOp>();
+        if (map != identity || !slice)
+          return rewriter.notifyMatchFailure(collapse, "lane operand");
+        if (q4 && slice.getSource() != q4)
+          return rewriter.notifyMatchFailure(collapse, "two sources");
+        q4 = slice.getSource();
+      }
+    }
+    auto expand = q4 ? q4.getDefiningOp<tensor::ExpandShapeOp>()
+                     : tensor::ExpandShapeOp();
+    if (!expand || expand.getReassociationIndices() !=
+                       SmallVector<ReassociationIndices>{{0}, {1, 2, 3}})
+      return rewriter.notifyMatchFailure(collapse, "q is not [T, H, d/2, 2]");
+    auto q4Type = cast<RankedTensorType>(q4.getType());
+    if (!q4Type.hasStaticShape() || q4Type.getDimSize(3) != 2)
+      return rewriter.notifyMatchFailure(collapse, "not pairs");
+    int64_t halfHead = q4Type.getDimSize(2), tokens = q4Type.getDimSize(0);
+    // Each slice is x[..., k] for k = 0 or 1; every reader of q4 is one.
+    DenseMap<Value, unsigned> laneOfSlice;
+    for (Operation *user : q4.getUsers()) {
+      auto slice = dyn_cast<tensor::ExtractSliceOp>(user);
+      if (!slice || !slice.hasUnitStride() ||
+          slice.getResultType().getRank() != 3)
+        return rewriter.notifyMatchFailure(collapse, "q read otherwise");
+      SmallVector<int64_t> offsets = llvm::map_to_vector(
+          slice.getMixedOffsets(), [](OpFoldResult offset) {
+            return getConstantIntValue(offset).value_or(-1);
+          });
+      if (offsets.size() != 4 || offsets[0] || offsets[1] || offsets[2] ||
+          (offsets[3] != 0 && offsets[3] != 1))
+        return rewriter.notifyMatchFailure(collapse, "not a lane slice");
+      for (Operation *reader : slice->getUsers())
+        if (!llvm::is_contained(lanes, reader))
+          return rewriter.notifyMatchFailure(collapse, "lane read elsewhere");
+      laneOfSlice[slice.getResult()] = offsets[3];
+    }
+    auto qResult = dyn_cast<OpResult>(expand.getSrc());
+    auto gemm = qResult ? dyn_cast<GemmOp>(qResult.getOwner()) : GemmOp();
+    if (!gemm || gemm.isBatched() || !qResult.hasOneUse() ||
+        !gemm.getYieldOp()
+             .getValues()[qResult.getResultNumber()]
+             .getType()
+             .isIntOrIndexOrFloat())
+      return rewriter.notifyMatchFailure(collapse, "q is not a GEMM output");
+    for (Value table : tables)
+      if (!isAvailableBefore(table, gemm))
+        return rewriter.notifyMatchFailure(collapse, "table after the GEMM");
+
+    Location loc = collapse.getLoc();
+    rewriter.setInsertionPoint(gemm);
+    // Repeat each table column for both columns of its pair: [T, d].
+    SmallVector<EpilogueInput> added;
+    AffineMap repeatMap = AffineMap::get(
+        2, 0, {getAffineDimExpr(0, ctx), getAffineDimExpr(1, ctx).floorDiv(2)},
+        ctx);
+    for (Value table : tables) {
+      auto tableType = cast<RankedTensorType>(table.getType());
+      Value init = tensor::EmptyOp::create(rewriter, loc,
+                                           {tokens, 2 * halfHead},
+                                           tableType.getElementType());
+      Value repeated =
+          linalg::GenericOp::create(
+              rewriter, loc, TypeRange{init.getType()}, ValueRange{table},
+              ValueRange{init},
+              {repeatMap, AffineMap::getMultiDimIdentityMap(2, ctx)},
+              {utils::IteratorType::parallel, utils::IteratorType::parallel},
+              [](OpBuilder &b, Location nloc, ValueRange args) {
+                linalg::YieldOp::create(b, nloc, args[0]);
+              })
+              .getResult(0);
+      added.push_back({repeated, AccessForm::periodic});
+    }
+    auto resultType = cast<RankedTensorType>(collapse.getResultType());
+    Value destination = tensor::EmptyOp::create(
+        rewriter, loc, resultType.getShape(), resultType.getElementType());
+    SmallVector<Value> outputs;
+    SmallVector<unsigned> keptResults;
+    for (OpResult result : gemm->getResults()) {
+      if (result == qResult)
+        continue;
+      keptResults.push_back(result.getResultNumber());
+      outputs.push_back(gemm.getOutputs()[result.getResultNumber()]);
+    }
+    outputs.push_back(destination);
+
+    YieldOp oldYield = gemm.getYieldOp();
+    GemmOp fused = rebuildGemm(
+        rewriter, gemm, gemm.getLhs(), gemm.getRhs(), gemm.getTransposeB(),
+        added, outputs,
+        [&](OpBuilder &b, IRMapping &mapping, ValueRange addedArgs) {
+          SmallVector<Value> operands = {
+              mapping.lookup(oldYield.getValues()[qResult.getResultNumber()])};
+          llvm::append_range(operands, addedArgs);
+          SmallVector<Type> argTypes;
+          SmallVector<Location> argLocs;
+          for (Value operand : operands) {
+            argTypes.append(2, operand.getType());
+            argLocs.append(2, loc);
+          }
+          auto pairMap = PairMapOp::create(
+              b, loc, TypeRange{resultType.getElementType()}, operands, 1);
+          Block *pair =
+              b.createBlock(&pairMap.getBody(), {}, argTypes, argLocs);
+          SmallVector<Value> results;
+          for (linalg::GenericOp lane : lanes) {
+            Block &body = *lane.getBlock();
+            IRMapping inner;
+            cloneCapturedConstants(b, body, inner);
+            for (OpOperand *input : lane.getDpsInputOperands()) {
+              BlockArgument arg = body.getArgument(input->getOperandNumber());
+              auto it = laneOfSlice.find(input->get());
+              if (it != laneOfSlice.end()) {
+                inner.map(arg, pair->getArgument(it->second));
+                continue;
+              }
+              unsigned table = llvm::find(tables, input->get()) - tables.begin();
+              // Both columns of a pair read the same table entry.
+              inner.map(arg, pair->getArgument(2 + 2 * table));
+            }
+            for (Operation &bodyOp : body.without_terminator())
+              b.clone(bodyOp, inner);
+            results.push_back(inner.lookup(body.getTerminator()->getOperand(0)));
+          }
+          YieldOp::create(b, loc, results);
+          b.setInsertionPointAfter(pairMap);
+          SmallVector<Value> yields;
+          for (unsigned result : keptResults)
+            yields.push_back(mapping.lookup(oldYield.getValues()[result]));
+          yields.push_back(pairMap.getResult(0));
+          return yields;
+        });
+    for (auto [i, result] : llvm::enumerate(keptResults))
+      rewriter.replaceAllUsesWith(gemm->getResult(result), fused->getResult(i));
+    rewriter.replaceOp(collapse, fused->getResult(keptResults.size()));
+    return success();
+  }
+};
+
 struct CodaFuseRoPEPass : coda::impl::CodaFuseRoPEBase<CodaFuseRoPEPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
@@ -237,5 +425,5 @@ struct CodaFuseRoPEPass : coda::impl::CodaFuseRoPEBase<CodaFuseRoPEPass> {
 } // namespace
 
 void mlir::coda::populateFuseRoPEPatterns(RewritePatternSet &patterns) {
-  patterns.add<FuseRotateHalf>(patterns.getContext());
+  patterns.add<FuseRotateHalf, FuseInterleavedRotation>(patterns.getContext());
 }

@@ -79,8 +79,8 @@ def CodaDeferRowScale : Pass<"coda-defer-row-scale"> {
 }
 
 def CodaFuseRoPE : Pass<"coda-fuse-rope"> {
-  let summary = "fuse a rotary embedding (rotate_half form) into the epilogue "
-                "of the projection that produces it";
+  let summary = "fuse a rotary embedding into the epilogue of the projection "
+                "that produces it";
   let description = [{
     Finds RoPE as a PyTorch frontend lowers Hugging Face's `rotate_half` form
     on a GEMM output q (T x D, heads of d columns):
