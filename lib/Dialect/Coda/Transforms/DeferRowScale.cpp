@@ -197,12 +197,25 @@ struct DeferRowScale : OpRewritePattern<GemmOp> {
     Type f32 = rewriter.getF32Type();
     rewriter.setInsertionPoint(gemm);
 
-    // Operands of the scaling op that a group of factors reads, with the
-    // maps to read them over `numLoops` loops.
-    auto operandsFor = [&](AccessForm wanted, AffineMap readMap,
-                           SmallVectorImpl<Value> &values,
-                           SmallVectorImpl<AffineMap> &maps,
-                           SmallVectorImpl<BlockArgument> &args) {
+    // The operands of the scaling op that one group of factors reads:
+    // vectors (read with `readMap`) become operands of the op computing the
+    // group, scalars are captured by its body.
+    struct FactorOperands {
+      SmallVector<Value> tensors;
+      SmallVector<AffineMap> maps;
+      SmallVector<BlockArgument> tensorArgs;
+      IRMapping captured;
+
+      /// Maps the scaling body's arguments to `blockArgs[first...]`.
+      IRMapping bind(ValueRange blockArgs, unsigned first) const {
+        IRMapping mapping = captured;
+        for (auto [i, arg] : llvm::enumerate(tensorArgs))
+          mapping.map(arg, blockArgs[first + i]);
+        return mapping;
+      }
+    };
+    auto operandsFor = [&](AccessForm wanted, AffineMap readMap) {
+      FactorOperands operands;
       for (OpOperand *input : scale.getDpsInputOperands()) {
         AccessForm form = *forms[input->getOperandNumber()];
         if (form != wanted && form != AccessForm::scalar)
@@ -210,50 +223,32 @@ struct DeferRowScale : OpRewritePattern<GemmOp> {
         Value value = materializeEpilogueInput(
             rewriter, loc, input->get(), scale.getMatchingIndexingMap(input),
             form);
+        BlockArgument arg = body.getArgument(input->getOperandNumber());
         if (form == AccessForm::scalar) {
-          // Scalars are captured by the body, not read as operands.
-          args.push_back(body.getArgument(input->getOperandNumber()));
-          values.push_back(value);
-          maps.push_back(AffineMap());
+          operands.captured.map(arg, value);
           continue;
         }
-        values.push_back(value);
-        maps.push_back(readMap);
-        args.push_back(body.getArgument(input->getOperandNumber()));
+        operands.tensors.push_back(value);
+        operands.maps.push_back(readMap);
+        operands.tensorArgs.push_back(arg);
       }
+      return operands;
     };
 
     // R[m]: the row factors, evaluated once per row.
     int64_t m = xType.getDimSize(0);
     Value rowScale;
     {
-      SmallVector<Value> values;
-      SmallVector<AffineMap> maps;
-      SmallVector<BlockArgument> args;
       AffineMap rowMap = AffineMap::getMultiDimIdentityMap(1, ctx);
-      operandsFor(AccessForm::row, rowMap, values, maps, args);
-      SmallVector<Value> tensors;
-      SmallVector<AffineMap> tensorMaps;
-      IRMapping captured;
-      for (auto [value, map, arg] : llvm::zip(values, maps, args)) {
-        if (!map) {
-          captured.map(arg, value);
-          continue;
-        }
-        tensors.push_back(value);
-        tensorMaps.push_back(map);
-      }
-      tensorMaps.push_back(rowMap);
+      FactorOperands operands = operandsFor(AccessForm::row, rowMap);
+      SmallVector<AffineMap> maps = operands.maps;
+      maps.push_back(rowMap);
       Value init = tensor::EmptyOp::create(rewriter, loc, {m}, f32);
       auto generic = linalg::GenericOp::create(
-          rewriter, loc, TypeRange{init.getType()}, tensors, ValueRange{init},
-          tensorMaps, {utils::IteratorType::parallel},
+          rewriter, loc, TypeRange{init.getType()}, operands.tensors,
+          ValueRange{init}, maps, {utils::IteratorType::parallel},
           [&](OpBuilder &b, Location nloc, ValueRange blockArgs) {
-            IRMapping mapping = captured;
-            unsigned next = 0;
-            for (auto [value, map, arg] : llvm::zip(values, maps, args))
-              if (map)
-                mapping.map(arg, blockArgs[next++]);
+            IRMapping mapping = operands.bind(blockArgs, 0);
             linalg::YieldOp::create(
                 b, nloc, emitProduct(b, nloc, rowFactors, body, mapping));
           });
@@ -269,34 +264,20 @@ struct DeferRowScale : OpRewritePattern<GemmOp> {
       AffineMap identity = AffineMap::getMultiDimIdentityMap(2, ctx);
       AffineMap colMap =
           AffineMap::get(2, 0, {getAffineDimExpr(kDim, ctx)}, ctx);
-      SmallVector<Value> values;
-      SmallVector<AffineMap> maps;
-      SmallVector<BlockArgument> args;
-      operandsFor(AccessForm::col, colMap, values, maps, args);
+      FactorOperands operands = operandsFor(AccessForm::col, colMap);
       SmallVector<Value> tensors = {weight};
-      SmallVector<AffineMap> tensorMaps = {identity};
-      IRMapping captured;
-      for (auto [value, map, arg] : llvm::zip(values, maps, args)) {
-        if (!map) {
-          captured.map(arg, value);
-          continue;
-        }
-        tensors.push_back(value);
-        tensorMaps.push_back(map);
-      }
-      tensorMaps.push_back(identity);
+      llvm::append_range(tensors, operands.tensors);
+      SmallVector<AffineMap> maps = {identity};
+      llvm::append_range(maps, operands.maps);
+      maps.push_back(identity);
       Value init = tensor::EmptyOp::create(rewriter, loc, weightType.getShape(),
                                            weightType.getElementType());
       auto generic = linalg::GenericOp::create(
           rewriter, loc, TypeRange{weightType}, tensors, ValueRange{init},
-          tensorMaps,
+          maps,
           {utils::IteratorType::parallel, utils::IteratorType::parallel},
           [&](OpBuilder &b, Location nloc, ValueRange blockArgs) {
-            IRMapping mapping = captured;
-            unsigned next = 1;
-            for (auto [value, map, arg] : llvm::zip(values, maps, args))
-              if (map)
-                mapping.map(arg, blockArgs[next++]);
+            IRMapping mapping = operands.bind(blockArgs, 1);
             Value g = emitProduct(b, nloc, colFactors, body, mapping);
             Value w = blockArgs[0];
             Type wType = w.getType();

@@ -56,6 +56,61 @@ GemmOp mlir::coda::rebuildGemm(RewriterBase &rewriter, GemmOp gemm, Value lhs,
   return rebuilt;
 }
 
+std::optional<TileOutput> mlir::coda::getTileOutput(Value value) {
+  auto result = dyn_cast<OpResult>(value);
+  auto gemm = result ? dyn_cast<GemmOp>(result.getOwner()) : GemmOp();
+  if (!gemm)
+    return std::nullopt;
+  Value yielded = gemm.getYieldOp().getValues()[result.getResultNumber()];
+  if (!yielded.getType().isIntOrIndexOrFloat())
+    return std::nullopt;
+  return TileOutput{gemm, result, yielded};
+}
+
+Value mlir::coda::replaceTileOutputWithPairMap(
+    RewriterBase &rewriter, const TileOutput &output,
+    ArrayRef<EpilogueInput> addedInputs, Value destination, Type resultType,
+    int64_t stride, PairRegionBuilder build) {
+  GemmOp gemm = output.gemm;
+  SmallVector<Value> outputs;
+  SmallVector<unsigned> kept;
+  for (OpResult result : gemm->getResults()) {
+    if (result == output.result)
+      continue;
+    kept.push_back(result.getResultNumber());
+    outputs.push_back(gemm.getOutputs()[result.getResultNumber()]);
+  }
+  outputs.push_back(destination);
+  YieldOp oldYield = gemm.getYieldOp();
+  Location loc = gemm.getLoc();
+  GemmOp rebuilt = rebuildGemm(
+      rewriter, gemm, gemm.getLhs(), gemm.getRhs(), gemm.getTransposeB(),
+      addedInputs, outputs,
+      [&](OpBuilder &b, IRMapping &mapping, ValueRange addedArgs) {
+        SmallVector<Value> operands = {mapping.lookup(output.yielded)};
+        llvm::append_range(operands, addedArgs);
+        SmallVector<Type> argTypes;
+        SmallVector<Location> argLocs;
+        for (Value operand : operands) {
+          argTypes.append(2, operand.getType());
+          argLocs.append(2, loc);
+        }
+        auto pairMap = PairMapOp::create(b, loc, TypeRange{resultType},
+                                         operands, stride);
+        Block *pair = b.createBlock(&pairMap.getBody(), {}, argTypes, argLocs);
+        YieldOp::create(b, loc, build(b, *pair));
+        b.setInsertionPointAfter(pairMap);
+        SmallVector<Value> yields;
+        for (unsigned result : kept)
+          yields.push_back(mapping.lookup(oldYield.getValues()[result]));
+        yields.push_back(pairMap.getResult(0));
+        return yields;
+      });
+  for (auto [i, result] : llvm::enumerate(kept))
+    rewriter.replaceAllUsesWith(gemm->getResult(result), rebuilt->getResult(i));
+  return rebuilt->getResults().back();
+}
+
 std::optional<AccessForm> mlir::coda::classifyAccess(AffineMap map,
                                                      ShapedType type,
                                                      unsigned numLoops) {

@@ -38,6 +38,31 @@ GemmOp rebuildGemm(RewriterBase &rewriter, GemmOp gemm, Value lhs, Value rhs,
                    ValueRange outputs, EpilogueExtender extend,
                    AccumulatorTransform transformAccumulator = nullptr);
 
+/// A tile output of a coda.gemm: the result and the epilogue value it stores.
+struct TileOutput {
+  GemmOp gemm;
+  OpResult result;
+  Value yielded;
+};
+
+/// `value` as a tile output of a GEMM (not partials, pairs or rows).
+std::optional<TileOutput> getTileOutput(Value value);
+
+/// Builds the region of a pair op whose block (two arguments per operand) is
+/// given, returning the values it yields.
+using PairRegionBuilder =
+    function_ref<SmallVector<Value>(OpBuilder &builder, Block &pair)>;
+
+/// Rebuilds `output.gemm` so that, instead of `output`, it writes
+/// `destination` with the result of a `coda.pair_map` (one result of
+/// `resultType`, `stride`) over the output's value and the arguments of
+/// `addedInputs`. The GEMM's other results are rewired; returns the new one.
+Value replaceTileOutputWithPairMap(RewriterBase &rewriter,
+                                   const TileOutput &output,
+                                   ArrayRef<EpilogueInput> addedInputs,
+                                   Value destination, Type resultType,
+                                   int64_t stride, PairRegionBuilder build);
+
 /// How a linalg operand with `map` is read at each point of an iteration
 /// space of `numLoops` parallel loops ([b,] m, n), if an epilogue can read it.
 /// Results equal to 0 on a size-1 dimension (keepdim broadcasts) are allowed.

@@ -113,13 +113,13 @@ struct FuseRowGather : OpRewritePattern<linalg::GenericOp> {
     }
     if (!sourceIndex)
       return rewriter.notifyMatchFailure(op, "no tile operand");
-    auto source = dyn_cast<OpResult>(elementwise.getDpsInputs()[*sourceIndex]);
-    auto producer = source ? dyn_cast<GemmOp>(source.getOwner()) : GemmOp();
-    if (!producer || producer.isBatched())
-      return rewriter.notifyMatchFailure(op, "not a GEMM output");
-    Value yielded = producer.getYieldOp().getValues()[source.getResultNumber()];
-    if (!yielded.getType().isIntOrIndexOrFloat())
-      return rewriter.notifyMatchFailure(op, "not a tile output");
+    std::optional<TileOutput> tile =
+        getTileOutput(elementwise.getDpsInputs()[*sourceIndex]);
+    if (!tile || tile->gemm.isBatched())
+      return rewriter.notifyMatchFailure(op, "not a GEMM tile output");
+    GemmOp producer = tile->gemm;
+    OpResult source = tile->result;
+    Value yielded = tile->yielded;
     for (OpOperand *input : op.getDpsInputOperands())
       if (!isAvailableBefore(input->get(), producer))
         return rewriter.notifyMatchFailure(op, "gather input after the GEMM");

@@ -19,12 +19,8 @@ namespace {
 
 /// The producing gemm of `value` if it is one of its tile outputs.
 GemmOp getTileProducer(Value value) {
-  auto result = dyn_cast<OpResult>(value);
-  auto gemm = result ? dyn_cast<GemmOp>(result.getOwner()) : GemmOp();
-  if (!gemm)
-    return GemmOp();
-  Value yielded = gemm.getYieldOp().getValues()[result.getResultNumber()];
-  return yielded.getType().isIntOrIndexOrFloat() ? gemm : GemmOp();
+  std::optional<TileOutput> tile = getTileOutput(value);
+  return tile ? tile->gemm : GemmOp();
 }
 
 struct FuseElementwiseConsumer : OpRewritePattern<linalg::GenericOp> {

@@ -135,14 +135,10 @@ struct FuseRotateHalf : OpRewritePattern<linalg::GenericOp> {
       return rewriter.notifyMatchFailure(op, "rotation pieces read elsewhere");
 
     // q must be a tile output of a 2-D GEMM that nothing else reads.
-    auto qResult = dyn_cast<OpResult>(expand.getSrc());
-    auto gemm = qResult ? dyn_cast<GemmOp>(qResult.getOwner()) : GemmOp();
-    if (!gemm || gemm.isBatched() || !qResult.hasOneUse() ||
-        !gemm.getYieldOp()
-             .getValues()[qResult.getResultNumber()]
-             .getType()
-             .isIntOrIndexOrFloat())
+    std::optional<TileOutput> q = getTileOutput(expand.getSrc());
+    if (!q || q->gemm.isBatched() || !q->result.hasOneUse())
       return rewriter.notifyMatchFailure(op, "q is not a GEMM output");
+    GemmOp gemm = q->gemm;
     for (Operation *user : q3.getUsers())
       if (user != op.getOperation() && user != high.getOperation() &&
           user != low.getOperation())
@@ -164,38 +160,13 @@ struct FuseRotateHalf : OpRewritePattern<linalg::GenericOp> {
     rewriter.setInsertionPoint(gemm);
     Value destination = tensor::EmptyOp::create(
         rewriter, loc, resultType.getShape(), resultType.getElementType());
-    SmallVector<Value> outputs;
-    SmallVector<unsigned> keptResults;
-    for (OpResult result : gemm->getResults()) {
-      if (result == qResult)
-        continue;
-      keptResults.push_back(result.getResultNumber());
-      outputs.push_back(gemm.getOutputs()[result.getResultNumber()]);
-    }
-    outputs.push_back(destination);
-
     Block &body = *op.getBlock();
-    YieldOp oldYield = gemm.getYieldOp();
-    GemmOp fused = rebuildGemm(
-        rewriter, gemm, gemm.getLhs(), gemm.getRhs(), gemm.getTransposeB(),
-        added, outputs,
-        [&](OpBuilder &b, IRMapping &mapping, ValueRange addedArgs) {
-          SmallVector<Value> operands = {
-              mapping.lookup(oldYield.getValues()[qResult.getResultNumber()])};
-          llvm::append_range(operands, addedArgs);
-          SmallVector<Type> argTypes;
-          SmallVector<Location> argLocs;
-          for (Value operand : operands) {
-            argTypes.append(2, operand.getType());
-            argLocs.append(2, loc);
-          }
-          auto pairMap = PairMapOp::create(
-              b, loc, TypeRange{resultType.getElementType()}, operands, half);
-          Block *pair =
-              b.createBlock(&pairMap.getBody(), {}, argTypes, argLocs);
+    Value rotated = replaceTileOutputWithPairMap(
+        rewriter, *q, added, destination, resultType.getElementType(), half,
+        [&](OpBuilder &b, Block &pair) {
           IRMapping constants;
           cloneCapturedConstants(b, body, constants);
-          Value qLow = pair->getArgument(0), qHigh = pair->getArgument(1);
+          Value qLow = pair.getArgument(0), qHigh = pair.getArgument(1);
           Value negHigh = arith::NegFOp::create(b, loc, qHigh);
           SmallVector<Value> lanes;
           for (unsigned lane = 0; lane < 2; ++lane) {
@@ -204,23 +175,14 @@ struct FuseRotateHalf : OpRewritePattern<linalg::GenericOp> {
             inner.map(body.getArgument(*rotInput), lane ? qLow : negHigh);
             for (auto [i, index] : llvm::enumerate(tableInputs))
               inner.map(body.getArgument(index),
-                        pair->getArgument(2 + 2 * i + lane));
+                        pair.getArgument(2 + 2 * i + lane));
             for (Operation &inner_op : body.without_terminator())
               b.clone(inner_op, inner);
             lanes.push_back(inner.lookup(body.getTerminator()->getOperand(0)));
           }
-          YieldOp::create(b, loc, lanes);
-          b.setInsertionPointAfter(pairMap);
-          SmallVector<Value> yields;
-          for (unsigned result : keptResults)
-            yields.push_back(mapping.lookup(oldYield.getValues()[result]));
-          yields.push_back(pairMap.getResult(0));
-          return yields;
+          return lanes;
         });
-
-    for (auto [i, result] : llvm::enumerate(keptResults))
-      rewriter.replaceAllUsesWith(gemm->getResult(result), fused->getResult(i));
-    rewriter.replaceOp(collapse, fused->getResult(keptResults.size()));
+    rewriter.replaceOp(collapse, rotated);
     rewriter.eraseOp(op);
     return success();
   }
@@ -311,14 +273,10 @@ struct FuseInterleavedRotation : OpRewritePattern<tensor::CollapseShapeOp> {
           return rewriter.notifyMatchFailure(collapse, "lane read elsewhere");
       laneOfSlice[slice.getResult()] = offsets[3];
     }
-    auto qResult = dyn_cast<OpResult>(expand.getSrc());
-    auto gemm = qResult ? dyn_cast<GemmOp>(qResult.getOwner()) : GemmOp();
-    if (!gemm || gemm.isBatched() || !qResult.hasOneUse() ||
-        !gemm.getYieldOp()
-             .getValues()[qResult.getResultNumber()]
-             .getType()
-             .isIntOrIndexOrFloat())
+    std::optional<TileOutput> q = getTileOutput(expand.getSrc());
+    if (!q || q->gemm.isBatched() || !q->result.hasOneUse())
       return rewriter.notifyMatchFailure(collapse, "q is not a GEMM output");
+    GemmOp gemm = q->gemm;
     for (Value table : tables)
       if (!isAvailableBefore(table, gemm))
         return rewriter.notifyMatchFailure(collapse, "table after the GEMM");
@@ -350,34 +308,9 @@ struct FuseInterleavedRotation : OpRewritePattern<tensor::CollapseShapeOp> {
     auto resultType = cast<RankedTensorType>(collapse.getResultType());
     Value destination = tensor::EmptyOp::create(
         rewriter, loc, resultType.getShape(), resultType.getElementType());
-    SmallVector<Value> outputs;
-    SmallVector<unsigned> keptResults;
-    for (OpResult result : gemm->getResults()) {
-      if (result == qResult)
-        continue;
-      keptResults.push_back(result.getResultNumber());
-      outputs.push_back(gemm.getOutputs()[result.getResultNumber()]);
-    }
-    outputs.push_back(destination);
-
-    YieldOp oldYield = gemm.getYieldOp();
-    GemmOp fused = rebuildGemm(
-        rewriter, gemm, gemm.getLhs(), gemm.getRhs(), gemm.getTransposeB(),
-        added, outputs,
-        [&](OpBuilder &b, IRMapping &mapping, ValueRange addedArgs) {
-          SmallVector<Value> operands = {
-              mapping.lookup(oldYield.getValues()[qResult.getResultNumber()])};
-          llvm::append_range(operands, addedArgs);
-          SmallVector<Type> argTypes;
-          SmallVector<Location> argLocs;
-          for (Value operand : operands) {
-            argTypes.append(2, operand.getType());
-            argLocs.append(2, loc);
-          }
-          auto pairMap = PairMapOp::create(
-              b, loc, TypeRange{resultType.getElementType()}, operands, 1);
-          Block *pair =
-              b.createBlock(&pairMap.getBody(), {}, argTypes, argLocs);
+    Value rotated = replaceTileOutputWithPairMap(
+        rewriter, *q, added, destination, resultType.getElementType(),
+        /*stride=*/1, [&](OpBuilder &b, Block &pair) {
           SmallVector<Value> results;
           for (linalg::GenericOp lane : lanes) {
             Block &body = *lane.getBlock();
@@ -387,28 +320,20 @@ struct FuseInterleavedRotation : OpRewritePattern<tensor::CollapseShapeOp> {
               BlockArgument arg = body.getArgument(input->getOperandNumber());
               auto it = laneOfSlice.find(input->get());
               if (it != laneOfSlice.end()) {
-                inner.map(arg, pair->getArgument(it->second));
+                inner.map(arg, pair.getArgument(it->second));
                 continue;
               }
               unsigned table = llvm::find(tables, input->get()) - tables.begin();
               // Both columns of a pair read the same table entry.
-              inner.map(arg, pair->getArgument(2 + 2 * table));
+              inner.map(arg, pair.getArgument(2 + 2 * table));
             }
             for (Operation &bodyOp : body.without_terminator())
               b.clone(bodyOp, inner);
             results.push_back(inner.lookup(body.getTerminator()->getOperand(0)));
           }
-          YieldOp::create(b, loc, results);
-          b.setInsertionPointAfter(pairMap);
-          SmallVector<Value> yields;
-          for (unsigned result : keptResults)
-            yields.push_back(mapping.lookup(oldYield.getValues()[result]));
-          yields.push_back(pairMap.getResult(0));
-          return yields;
+          return results;
         });
-    for (auto [i, result] : llvm::enumerate(keptResults))
-      rewriter.replaceAllUsesWith(gemm->getResult(result), fused->getResult(i));
-    rewriter.replaceOp(collapse, fused->getResult(keptResults.size()));
+    rewriter.replaceOp(collapse, rotated);
     return success();
   }
 };

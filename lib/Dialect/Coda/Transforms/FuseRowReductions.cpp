@@ -97,13 +97,13 @@ struct FuseRowReduction : OpRewritePattern<linalg::GenericOp> {
     }
     if (!sourceIndex)
       return rewriter.notifyMatchFailure(op, "no [m, n] operand");
-    auto source = dyn_cast<OpResult>(op.getDpsInputs()[*sourceIndex]);
-    auto producer = source ? dyn_cast<GemmOp>(source.getOwner()) : GemmOp();
-    if (!producer || producer.isBatched())
-      return rewriter.notifyMatchFailure(op, "not a GEMM output");
-    Value yielded = producer.getYieldOp().getValues()[source.getResultNumber()];
-    if (!yielded.getType().isIntOrIndexOrFloat())
-      return rewriter.notifyMatchFailure(op, "not a tile output");
+    std::optional<TileOutput> reducedOutput =
+        getTileOutput(op.getDpsInputs()[*sourceIndex]);
+    if (!reducedOutput || reducedOutput->gemm.isBatched())
+      return rewriter.notifyMatchFailure(op, "not a GEMM tile output");
+    GemmOp producer = reducedOutput->gemm;
+    OpResult source = reducedOutput->result;
+    Value yielded = reducedOutput->yielded;
 
     // Which reduction is it?
     BlockArgument in = body.getArgument(*sourceIndex);
