@@ -9,7 +9,7 @@
 //   coda_check_close_{f32,bf16}(memref<*xT> actual, memref<*xT> expected,
 //                               f32 rtol, f32 atol)
 //       prints a one-line verdict and exits with status 1 when any element is
-//       NaN or differs by more than atol + rtol * |expected|;
+//       NaN or infinite, or differs by more than atol + rtol * |expected|;
 //   coda_check_norm_{f32,bf16}(memref<*xT> actual, memref<*xT> expected,
 //                              f32 tolerance)
 //       the same verdict on the relative L2 error ||actual - expected|| /
@@ -103,9 +103,11 @@ void checkClose(UnrankedMemRefType<T> *actualDesc,
   forEachElement(actual, [&](int64_t linear, T value) {
     double got = toFloat(value), want = expectedValues[linear];
     double err = std::fabs(got - want);
-    bool bad = std::isnan(got) || std::isnan(want) ||
+    // Infinities are overflow, never a match (inf - inf is NaN, which would
+    // compare as within any tolerance).
+    bool bad = !std::isfinite(got) || !std::isfinite(want) ||
                err > atol + rtol * std::fabs(want);
-    if (!std::isnan(err)) {
+    if (std::isfinite(err)) {
       maxAbs = std::fmax(maxAbs, err);
       if (want != 0.0)
         maxRel = std::fmax(maxRel, err / std::fabs(want));
@@ -156,7 +158,7 @@ void checkNorm(UnrankedMemRefType<T> *actualDesc,
   bool sawNaN = false;
   forEachElement(actual, [&](int64_t linear, T value) {
     double got = toFloat(value);
-    sawNaN |= std::isnan(got) || std::isnan(want[linear]);
+    sawNaN |= !std::isfinite(got) || !std::isfinite(want[linear]);
     diff += (got - want[linear]) * (got - want[linear]);
     norm += want[linear] * want[linear];
   });
@@ -164,7 +166,8 @@ void checkNorm(UnrankedMemRefType<T> *actualDesc,
   if (sawNaN || !(relative <= tolerance)) {
     std::printf("coda-check FAILED: %zu elements, relative L2 error %.3g "
                 "(tolerance %g)%s\n",
-                want.size(), relative, tolerance, sawNaN ? ", NaN seen" : "");
+                want.size(), relative, tolerance,
+                sawNaN ? ", NaN or infinity seen" : "");
     std::fflush(stdout);
     std::exit(1);
   }
