@@ -13,6 +13,8 @@
 // `--coda-fuse` (with `fuse-tile` columns per partial), so that a fusion is
 // checked against the program it rewrote.
 //
+// Dynamic dimensions of inputs and destinations run with `dynamic-size`.
+//
 // An integer input is drawn from [lo, hi) given by the argument attribute
 // `coda_test.range = array<i64: lo, hi>` on @reference (default [0, 16)).
 // A scalar float input gets 0.5 + 0.25 * position.
@@ -64,6 +66,11 @@ struct TestDifferentialMainPass
       llvm::cl::desc("compare by relative L2 error with this tolerance "
                      "instead of elementwise"),
       llvm::cl::init(0.0)};
+  Option<int64_t> dynamicSize{
+      *this, "dynamic-size",
+      llvm::cl::desc("the size to run dynamic dimensions of the inputs and "
+                     "destinations with"),
+      llvm::cl::init(0)};
   Option<bool> fuse{*this, "fuse",
                     llvm::cl::desc("make @fused by running coda-fuse on a "
                                    "copy of @reference"),
@@ -134,6 +141,14 @@ private:
 
 void TestDifferentialMainPass::runOnOperation() {
   ModuleOp module = getOperation();
+  // The static type to allocate for a (possibly dynamic) tensor type.
+  auto staticTypeFor = [&](RankedTensorType type) -> RankedTensorType {
+    SmallVector<int64_t> shape(type.getShape());
+    for (int64_t &dim : shape)
+      if (ShapedType::isDynamic(dim))
+        dim = dynamicSize;
+    return RankedTensorType::get(shape, type.getElementType());
+  };
   if (fuse && failed(makeFusedCopy(module)))
     return signalPassFailure();
   auto fused = module.lookupSymbol<func::FuncOp>("fused");
@@ -179,6 +194,13 @@ void TestDifferentialMainPass::runOnOperation() {
           b, loc, b.getFloatAttr(floatType, 0.5 + 0.25 * i)));
       continue;
     }
+    if (!tensorType.hasStaticShape() && dynamicSize <= 0) {
+      reference.emitError("input #")
+          << i << " has a dynamic shape: pass dynamic-size=N";
+      return signalPassFailure();
+    }
+    RankedTensorType declaredType = tensorType;
+    tensorType = staticTypeFor(tensorType);
     Type element = tensorType.getElementType();
     StringRef suffix = helperSuffix(element);
     if (suffix.empty()) {
@@ -215,8 +237,11 @@ void TestDifferentialMainPass::runOnOperation() {
       func::CallOp::create(b, loc, fill,
                            ValueRange{erased, seed, loValue, hiValue});
     }
-    inputs.push_back(bufferization::ToTensorOp::create(
-        b, loc, tensorType, buffer, /*restrict=*/true, /*writable=*/false));
+    Value input = bufferization::ToTensorOp::create(
+        b, loc, tensorType, buffer, /*restrict=*/true, /*writable=*/false);
+    if (declaredType != tensorType)
+      input = tensor::CastOp::create(b, loc, declaredType, input);
+    inputs.push_back(input);
   }
 
   // Poisoned destinations for @fused.
@@ -230,15 +255,19 @@ void TestDifferentialMainPass::runOnOperation() {
           << type;
       return signalPassFailure();
     }
-    Value empty = tensor::EmptyOp::create(b, loc, tensorType.getShape(),
-                                          tensorType.getElementType());
+    RankedTensorType staticType = staticTypeFor(tensorType);
+    Value empty = tensor::EmptyOp::create(b, loc, staticType.getShape(),
+                                          staticType.getElementType());
     Value nan = arith::ConstantOp::create(
         b, loc,
         b.getFloatAttr(element,
                        llvm::APFloat::getQNaN(element.getFloatSemantics())));
-    fusedArgs.push_back(
+    Value poisoned =
         linalg::FillOp::create(b, loc, ValueRange{nan}, ValueRange{empty})
-            .getResult(0));
+            .getResult(0);
+    if (staticType != tensorType)
+      poisoned = tensor::CastOp::create(b, loc, tensorType, poisoned);
+    fusedArgs.push_back(poisoned);
   }
 
   auto fusedCall = func::CallOp::create(b, loc, fused, fusedArgs);

@@ -188,9 +188,9 @@ struct DeferRowScale : OpRewritePattern<GemmOp> {
     auto xType = cast<RankedTensorType>(x.getType());
     if (xType.getElementType() != gemm.getRhsType().getElementType())
       return rewriter.notifyMatchFailure(gemm, "x and weight types differ");
-    if (!isAvailableBefore(x, gemm) || !gemm.getRhsType().hasStaticShape() ||
-        !xType.hasStaticShape())
-      return rewriter.notifyMatchFailure(gemm, "x or weight not static");
+    if (!isAvailableBefore(x, gemm) || !gemm.getRhsType().hasStaticShape())
+      return rewriter.notifyMatchFailure(gemm, "x not available or weight "
+                                               "not static");
 
     Location loc = gemm.getLoc();
     MLIRContext *ctx = rewriter.getContext();
@@ -236,14 +236,13 @@ struct DeferRowScale : OpRewritePattern<GemmOp> {
     };
 
     // R[m]: the row factors, evaluated once per row.
-    int64_t m = xType.getDimSize(0);
     Value rowScale;
     {
       AffineMap rowMap = AffineMap::getMultiDimIdentityMap(1, ctx);
       FactorOperands operands = operandsFor(AccessForm::row, rowMap);
       SmallVector<AffineMap> maps = operands.maps;
       maps.push_back(rowMap);
-      Value init = tensor::EmptyOp::create(rewriter, loc, {m}, f32);
+      Value init = createEmptyWithRows(rewriter, loc, x, {}, f32);
       auto generic = linalg::GenericOp::create(
           rewriter, loc, TypeRange{init.getType()}, operands.tensors,
           ValueRange{init}, maps, {utils::IteratorType::parallel},

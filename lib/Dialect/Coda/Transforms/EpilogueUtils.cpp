@@ -178,6 +178,20 @@ Value mlir::coda::materializeEpilogueInput(OpBuilder &builder, Location loc,
                                          groups);
 }
 
+Value mlir::coda::createEmptyWithRows(OpBuilder &builder, Location loc,
+                                      Value rowSource,
+                                      ArrayRef<int64_t> trailing,
+                                      Type elementType) {
+  auto sourceType = cast<RankedTensorType>(rowSource.getType());
+  SmallVector<int64_t> shape = {sourceType.getDimSize(0)};
+  shape.append(trailing.begin(), trailing.end());
+  SmallVector<Value> dynamicSizes;
+  if (ShapedType::isDynamic(shape[0]))
+    dynamicSizes.push_back(tensor::DimOp::create(builder, loc, rowSource, 0));
+  return tensor::EmptyOp::create(builder, loc, shape, elementType,
+                                 dynamicSizes);
+}
+
 bool mlir::coda::isEpilogueComputeOp(Operation *op) {
   if (!isa_and_nonnull<arith::ArithDialect, math::MathDialect>(
           op->getDialect()))

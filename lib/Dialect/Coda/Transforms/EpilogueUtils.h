@@ -74,6 +74,11 @@ std::optional<AccessForm> classifyAccess(AffineMap map, ShapedType type,
 Value materializeEpilogueInput(OpBuilder &builder, Location loc, Value value,
                                AffineMap map, AccessForm form);
 
+/// A tensor.empty of shape [rows of `rowSource`, trailing...] (the row count
+/// read with tensor.dim when it is dynamic).
+Value createEmptyWithRows(OpBuilder &builder, Location loc, Value rowSource,
+                          ArrayRef<int64_t> trailing, Type elementType);
+
 /// True for the ops an epilogue may hold (arith and math on scalars).
 bool isEpilogueComputeOp(Operation *op);
 

@@ -109,10 +109,13 @@ LogicalResult normalizeLinalg(Operation *root) {
 // The report
 //===----------------------------------------------------------------------===//
 
-int64_t bytesOf(Value value) {
+/// Bytes of a shaped value, or nothing when its shape is dynamic.
+std::optional<int64_t> bytesOf(Value value) {
   auto type = dyn_cast<ShapedType>(value.getType());
-  if (!type || !type.hasStaticShape())
+  if (!type)
     return 0;
+  if (!type.hasStaticShape())
+    return std::nullopt;
   return type.getNumElements() *
          llvm::divideCeil(type.getElementTypeBitWidth(), 8);
 }
@@ -124,6 +127,14 @@ struct TrafficSummary {
   unsigned weightSide = 0;
   int64_t memoryBoundBytes = 0; // read + written by memory-bound kernels
   int64_t epilogueBytes = 0;    // read + written by epilogues beyond A, B, C
+  unsigned uncounted = 0;       // tensors of dynamic shape, not in the bytes
+
+  void add(int64_t &bytes, Value value) {
+    if (std::optional<int64_t> size = bytesOf(value))
+      bytes += *size;
+    else
+      ++uncounted;
+  }
 };
 
 bool isContraction(Operation *op) {
@@ -141,9 +152,9 @@ TrafficSummary summarize(func::FuncOp func) {
     if (auto gemm = dyn_cast<GemmOp>(op)) {
       ++summary.gemms;
       for (Value input : gemm.getEpilogueInputs())
-        summary.epilogueBytes += bytesOf(input);
+        summary.add(summary.epilogueBytes, input);
       for (Value output : gemm.getOutputs().drop_front())
-        summary.epilogueBytes += bytesOf(output);
+        summary.add(summary.epilogueBytes, output);
       continue;
     }
     if (isContraction(&op)) {
@@ -160,9 +171,9 @@ TrafficSummary summarize(func::FuncOp func) {
     for (Value operand : op.getOperands())
       if (!isa_and_nonnull<linalg::FillOp, tensor::EmptyOp>(
               operand.getDefiningOp()))
-        summary.memoryBoundBytes += bytesOf(operand);
+        summary.add(summary.memoryBoundBytes, operand);
     for (Value result : op.getResults())
-      summary.memoryBoundBytes += bytesOf(result);
+      summary.add(summary.memoryBoundBytes, result);
   }
   return summary;
 }
@@ -194,7 +205,10 @@ void printReport(raw_ostream &os, StringRef name, const TrafficSummary &before,
   int64_t afterBytes = after.memoryBoundBytes + after.epilogueBytes;
   os << "  memory-bound traffic: " << formatBytes(beforeBytes) << " -> "
      << formatBytes(afterBytes);
-  if (beforeBytes > 0)
+  if (before.uncounted || after.uncounted)
+    os << " (not counting " << before.uncounted << " -> " << after.uncounted
+       << " tensors of dynamic shape)";
+  else if (beforeBytes > 0)
     os << llvm::format(" (%.1f%% saved)",
                        100.0 * (beforeBytes - afterBytes) / beforeBytes);
   os << "\n";

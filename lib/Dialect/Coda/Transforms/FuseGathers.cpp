@@ -125,12 +125,12 @@ struct FuseRowGather : OpRewritePattern<linalg::GenericOp> {
         return rewriter.notifyMatchFailure(op, "gather input after the GEMM");
 
     Location loc = op.getLoc();
-    int64_t rows = cast<RankedTensorType>(source.getType()).getDimSize(0);
     rewriter.setInsertionPoint(producer);
 
     // j per row, as i64.
     Type i64 = rewriter.getI64Type();
-    Value columnsInit = tensor::EmptyOp::create(rewriter, loc, {rows}, i64);
+    Value columnsInit =
+        createEmptyWithRows(rewriter, loc, producer.getLhs(), {}, i64);
     SmallVector<Value> gatherInputs(op.getDpsInputs());
     SmallVector<AffineMap> columnMaps(gatherInputs.size() + 1, rowMap);
     Value columns =
@@ -157,8 +157,9 @@ struct FuseRowGather : OpRewritePattern<linalg::GenericOp> {
                                            rewriter.getZeroAttr(pickedType));
     Value pickedInit = linalg::FillOp::create(
                            rewriter, loc, ValueRange{zero},
-                           ValueRange{tensor::EmptyOp::create(
-                               rewriter, loc, {rows}, pickedType)})
+                           ValueRange{createEmptyWithRows(
+                               rewriter, loc, producer.getLhs(), {},
+                               pickedType)})
                            .getResult(0);
     SmallVector<Value> outputs(producer.getOutputs());
     outputs.push_back(pickedInit);

@@ -36,8 +36,14 @@ bool isLastDimSlice(tensor::ExtractSliceOp slice, Value source, int64_t offset,
     std::optional<int64_t> off = getConstantIntValue(slice.getMixedOffsets()[d]);
     std::optional<int64_t> len = getConstantIntValue(slice.getMixedSizes()[d]);
     int64_t wantOffset = d + 1 == rank ? offset : 0;
+    if (off != wantOffset)
+      return false;
+    // A dynamic (token) dimension is taken whole: the rotation reads the
+    // slices elementwise with q, whose extent they must have.
+    if (d + 1 < rank && ShapedType::isDynamic(sourceType.getDimSize(d)))
+      continue;
     int64_t wantSize = d + 1 == rank ? size : sourceType.getDimSize(d);
-    if (off != wantOffset || len != wantSize)
+    if (len != wantSize)
       return false;
   }
   return true;
@@ -105,7 +111,9 @@ struct FuseRotateHalf : OpRewritePattern<linalg::GenericOp> {
       return rewriter.notifyMatchFailure(op, "no q and rotate_half(q)");
     Value q3 = expand.getResult();
     auto q3Type = cast<RankedTensorType>(q3.getType());
-    if (!q3Type.hasStaticShape() || q3Type.getDimSize(2) % 2 != 0 ||
+    if (ShapedType::isDynamic(q3Type.getDimSize(1)) ||
+        ShapedType::isDynamic(q3Type.getDimSize(2)) ||
+        q3Type.getDimSize(2) % 2 != 0 ||
         expand.getReassociationIndices() !=
             SmallVector<ReassociationIndices>{{0}, {1, 2}})
       return rewriter.notifyMatchFailure(op, "q is not T x H x d");
@@ -158,8 +166,9 @@ struct FuseRotateHalf : OpRewritePattern<linalg::GenericOp> {
 
     Location loc = op.getLoc();
     rewriter.setInsertionPoint(gemm);
-    Value destination = tensor::EmptyOp::create(
-        rewriter, loc, resultType.getShape(), resultType.getElementType());
+    Value destination =
+        createEmptyWithRows(rewriter, loc, gemm.getLhs(), {resultType.getDimSize(1)},
+                            resultType.getElementType());
     Block &body = *op.getBlock();
     Value rotated = replaceTileOutputWithPairMap(
         rewriter, *q, added, destination, resultType.getElementType(), half,
@@ -251,9 +260,11 @@ struct FuseInterleavedRotation : OpRewritePattern<tensor::CollapseShapeOp> {
                        SmallVector<ReassociationIndices>{{0}, {1, 2, 3}})
       return rewriter.notifyMatchFailure(collapse, "q is not [T, H, d/2, 2]");
     auto q4Type = cast<RankedTensorType>(q4.getType());
-    if (!q4Type.hasStaticShape() || q4Type.getDimSize(3) != 2)
+    if (ShapedType::isDynamic(q4Type.getDimSize(1)) ||
+        ShapedType::isDynamic(q4Type.getDimSize(2)) ||
+        q4Type.getDimSize(3) != 2)
       return rewriter.notifyMatchFailure(collapse, "not pairs");
-    int64_t halfHead = q4Type.getDimSize(2), tokens = q4Type.getDimSize(0);
+    int64_t halfHead = q4Type.getDimSize(2);
     // Each slice is x[..., k] for k = 0 or 1; every reader of q4 is one.
     DenseMap<Value, unsigned> laneOfSlice;
     for (Operation *user : q4.getUsers()) {
@@ -290,9 +301,8 @@ struct FuseInterleavedRotation : OpRewritePattern<tensor::CollapseShapeOp> {
         ctx);
     for (Value table : tables) {
       auto tableType = cast<RankedTensorType>(table.getType());
-      Value init = tensor::EmptyOp::create(rewriter, loc,
-                                           {tokens, 2 * halfHead},
-                                           tableType.getElementType());
+      Value init = createEmptyWithRows(rewriter, loc, table, {2 * halfHead},
+                                       tableType.getElementType());
       Value repeated =
           linalg::GenericOp::create(
               rewriter, loc, TypeRange{init.getType()}, ValueRange{table},
@@ -306,8 +316,9 @@ struct FuseInterleavedRotation : OpRewritePattern<tensor::CollapseShapeOp> {
       added.push_back({repeated, AccessForm::periodic});
     }
     auto resultType = cast<RankedTensorType>(collapse.getResultType());
-    Value destination = tensor::EmptyOp::create(
-        rewriter, loc, resultType.getShape(), resultType.getElementType());
+    Value destination =
+        createEmptyWithRows(rewriter, loc, gemm.getLhs(), {resultType.getDimSize(1)},
+                            resultType.getElementType());
     Value rotated = replaceTileOutputWithPairMap(
         rewriter, *q, added, destination, resultType.getElementType(),
         /*stride=*/1, [&](OpBuilder &b, Block &pair) {

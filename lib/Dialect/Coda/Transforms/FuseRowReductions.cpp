@@ -143,17 +143,16 @@ struct FuseRowReduction : OpRewritePattern<linalg::GenericOp> {
     auto sourceType = cast<RankedTensorType>(source.getType());
     auto resultType = cast<RankedTensorType>(op.getDpsInits()[0].getType());
     auto elementType = dyn_cast<FloatType>(resultType.getElementType());
-    if (!sourceType.hasStaticShape() || !elementType ||
+    if (ShapedType::isDynamic(sourceType.getDimSize(1)) || !elementType ||
         reduced.getType() != elementType)
-      return rewriter.notifyMatchFailure(op, "shape or type");
+      return rewriter.notifyMatchFailure(op, "dynamic N, or types");
 
     Location loc = op.getLoc();
     rewriter.setInsertionPoint(producer);
-    int64_t rows = sourceType.getDimSize(0), cols = sourceType.getDimSize(1);
-    Value partials = tensor::EmptyOp::create(
-        rewriter, loc,
-        {rows, static_cast<int64_t>(llvm::divideCeil(cols, tile))},
-        elementType);
+    int64_t cols = sourceType.getDimSize(1);
+    Value partials = createEmptyWithRows(
+        rewriter, loc, producer.getLhs(),
+        {static_cast<int64_t>(llvm::divideCeil(cols, tile))}, elementType);
     SmallVector<Value> outputs(producer.getOutputs());
     outputs.push_back(partials);
     YieldOp oldYield = producer.getYieldOp();
@@ -177,8 +176,9 @@ struct FuseRowReduction : OpRewritePattern<linalg::GenericOp> {
     rewriter.replaceOp(producer, fused->getResults().drop_back());
 
     rewriter.setInsertionPoint(op);
-    Value finishInit = tensor::EmptyOp::create(rewriter, loc, {rows},
-                                               elementType);
+    Value fusedPartials = fused->getResults().back();
+    Value finishInit =
+        createEmptyWithRows(rewriter, loc, fusedPartials, {}, elementType);
     Value total = ReducePartialsOp::create(rewriter, loc,
                                            fused->getResults().back(),
                                            finishInit, kind,
@@ -197,7 +197,8 @@ struct FuseRowReduction : OpRewritePattern<linalg::GenericOp> {
         maps.push_back(AffineMap::getMultiDimIdentityMap(1, ctx));
       }
       maps.push_back(AffineMap::getMultiDimIdentityMap(1, ctx));
-      Value init = tensor::EmptyOp::create(rewriter, loc, {rows}, elementType);
+      Value init =
+          createEmptyWithRows(rewriter, loc, fusedPartials, {}, elementType);
       total = linalg::GenericOp::create(
                   rewriter, loc, TypeRange{init.getType()}, inputs,
                   ValueRange{init}, maps, {utils::IteratorType::parallel},
@@ -216,10 +217,14 @@ struct FuseRowReduction : OpRewritePattern<linalg::GenericOp> {
                   })
                   .getResult(0);
     }
-    if (keepDim)
+    if (keepDim) {
+      SmallVector<OpFoldResult> shape = {
+          tensor::getMixedSize(rewriter, loc, total, 0),
+          rewriter.getIndexAttr(1)};
       total = tensor::ExpandShapeOp::create(
           rewriter, loc, resultType, total,
-          SmallVector<ReassociationIndices>{{0, 1}});
+          SmallVector<ReassociationIndices>{{0, 1}}, shape);
+    }
     rewriter.replaceOp(op, total);
     return success();
   }

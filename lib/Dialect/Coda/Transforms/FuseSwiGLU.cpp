@@ -109,7 +109,9 @@ struct FuseGatedPair : OpRewritePattern<linalg::GenericOp> {
     Value destination = op.getDpsInits()[0];
     auto empty = destination.getDefiningOp<tensor::EmptyOp>();
     if (!isAvailableBefore(destination, first) &&
-        (!empty || empty->getNumOperands() != 0))
+        (!empty || !llvm::all_of(empty->getOperands(), [&](Value size) {
+          return isAvailableBefore(size, first);
+        })))
       return rewriter.notifyMatchFailure(op, "destination not available");
 
     Location loc = op.getLoc();
