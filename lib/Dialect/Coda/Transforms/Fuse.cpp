@@ -239,7 +239,7 @@ struct CodaFusePass : coda::impl::CodaFuseBase<CodaFusePass> {
     pm.addPass(createCodaFusePointwise());
     // After pointwise fusion: q is then the GEMM's own (rounded) output.
     pm.addPass(createCodaFuseRoPE());
-    pm.addPass(createCodaFuseRowReductions({tile}));
+    pm.addPass(createCodaFuseReductions({tile}));
     pm.addPass(createCodaFuseGathers());
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());

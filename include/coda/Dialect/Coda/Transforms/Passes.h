@@ -27,8 +27,8 @@ void populateFuseRoPEPatterns(RewritePatternSet &patterns);
 void populateFusePointwisePatterns(RewritePatternSet &patterns);
 /// Per-row gathers of a function of a GEMM output -> coda.row_select.
 void populateFuseGathersPatterns(RewritePatternSet &patterns);
-/// Row reductions of a GEMM output -> per-tile partials + finish.
-void populateFuseRowReductionsPatterns(RewritePatternSet &patterns,
+/// Row and column reductions of a GEMM output -> per-tile partials + finish.
+void populateFuseReductionsPatterns(RewritePatternSet &patterns,
                                        int64_t tile);
 
 #define GEN_PASS_REGISTRATION

@@ -108,9 +108,9 @@ def CodaFusePointwise : Pass<"coda-fuse-pointwise"> {
   let dependentDialects = ["::mlir::coda::CodaDialect"];
 }
 
-def CodaFuseRowReductions : Pass<"coda-fuse-row-reductions"> {
-  let summary = "compute row reductions of a GEMM's output as per-tile "
-                "partials in its epilogue";
+def CodaFuseReductions : Pass<"coda-fuse-reductions"> {
+  let summary = "compute row and column reductions of a GEMM's output as "
+                "per-tile partials in its epilogue";
   let description = [{
     `s[m] = sum_n f(C[m, n])` over a `coda.gemm` tile output C becomes a
     `coda.row_reduce sum` of `f` in C's epilogue (partials per `tile` columns)
@@ -119,11 +119,14 @@ def CodaFuseRowReductions : Pass<"coda-fuse-row-reductions"> {
     (from -inf) becomes `row_reduce max`; a softmax denominator
     `sum_n exp(f(C[m, n]) - g[m])` becomes `row_reduce logsumexp` of `f`,
     finished as `exp(lse[m] - g[m])`, so the exponentials never need C
-    written.
+    written. Reductions over the rows (`t[n] = sum_m f(C[m, n])`, the dgamma
+    of RMSNorm backward) become `coda.col_reduce` partials per `tile` rows
+    the same way.
   }];
   let options = [
     Option<"tile", "tile", "int64_t", "128",
-           "columns per partial (the GEMM's N tile)">
+           "rows or columns per partial (the GEMM's tile along the reduced "
+           "axis)">
   ];
   let dependentDialects = ["::mlir::coda::CodaDialect"];
 }
@@ -152,7 +155,7 @@ def CodaFuse : Pass<"coda-fuse", "::mlir::ModuleOp"> {
     The whole fusion flow on linalg-on-tensors input: named ops are
     generalized and elementwise chains merged, matrix products become
     `coda.gemm`, then `coda-fuse-swiglu`, `coda-defer-row-scale`,
-    `coda-fuse-pointwise`, `coda-fuse-rope`, `coda-fuse-row-reductions` and
+    `coda-fuse-pointwise`, `coda-fuse-rope`, `coda-fuse-reductions` and
     `coda-fuse-gathers` run, followed by
     canonicalization. With `report`, prints per function the kernels and the
     bytes that memory-bound kernels move through memory, before and after.

@@ -1,7 +1,7 @@
-// RUN: coda-opt %s --coda-convert-matmuls --coda-fuse-row-reductions="tile=4" --canonicalize --split-input-file | FileCheck %s
-// RUN: not coda-opt %s --split-input-file --coda-fuse-row-reductions="tile=0" 2>&1 | FileCheck %s --check-prefix=CHECK-TILE
+// RUN: coda-opt %s --coda-convert-matmuls --coda-fuse-pointwise --coda-fuse-reductions="tile=4" --canonicalize --split-input-file | FileCheck %s
+// RUN: not coda-opt %s --split-input-file --coda-fuse-reductions="tile=0" 2>&1 | FileCheck %s --check-prefix=CHECK-TILE
 
-// CHECK-TILE: coda-fuse-row-reductions: tile must be positive, got 0
+// CHECK-TILE: coda-fuse-reductions: tile must be positive, got 0
 
 #id = affine_map<(m, n) -> (m, n)>
 #row = affine_map<(m, n) -> (m)>
@@ -142,4 +142,45 @@ func.func @softmax_statistics(%a: tensor<4x8xf32>, %b: tensor<8x10xf32>) -> (ten
     linalg.yield %s : f32
   } -> tensor<4xf32>
   return %max, %den : tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+#id = affine_map<(m, n) -> (m, n)>
+#col = affine_map<(m, n) -> (n)>
+
+// A reduction over the rows (a column sum, like RMSNorm backward's dgamma =
+// sum_m dy * n_hat) becomes column partials per 4 rows and a column finish;
+// the product itself is no longer written.
+// CHECK-LABEL: func @column_sum
+// CHECK-SAME: (%{{[a-z0-9_]+}}: tensor<10x8xf32>, %{{[a-z0-9_]+}}: tensor<8x6xf32>, %[[G:[a-z0-9_]+]]: tensor<10x6xf32>)
+// CHECK-DAG: %[[P:.+]] = tensor.empty() : tensor<3x6xf32>
+// CHECK: %[[R:.+]] = coda.gemm
+// CHECK-NEXT: epilogue(%[[ACC:[a-z0-9_]+]], tile %[[GV:[a-z0-9_]+]] = %[[G]] : tensor<10x6xf32>)
+// CHECK-NEXT: outs(%[[P]] : tensor<3x6xf32>)
+// CHECK: %[[PROD:.+]] = arith.mulf %[[ACC]], %[[GV]] : f32
+// CHECK: %[[PART:.+]] = coda.col_reduce sum %[[PROD]] tile 4 : f32
+// CHECK: coda.yield %[[PART]] : !coda.partial<f32>
+// CHECK: %[[T:.+]] = coda.reduce_partials sum col %[[R]] : tensor<3x6xf32> outs(%{{.*}} : tensor<6xf32>)
+// CHECK: return %[[T]]
+func.func @column_sum(%a: tensor<10x8xf32>, %b: tensor<8x6xf32>, %g: tensor<10x6xf32>) -> tensor<6xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<10x6xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<10x6xf32>) -> tensor<10x6xf32>
+  %c = linalg.matmul ins(%a, %b : tensor<10x8xf32>, tensor<8x6xf32>) outs(%z : tensor<10x6xf32>) -> tensor<10x6xf32>
+  %prod = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c, %g : tensor<10x6xf32>, tensor<10x6xf32>) outs(%e : tensor<10x6xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %p = arith.mulf %x, %y : f32
+    linalg.yield %p : f32
+  } -> tensor<10x6xf32>
+  %ce = tensor.empty() : tensor<6xf32>
+  %c0 = linalg.fill ins(%zero : f32) outs(%ce : tensor<6xf32>) -> tensor<6xf32>
+  %t = linalg.generic {indexing_maps = [#id, #col], iterator_types = ["reduction", "parallel"]}
+      ins(%prod : tensor<10x6xf32>) outs(%c0 : tensor<6xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %s = arith.addf %acc, %v : f32
+    linalg.yield %s : f32
+  } -> tensor<6xf32>
+  return %t : tensor<6xf32>
 }
