@@ -124,6 +124,7 @@ std::optional<int64_t> bytesOf(Value value) {
 struct TrafficSummary {
   unsigned gemms = 0;
   unsigned memoryBound = 0;
+  SmallVector<Operation *> memoryBoundOps; // the kernels, in program order
   unsigned weightSide = 0;
   int64_t memoryBoundBytes = 0; // read + written by memory-bound kernels
   int64_t epilogueBytes = 0;    // read + written by epilogues beyond A, B, C
@@ -168,6 +169,7 @@ TrafficSummary summarize(func::FuncOp func) {
     if (!counted)
       continue;
     ++summary.memoryBound;
+    summary.memoryBoundOps.push_back(&op);
     for (Value operand : op.getOperands())
       if (!isa_and_nonnull<linalg::FillOp, tensor::EmptyOp>(
               operand.getDefiningOp()))
@@ -201,6 +203,23 @@ void printReport(raw_ostream &os, StringRef name, const TrafficSummary &before,
      << ", epilogues moving " << formatBytes(after.epilogueBytes)
      << " beyond A, B and C, " << after.weightSide
      << " weight-side ops (hoistable)\n";
+  // What is left to move memory on its own, so that a user sees what did not
+  // fuse and where it came from.
+  for (Operation *op : after.memoryBoundOps) {
+    int64_t bytes = 0;
+    bool dynamic = false;
+    for (Value value : llvm::concat<Value>(op->getOperands(), op->getResults())) {
+      if (isa_and_nonnull<linalg::FillOp, tensor::EmptyOp>(
+              value.getDefiningOp()))
+        continue;
+      if (std::optional<int64_t> size = bytesOf(value))
+        bytes += *size;
+      else
+        dynamic = true;
+    }
+    os << "    left: " << op->getName() << " at " << op->getLoc() << " ("
+       << (dynamic ? "dynamic shape" : formatBytes(bytes)) << ")\n";
+  }
   int64_t beforeBytes = before.memoryBoundBytes + before.epilogueBytes;
   int64_t afterBytes = after.memoryBoundBytes + after.epilogueBytes;
   os << "  memory-bound traffic: " << formatBytes(beforeBytes) << " -> "
