@@ -411,10 +411,11 @@ LogicalResult GemmOp::verifyRegions() {
   int64_t m = getStaticM(), n = getStaticN(), batch = getStaticBatch();
   if (std::optional<int64_t> stride = getPairStride()) {
     for (Operation &op : body) {
-      auto opStride = isa<PairMapOp>(op) ? cast<PairMapOp>(op).getStride()
-                      : isa<PairContractOp>(op)
-                          ? cast<PairContractOp>(op).getStride()
-                          : *stride;
+      int64_t opStride = isa<PairMapOp>(op)
+                             ? cast<PairMapOp>(op).getStride()
+                         : isa<PairContractOp>(op)
+                             ? cast<PairContractOp>(op).getStride()
+                             : *stride;
       if (opStride != *stride)
         return emitOpError("expects every pairwise op of the epilogue to use "
                            "one stride, got ")

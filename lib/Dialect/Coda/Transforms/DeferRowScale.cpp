@@ -13,7 +13,6 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
-#include "llvm/ADT/SetVector.h"
 
 namespace mlir::coda {
 #define GEN_PASS_DEF_CODADEFERROWSCALE
@@ -49,31 +48,6 @@ void collectFactors(Value value, bool reciprocal,
     return;
   }
   factors.push_back({value, reciprocal});
-}
-
-/// The block arguments of `block` that `value` depends on; nullopt if it
-/// depends on something else (linalg.index).
-std::optional<llvm::SmallSetVector<BlockArgument, 4>>
-dependencies(Value value, Block &block) {
-  llvm::SmallSetVector<BlockArgument, 4> args;
-  SmallVector<Value> worklist = {value};
-  DenseSet<Value> seen;
-  while (!worklist.empty()) {
-    Value current = worklist.pop_back_val();
-    if (!seen.insert(current).second)
-      continue;
-    if (auto arg = dyn_cast<BlockArgument>(current)) {
-      if (arg.getOwner() != &block)
-        return std::nullopt;
-      args.insert(arg);
-      continue;
-    }
-    Operation *def = current.getDefiningOp();
-    if (isa<linalg::IndexOp>(def))
-      return std::nullopt;
-    llvm::append_range(worklist, def->getOperands());
-  }
-  return args;
 }
 
 /// Strips rounding casts around a value.
@@ -159,7 +133,7 @@ struct DeferRowScale : OpRewritePattern<GemmOp> {
     std::optional<unsigned> xInput;
     SmallVector<Factor> rowFactors, colFactors;
     for (const Factor &factor : factors) {
-      auto deps = dependencies(factor.value, body);
+      auto deps = readBlockArguments(factor.value, body);
       if (!deps)
         return rewriter.notifyMatchFailure(gemm, "factor reads positions");
       bool row = true, col = true, tile = false;

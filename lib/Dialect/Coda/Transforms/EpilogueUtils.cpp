@@ -192,6 +192,29 @@ Value mlir::coda::createEmptyWithRows(OpBuilder &builder, Location loc,
                                  dynamicSizes);
 }
 
+std::optional<llvm::SmallSetVector<BlockArgument, 4>>
+mlir::coda::readBlockArguments(Value value, Block &block) {
+  llvm::SmallSetVector<BlockArgument, 4> args;
+  SmallVector<Value> worklist = {value};
+  DenseSet<Value> seen;
+  while (!worklist.empty()) {
+    Value current = worklist.pop_back_val();
+    if (!seen.insert(current).second)
+      continue;
+    if (auto arg = dyn_cast<BlockArgument>(current)) {
+      if (arg.getOwner() != &block)
+        return std::nullopt;
+      args.insert(arg);
+      continue;
+    }
+    Operation *def = current.getDefiningOp();
+    if (isa<linalg::IndexOp>(def))
+      return std::nullopt;
+    llvm::append_range(worklist, def->getOperands());
+  }
+  return args;
+}
+
 bool mlir::coda::isEpilogueComputeOp(Operation *op) {
   if (!isa_and_nonnull<arith::ArithDialect, math::MathDialect>(
           op->getDialect()))

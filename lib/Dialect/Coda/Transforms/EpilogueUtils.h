@@ -8,6 +8,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace mlir::coda {
 
@@ -78,6 +79,11 @@ Value materializeEpilogueInput(OpBuilder &builder, Location loc, Value value,
 /// read with tensor.dim when it is dynamic).
 Value createEmptyWithRows(OpBuilder &builder, Location loc, Value rowSource,
                           ArrayRef<int64_t> trailing, Type elementType);
+
+/// The arguments of `block` that `value` is computed from; nothing when it
+/// also depends on linalg.index or on arguments of another block.
+std::optional<llvm::SmallSetVector<BlockArgument, 4>>
+readBlockArguments(Value value, Block &block);
 
 /// True for the ops an epilogue may hold (arith and math on scalars).
 bool isEpilogueComputeOp(Operation *op);

@@ -138,6 +138,25 @@ struct TrafficSummary {
   }
 };
 
+/// Bytes a memory-bound kernel reads and writes: its operands (but fresh
+/// destinations) and its results; `uncounted` gets the dynamic-shape ones.
+int64_t kernelBytes(Operation *op, unsigned &uncounted) {
+  int64_t bytes = 0;
+  auto count = [&](Value value) {
+    if (std::optional<int64_t> size = bytesOf(value))
+      bytes += *size;
+    else
+      ++uncounted;
+  };
+  for (Value operand : op->getOperands())
+    if (!isa_and_nonnull<linalg::FillOp, tensor::EmptyOp>(
+            operand.getDefiningOp()))
+      count(operand);
+  for (Value result : op->getResults())
+    count(result);
+  return bytes;
+}
+
 bool isContraction(Operation *op) {
   auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
   return linalgOp && linalg::isaContractionOpInterface(linalgOp);
@@ -170,12 +189,7 @@ TrafficSummary summarize(func::FuncOp func) {
       continue;
     ++summary.memoryBound;
     summary.memoryBoundOps.push_back(&op);
-    for (Value operand : op.getOperands())
-      if (!isa_and_nonnull<linalg::FillOp, tensor::EmptyOp>(
-              operand.getDefiningOp()))
-        summary.add(summary.memoryBoundBytes, operand);
-    for (Value result : op.getResults())
-      summary.add(summary.memoryBoundBytes, result);
+    summary.memoryBoundBytes += kernelBytes(&op, summary.uncounted);
   }
   return summary;
 }
@@ -206,17 +220,8 @@ void printReport(raw_ostream &os, StringRef name, const TrafficSummary &before,
   // What is left to move memory on its own, so that a user sees what did not
   // fuse and where it came from.
   for (Operation *op : after.memoryBoundOps) {
-    int64_t bytes = 0;
-    bool dynamic = false;
-    for (Value value : llvm::concat<Value>(op->getOperands(), op->getResults())) {
-      if (isa_and_nonnull<linalg::FillOp, tensor::EmptyOp>(
-              value.getDefiningOp()))
-        continue;
-      if (std::optional<int64_t> size = bytesOf(value))
-        bytes += *size;
-      else
-        dynamic = true;
-    }
+    unsigned dynamic = 0;
+    int64_t bytes = kernelBytes(op, dynamic);
     os << "    left: " << op->getName() << " at " << op->getLoc() << " ("
        << (dynamic ? "dynamic shape" : formatBytes(bytes)) << ")\n";
   }

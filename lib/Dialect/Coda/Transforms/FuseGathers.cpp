@@ -118,7 +118,6 @@ struct FuseRowGather : OpRewritePattern<linalg::GenericOp> {
     if (!tile || tile->gemm.isBatched())
       return rewriter.notifyMatchFailure(op, "not a GEMM tile output");
     GemmOp producer = tile->gemm;
-    OpResult source = tile->result;
     Value yielded = tile->yielded;
     for (OpOperand *input : op.getDpsInputOperands())
       if (!isAvailableBefore(input->get(), producer))

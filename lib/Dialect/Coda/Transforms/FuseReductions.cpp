@@ -22,20 +22,10 @@ namespace {
 /// True when `value` (in `block`) reads no block argument but those in
 /// `allowed` (constants are fine).
 bool readsOnly(Value value, Block &block, ArrayRef<BlockArgument> allowed) {
-  SmallVector<Value> worklist = {value};
-  DenseSet<Value> seen;
-  while (!worklist.empty()) {
-    Value current = worklist.pop_back_val();
-    if (!seen.insert(current).second)
-      continue;
-    if (auto arg = dyn_cast<BlockArgument>(current)) {
-      if (arg.getOwner() == &block && !llvm::is_contained(allowed, arg))
-        return false;
-      continue;
-    }
-    llvm::append_range(worklist, current.getDefiningOp()->getOperands());
-  }
-  return true;
+  auto args = readBlockArguments(value, block);
+  return args && llvm::all_of(*args, [&](BlockArgument arg) {
+           return llvm::is_contained(allowed, arg);
+         });
 }
 
 /// The float constant a linalg.fill writes, if `value` is one.
