@@ -2,10 +2,15 @@
 
 #include "coda/Pipelines/Pipelines.h"
 
+#include "coda/Conversion/CodaToGPU/CodaToGPU.h"
 #include "coda/Conversion/CodaToLinalg/CodaToLinalg.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Dialect/GPU/Pipelines/Passes.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/SCF/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
@@ -36,7 +41,58 @@ void mlir::coda::buildCodaToLLVMCPUPipeline(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
 }
 
+void mlir::coda::buildCodaToGPUBinaryPipeline(
+    OpPassManager &pm, const CodaToGPUBinaryOptions &options) {
+  bufferization::OneShotBufferizePassOptions bufferization;
+  bufferization.bufferizeFunctionBoundaries = true;
+  bufferization.functionBoundaryTypeConversion =
+      bufferization::LayoutMapOption::IdentityLayoutMap;
+  pm.addPass(bufferization::createOneShotBufferizePass(bufferization));
+  pm.addPass(createCanonicalizerPass());
+
+  CodaToGPUOptions gemm;
+  gemm.chip = options.chip;
+  gemm.tileM = options.tileM;
+  gemm.tileN = options.tileN;
+  gemm.stages = options.stages;
+  pm.addPass(createCodaToGPU(gemm));
+  if (!options.manifest.empty()) {
+    CodaExportKernelManifestOptions manifest;
+    manifest.path = options.manifest;
+    manifest.chip = options.chip;
+    pm.addPass(createCodaExportKernelManifest(manifest));
+  }
+
+  // What is left (partial finishes, statistics, weight preparation) becomes
+  // plain parallel-loop kernels: a block of 128 threads per 128 iterations.
+  pm.addPass(createCodaLowerToLinalg());
+  pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
+  pm.addNestedPass<func::FuncOp>(createParallelLoopTilingPass({128}));
+  pm.addNestedPass<func::FuncOp>(createGpuMapParallelLoopsPass());
+  pm.addNestedPass<func::FuncOp>(createConvertParallelLoopToGpuPass());
+  pm.addPass(createCanonicalizerPass());
+
+  // Ops without an NVVM counterpart become arith/math first.
+  math::MathExpandOpsPassOptions expand;
+  expand.opMnemonics = {"tan", "ctlz", "fpowi", "ipowi", "roundeven"};
+  pm.addPass(math::createMathExpandOpsPass(expand));
+
+  gpu::GPUToNVVMPipelineOptions nvvm;
+  nvvm.cubinChip = options.chip;
+  nvvm.cubinFeatures = "+ptx80";
+  nvvm.cubinFormat = options.format;
+  nvvm.optLevel = 3;
+  nvvm.cmdOptions = options.ptxasOptions;
+  gpu::buildLowerToNVVMPassPipeline(pm, nvvm);
+}
+
 void mlir::coda::registerCodaPipelines() {
+  PassPipelineRegistration<CodaToGPUBinaryOptions>(
+      "coda-to-gpu-binary",
+      "Compile coda (or fused linalg on tensors) for the GPU: TMA + WGMMA "
+      "kernels for every coda.gemm, simple kernels for the rest, serialized "
+      "to PTX or a cubin",
+      buildCodaToGPUBinaryPipeline);
   PassPipelineRegistration<>(
       "coda-to-llvm-cpu",
       "Lower coda (through its reference lowering) and the rest of the module "

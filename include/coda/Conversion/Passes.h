@@ -3,6 +3,7 @@
 #ifndef CODA_CONVERSION_PASSES_H
 #define CODA_CONVERSION_PASSES_H
 
+#include "coda/Conversion/CodaToGPU/CodaToGPU.h"
 #include "coda/Conversion/CodaToLinalg/CodaToLinalg.h"
 #include "mlir/Pass/Pass.h"
 

@@ -52,4 +52,71 @@ def CodaLowerToLinalg : Pass<"coda-lower-to-linalg"> {
   ];
 }
 
+def CodaToGPU : Pass<"coda-to-gpu", "ModuleOp"> {
+  let summary = "lower coda.gemm on memrefs to TMA + WGMMA GPU kernels";
+  let description = [{
+    Every `coda.gemm` on memrefs becomes a kernel in the `coda_kernels`
+    `gpu.module` and, in its place, host code that creates the lhs and rhs TMA
+    descriptors (`nvgpu.tma.create.descriptor`) and launches the kernel
+    (`gpu.launch_func`). One CTA (one warpgroup) computes a tile of the
+    output:
+
+    - mainloop (sm_90a): TMA loads of lhs and rhs tiles into a ring of
+      `stages` shared-memory slots with 128-byte swizzle, each guarded by an
+      mbarrier (`arrive.expect_tx`, `try_wait.parity`); `wgmma.mma_async`
+      (bf16/f16 in, f32 accumulators) with one group in flight; rhs K x N or
+      N x K (`transpose_b`).
+    - epilogue: the accumulator tile goes to shared memory; one warp per row
+      evaluates the epilogue region, reads row/column/tile/periodic inputs,
+      writes tile and pair outputs with bounds masks, reduces row partials with
+      warp shuffles and column partials through shared memory (fixed order, so
+      deterministic), and applies row selections.
+
+    Any M, N, K: TMA fills out-of-bounds reads with zeros and stores are
+    masked. Block reductions fix the tile (a partial is one CTA's tile), so
+    `row_reduce tile t` sets tile N to t and `col_reduce tile t` tile M.
+    Unsupported operand types, misaligned static strides (TMA needs 16-byte
+    aligned rows) and impossible tiles are reported on the op.
+
+    Each kernel carries its ABI as the `coda.kernel` attribute (argument
+    order, TMA descriptor specs, grid, block, shared memory); see
+    docs/KernelABI.md.
+  }];
+  let options = [
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90a\"",
+           "GPU architecture to generate kernels for (sm_90a)">,
+    Option<"tileM", "tile-m", "int64_t", /*default=*/"128",
+           "output tile rows per CTA (64 or 128)">,
+    Option<"tileN", "tile-n", "int64_t", /*default=*/"128",
+           "output tile columns per CTA (64 to 256, a multiple of 64)">,
+    Option<"stages", "stages", "int64_t", /*default=*/"4",
+           "shared-memory slots in the TMA ring">
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::NVVM::NVVMDialect",
+    "::mlir::nvgpu::NVGPUDialect",
+    "::mlir::scf::SCFDialect"
+  ];
+}
+
+def CodaExportKernelManifest : Pass<"coda-export-kernel-manifest", "ModuleOp"> {
+  let summary = "write the ABI of every coda kernel as a JSON manifest";
+  let description = [{
+    Collects the `coda.kernel` attribute of every kernel that `--coda-to-gpu`
+    generated and writes them as one JSON document (docs/KernelABI.md
+    describes the fields). Run it before the GPU modules are serialized.
+  }];
+  let options = [
+    Option<"path", "path", "std::string", /*default=*/"\"-\"",
+           "file to write ('-' for stdout)">,
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90a\"",
+           "chip recorded in the manifest">
+  ];
+}
+
 #endif // CODA_CONVERSION_PASSES_TD

@@ -3,6 +3,8 @@
 #ifndef CODA_PIPELINES_PIPELINES_H
 #define CODA_PIPELINES_PIPELINES_H
 
+#include "mlir/Pass/PassOptions.h"
+
 namespace mlir {
 class OpPassManager;
 namespace coda {
@@ -11,7 +13,42 @@ namespace coda {
 /// running coda programs on the CPU (mlir-runner, ExecutionEngine).
 void buildCodaToLLVMCPUPipeline(OpPassManager &pm);
 
-/// Registers the named pipelines (`--coda-to-llvm-cpu`).
+/// Options of `--coda-to-gpu-binary`.
+struct CodaToGPUBinaryOptions
+    : public PassPipelineOptions<CodaToGPUBinaryOptions> {
+  Option<std::string> chip{*this, "chip",
+                           llvm::cl::desc("GPU architecture (sm_90a)"),
+                           llvm::cl::init("sm_90a")};
+  Option<std::string> format{
+      *this, "format",
+      llvm::cl::desc("isa (PTX text), bin (cubin, through ptxas) or fatbin"),
+      llvm::cl::init("bin")};
+  Option<int64_t> tileM{*this, "tile-m",
+                        llvm::cl::desc("GEMM tile rows per CTA"),
+                        llvm::cl::init(128)};
+  Option<int64_t> tileN{*this, "tile-n",
+                        llvm::cl::desc("GEMM tile columns per CTA"),
+                        llvm::cl::init(128)};
+  Option<int64_t> stages{*this, "stages", llvm::cl::desc("TMA ring slots"),
+                         llvm::cl::init(4)};
+  Option<std::string> manifest{
+      *this, "manifest",
+      llvm::cl::desc("write the kernels' JSON manifest to this file"),
+      llvm::cl::init("")};
+  Option<std::string> ptxasOptions{
+      *this, "ptxas-options",
+      llvm::cl::desc("extra options for ptxas (format=bin)"),
+      llvm::cl::init("")};
+};
+
+/// Bufferizes, lowers every coda.gemm to a TMA + WGMMA kernel, maps the
+/// remaining linalg ops to simple GPU kernels, and serializes the GPU module
+/// to PTX or a cubin (gpu.binary); the host code launches them.
+void buildCodaToGPUBinaryPipeline(OpPassManager &pm,
+                                  const CodaToGPUBinaryOptions &options);
+
+/// Registers the named pipelines (`--coda-to-llvm-cpu`,
+/// `--coda-to-gpu-binary`).
 void registerCodaPipelines();
 
 } // namespace coda

@@ -9,6 +9,7 @@
 #include "coda/Conversion/CodaToLinalg/CodaToLinalg.h"
 
 #include "coda/Dialect/Coda/IR/Coda.h"
+#include "coda/Dialect/Coda/Utils/EpilogueEvaluation.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
@@ -29,35 +30,6 @@ using namespace mlir;
 using namespace mlir::coda;
 
 namespace {
-
-/// `acc <kind> value`: the combining step shared by the per-element block
-/// reductions and the finishing step. logsumexp adds exponentials relative to
-/// the larger operand so that it never overflows.
-Value buildCombine(OpBuilder &b, Location loc, ReductionKind kind, Value acc,
-                   Value value) {
-  switch (kind) {
-  case ReductionKind::sum:
-    return arith::AddFOp::create(b, loc, acc, value);
-  case ReductionKind::max:
-    return arith::MaximumFOp::create(b, loc, acc, value);
-  case ReductionKind::logsumexp: {
-    Value hi = arith::MaximumFOp::create(b, loc, acc, value);
-    Value lo = arith::MinimumFOp::create(b, loc, acc, value);
-    Value diff = arith::SubFOp::create(b, loc, lo, hi);
-    Value sum = math::Log1pOp::create(b, loc, math::ExpOp::create(b, loc, diff));
-    Value combined = arith::AddFOp::create(b, loc, hi, sum);
-    // -inf - -inf is NaN: an empty side leaves the other unchanged.
-    Value negInf = arith::ConstantOp::create(
-        b, loc,
-        getReductionIdentity(ReductionKind::logsumexp,
-                             cast<FloatType>(acc.getType())));
-    Value hiIsNegInf =
-        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, hi, negInf);
-    return arith::SelectOp::create(b, loc, hiIsNegInf, hi, combined);
-  }
-  }
-  llvm_unreachable("unknown reduction kind");
-}
 
 Value indexConstant(OpBuilder &b, Location loc, int64_t value) {
   return arith::ConstantIndexOp::create(b, loc, value);
@@ -189,16 +161,7 @@ public:
     Value row = ivs[ivs.size() - 2];
     Value group = ivs.back();
     unsigned numLanes = pairStride ? 2 : 1;
-    SmallVector<Value> cols = {group};
-    if (pairStride) {
-      Value stride = indexConstant(b, loc, *pairStride);
-      Value block = arith::DivUIOp::create(b, loc, group, stride);
-      Value within = arith::RemUIOp::create(b, loc, group, stride);
-      Value blockStart = arith::MulIOp::create(
-          b, loc, block, indexConstant(b, loc, 2 * *pairStride));
-      cols = {arith::AddIOp::create(b, loc, blockStart, within)};
-      cols.push_back(arith::AddIOp::create(b, loc, cols[0], stride));
-    }
+    SmallVector<Value> cols = getGroupColumns(b, loc, group, pairStride);
 
     auto withBatch = [&](ArrayRef<Value> indices) {
       SmallVector<Value> all;
@@ -242,25 +205,7 @@ public:
       }
     }
 
-    // The body, in program order. Sink ops map their result to their operand;
-    // the terminator decides where that value goes.
-    for (Operation &inner : op.getBody().without_terminator()) {
-      if (isa<RowIndexOp>(inner)) {
-        for (IRMapping &lane : lanes)
-          lane.map(inner.getResult(0), row);
-      } else if (isa<ColIndexOp>(inner)) {
-        for (unsigned lane = 0; lane < numLanes; ++lane)
-          lanes[lane].map(inner.getResult(0), cols[lane]);
-      } else if (isa<RowReduceOp, ColReduceOp, RowSelectOp>(inner)) {
-        for (IRMapping &lane : lanes)
-          lane.map(inner.getResult(0), lane.lookup(inner.getOperand(0)));
-      } else if (isa<PairMapOp, PairContractOp>(inner)) {
-        emitPairOp(b, inner, lanes);
-      } else {
-        for (IRMapping &lane : lanes)
-          b.clone(inner, lane);
-      }
-    }
+    evaluateEpilogueBody(b, op, row, cols, lanes);
 
     YieldOp yield = op.getYieldOp();
     for (auto [i, value] : llvm::enumerate(yield.getValues())) {
@@ -303,34 +248,10 @@ public:
   }
 
 private:
-  /// Inlines a pairwise region once for the pair held by the two lanes.
-  void emitPairOp(OpBuilder &b, Operation &pairOp,
-                  MutableArrayRef<IRMapping> lanes) {
-    Block &block = pairOp.getRegion(0).front();
-    IRMapping mapping;
-    for (auto [i, operand] : llvm::enumerate(pairOp.getOperands())) {
-      mapping.map(block.getArgument(2 * i), lanes[0].lookup(operand));
-      mapping.map(block.getArgument(2 * i + 1), lanes[1].lookup(operand));
-    }
-    for (Operation &inner : block.without_terminator())
-      b.clone(inner, mapping);
-    auto yield = cast<YieldOp>(block.getTerminator());
-    for (auto [r, result] : llvm::enumerate(pairOp.getResults())) {
-      if (isa<PairMapOp>(pairOp)) {
-        lanes[0].map(result, mapping.lookup(yield.getValues()[2 * r]));
-        lanes[1].map(result, mapping.lookup(yield.getValues()[2 * r + 1]));
-      } else {
-        Value contracted = mapping.lookup(yield.getValues()[r]);
-        lanes[0].map(result, contracted);
-        lanes[1].map(result, contracted);
-      }
-    }
-  }
-
   Value accumulate(OpBuilder &b, Location loc, ReductionKind kind,
                    Value element, Value out, ValueRange indices) {
     Value old = access.read(b, loc, out, indices);
-    Value combined = buildCombine(b, loc, kind, old, element);
+    Value combined = buildReductionCombine(b, loc, kind, old, element);
     return access.write(b, loc, combined, out, indices);
   }
 
@@ -360,10 +281,7 @@ struct LowerGemm : OpConversionPattern<GemmOp> {
       auto partial = dyn_cast<PartialType>(value.getType());
       if (!partial)
         continue;
-      ReductionKind kind =
-          isa<RowReduceOp>(value.getDefiningOp())
-              ? cast<RowReduceOp>(value.getDefiningOp()).getKind()
-              : cast<ColReduceOp>(value.getDefiningOp()).getKind();
+      ReductionKind kind = getPartialKind(value);
       auto floatType = dyn_cast<FloatType>(partial.getElementType());
       if (!floatType)
         return rewriter.notifyMatchFailure(op, "non-float partials");
@@ -443,7 +361,7 @@ struct LowerReducePartials : OpConversionPattern<ReducePartialsOp> {
         [&](OpBuilder &b, Location nloc, ValueRange args) {
           // args: (partial, running value)
           linalg::YieldOp::create(
-              b, nloc, buildCombine(b, nloc, kind, args[1], args[0]));
+              b, nloc, buildReductionCombine(b, nloc, kind, args[1], args[0]));
         });
     rewriter.replaceOp(op, reduce->getResults());
     return success();

@@ -1,0 +1,44 @@
+//===- EpilogueEvaluation.h - evaluate a coda.gemm epilogue -----*- C++ -*-===//
+//
+// What every lowering of coda.gemm shares: the reduction combine step, the
+// columns of a pairwise group, and the evaluation of the epilogue body for one
+// output position once its block arguments are known. Lowerings differ only in
+// how they read operands and write results.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CODA_DIALECT_CODA_UTILS_EPILOGUEEVALUATION_H
+#define CODA_DIALECT_CODA_UTILS_EPILOGUEEVALUATION_H
+
+#include "coda/Dialect/Coda/IR/Coda.h"
+
+#include "mlir/IR/IRMapping.h"
+
+namespace mlir::coda {
+
+/// `acc <kind> value`. logsumexp adds exponentials relative to the larger
+/// operand so that it never overflows, and keeps the other side when one side
+/// is empty (-inf).
+Value buildReductionCombine(OpBuilder &b, Location loc, ReductionKind kind,
+                            Value acc, Value value);
+
+/// The columns of group `group`: the group itself, or with a pair stride s the
+/// two columns (group / s) * 2s + group mod s and that plus s.
+SmallVector<Value> getGroupColumns(OpBuilder &b, Location loc, Value group,
+                                   std::optional<int64_t> pairStride);
+
+/// Evaluates the body of `op` (without its terminator) once per lane: one lane
+/// per column of the group, whose mapping already holds the accumulator and
+/// input block arguments. Position ops take `row` and the lane's column;
+/// reductions and selections map to their operand (the terminator decides where
+/// the value goes); pairwise ops are inlined once for the two lanes.
+void evaluateEpilogueBody(OpBuilder &b, GemmOp op, Value row,
+                          ArrayRef<Value> cols,
+                          MutableArrayRef<IRMapping> lanes);
+
+/// The reduction kind of a yielded partial (from row_reduce or col_reduce).
+ReductionKind getPartialKind(Value partial);
+
+} // namespace mlir::coda
+
+#endif // CODA_DIALECT_CODA_UTILS_EPILOGUEEVALUATION_H

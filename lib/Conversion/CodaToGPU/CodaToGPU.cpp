@@ -1,0 +1,743 @@
+//===- CodaToGPU.cpp - coda.gemm to TMA + WGMMA GPU kernels ---------------===//
+//
+// Each coda.gemm on memrefs becomes a kernel in the `coda_kernels` gpu.module
+// and, in its place, host code that builds the two TMA descriptors and
+// launches it. One CTA computes one tileM x tileN output tile: the target's
+// mainloop (GemmTarget) leaves the f32 accumulator tile in shared memory, then
+// the epilogue below evaluates the epilogue region over it, one warp per row
+// and each lane a few column groups, reading epilogue inputs from global
+// memory and writing tile, pair, partial and selection outputs with bounds
+// masks. Row partials reduce across the warp with shuffles, column partials
+// across warps through shared memory, both in a fixed order (deterministic).
+//
+// The kernel's ABI is recorded on it as the `coda.kernel` attribute (see
+// docs/KernelABI.md); --coda-export-kernel-manifest writes it out as JSON.
+//
+//===----------------------------------------------------------------------===//
+
+#include "coda/Conversion/CodaToGPU/CodaToGPU.h"
+
+#include "GemmKernel.h"
+
+#include "coda/Dialect/Coda/IR/Coda.h"
+#include "coda/Dialect/Coda/Utils/EpilogueEvaluation.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/SymbolTable.h"
+
+namespace mlir::coda {
+#define GEN_PASS_DEF_CODATOGPU
+#include "coda/Conversion/Passes.h.inc"
+} // namespace mlir::coda
+
+using namespace mlir;
+using namespace mlir::coda;
+using namespace mlir::coda::gpu_lowering;
+
+namespace {
+
+constexpr StringLiteral kKernelModuleName = "coda_kernels";
+/// The largest dynamic shared memory an sm_90 CTA may request.
+constexpr int64_t kMaxSharedBytes = 227 * 1024;
+
+std::string typeName(Type type) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  type.print(os);
+  return s;
+}
+
+/// TMA reads rows whose byte stride and start are 16-byte aligned from a
+/// tensor whose innermost stride is 1. Checks what is static here; the runtime
+/// checks the rest.
+LogicalResult checkTmaOperand(GemmOp op, StringRef name, Value operand) {
+  auto type = cast<MemRefType>(operand.getType());
+  int64_t bytes = type.getElementTypeBitWidth() / 8;
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (failed(type.getStridesAndOffset(strides, offset)))
+    return op.emitOpError() << name << " must have a strided layout for TMA, "
+                            << "got " << type;
+  if (strides.back() != 1)
+    return op.emitOpError()
+           << name << " must be contiguous along its last dimension for TMA "
+           << "(stride 1), got stride "
+           << (ShapedType::isDynamic(strides.back())
+                   ? std::string("?")
+                   : std::to_string(strides.back()));
+  int64_t rowStride = strides[strides.size() - 2];
+  if (!ShapedType::isDynamic(rowStride) && (rowStride * bytes) % 16 != 0)
+    return op.emitOpError()
+           << name << " row stride is " << rowStride << " elements ("
+           << rowStride * bytes
+           << " bytes); TMA needs a multiple of 16 bytes (pad the "
+           << "rows to a multiple of " << 16 / bytes << " elements)";
+  if (!ShapedType::isDynamic(offset) && (offset * bytes) % 16 != 0)
+    return op.emitOpError() << name << " starts " << offset * bytes
+                            << " bytes into its buffer; TMA needs a "
+                            << "16-byte aligned start";
+  return success();
+}
+
+/// Picks the tile shape for `op` and checks everything the kernel needs.
+FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
+                                         int64_t tileM, int64_t tileN,
+                                         int64_t stages) {
+  if (!op.hasPureBufferSemantics())
+    return op.emitOpError("GPU lowering takes coda.gemm on memrefs; "
+                          "bufferize first (one-shot-bufferize)");
+  if (op.isBatched())
+    return op.emitOpError("GPU lowering of batched coda.gemm is not "
+                          "supported; fold the batch into M");
+  Type lhsElement = op.getLhsType().getElementType();
+  Type rhsElement = op.getRhsType().getElementType();
+  if (lhsElement != rhsElement)
+    return op.emitOpError("GPU lowering needs lhs and rhs of one element "
+                          "type, got ")
+           << lhsElement << " and " << rhsElement;
+
+  GemmKernelConfig config;
+  config.operandType = lhsElement;
+  config.operandBytes = lhsElement.getIntOrFloatBitWidth() / 8;
+  config.tileK = 128 / std::max<int64_t>(config.operandBytes, 1);
+  config.tileM = tileM;
+  config.tileN = tileN;
+  config.stages = stages;
+  config.rhsKMajor = op.getTransposeB();
+
+  // Block reductions fix the tile: a partial covers exactly one CTA's tile.
+  std::optional<int64_t> rowTile, colTile;
+  for (Value value : op.getYieldOp().getValues()) {
+    Operation *def = value.getDefiningOp();
+    std::optional<int64_t> *slot = nullptr;
+    int64_t tile = 0;
+    if (auto reduce = dyn_cast_or_null<RowReduceOp>(def)) {
+      slot = &rowTile;
+      tile = reduce.getTile();
+    } else if (auto reduce = dyn_cast_or_null<ColReduceOp>(def)) {
+      slot = &colTile;
+      tile = reduce.getTile();
+      ++config.numColPartials;
+    } else {
+      continue;
+    }
+    if (*slot && **slot != tile)
+      return op.emitOpError("block reductions along one axis must share a "
+                            "tile on the GPU, got ")
+             << **slot << " and " << tile;
+    *slot = tile;
+  }
+  if (rowTile)
+    config.tileN = *rowTile;
+  if (colTile)
+    config.tileM = *colTile;
+  else if (config.tileM * config.tileN > 128 * 128)
+    config.tileM = 64;
+
+  if (stages < 2)
+    return op.emitOpError("the TMA ring needs at least 2 stages, got ")
+           << stages;
+  if (std::optional<int64_t> stride = op.getPairStride()) {
+    if (config.tileN % (2 * *stride) != 0)
+      return op.emitOpError("pair stride ")
+             << *stride << " needs tile N to be a multiple of " << 2 * *stride
+             << ", got " << config.tileN;
+  }
+  if (failed(target.checkOperands(op, config)) ||
+      failed(checkTmaOperand(op, "lhs", op.getLhs())) ||
+      failed(checkTmaOperand(op, "rhs", op.getRhs())))
+    return failure();
+  if (config.sharedBytes() > kMaxSharedBytes)
+    return op.emitOpError("kernel needs ")
+           << config.sharedBytes() << " bytes of shared memory (at most "
+           << kMaxSharedBytes << "); use fewer stages or a smaller tile";
+  return config;
+}
+
+/// What the epilogue does with each yielded value.
+enum class OutputRole { tile, pair, rowPartials, colPartials, rowSelect };
+
+OutputRole getOutputRole(Value yielded) {
+  Operation *def = yielded.getDefiningOp();
+  if (isa<PairType>(yielded.getType()))
+    return OutputRole::pair;
+  if (isa_and_nonnull<RowReduceOp>(def))
+    return OutputRole::rowPartials;
+  if (isa_and_nonnull<ColReduceOp>(def))
+    return OutputRole::colPartials;
+  if (isa_and_nonnull<RowSelectOp>(def))
+    return OutputRole::rowSelect;
+  return OutputRole::tile;
+}
+
+StringRef stringifyRole(OutputRole role) {
+  switch (role) {
+  case OutputRole::tile:
+    return "tile";
+  case OutputRole::pair:
+    return "pair";
+  case OutputRole::rowPartials:
+    return "row_partials";
+  case OutputRole::colPartials:
+    return "col_partials";
+  case OutputRole::rowSelect:
+    return "row_select";
+  }
+  llvm_unreachable("unknown role");
+}
+
+/// Builds the epilogue over the accumulator tile in shared memory.
+class EpilogueBuilder {
+public:
+  EpilogueBuilder(GemmOp op, const GemmKernelConfig &config,
+                  const KernelFrame &frame, ValueRange inputs,
+                  ValueRange outputs)
+      : op(op), config(config), frame(frame), inputs(inputs),
+        outputs(outputs), pairStride(op.getPairStride()) {
+    for (Value value : op.getYieldOp().getValues())
+      roles.push_back(getOutputRole(value));
+  }
+
+  void build(ImplicitLocOpBuilder &b);
+
+private:
+  unsigned numLanes() const { return pairStride ? 2 : 1; }
+  /// Column groups each lane handles per row.
+  int64_t groupsPerLane() const {
+    return (pairStride ? config.tileN / 2 : config.tileN) / 32;
+  }
+  Value index(ImplicitLocOpBuilder &b, int64_t v) const {
+    return arith::ConstantIndexOp::create(b, v);
+  }
+  /// Reductions run in f32 whatever the partial's type.
+  Value toF32(ImplicitLocOpBuilder &b, Value v) const {
+    if (v.getType().isF32())
+      return v;
+    return arith::ExtFOp::create(b, b.getF32Type(), v);
+  }
+  Value fromF32(ImplicitLocOpBuilder &b, Value v, Type type) const {
+    if (type.isF32())
+      return v;
+    return arith::TruncFOp::create(b, type, v);
+  }
+  Value identity(ImplicitLocOpBuilder &b, ReductionKind kind) const {
+    return arith::ConstantOp::create(
+        b, getReductionIdentity(kind, b.getF32Type()));
+  }
+  void storeIf(ImplicitLocOpBuilder &b, Value cond, Value value, Value dest,
+               ValueRange indices) const {
+    scf::IfOp::create(b, cond, [&](OpBuilder &ob, Location loc) {
+      memref::StoreOp::create(ob, loc, value, dest, indices);
+      scf::YieldOp::create(ob, loc);
+    });
+  }
+  Type partialElementType(unsigned i) {
+    return cast<PartialType>(op.getYieldOp().getValues()[i].getType())
+        .getElementType();
+  }
+
+  /// Block arguments of one lane at (row, col) of the tile.
+  void mapArguments(ImplicitLocOpBuilder &b, IRMapping &lane, Value localRow,
+                    Value localCol, Value rowClamped, Value colClamped);
+
+  GemmOp op;
+  const GemmKernelConfig &config;
+  const KernelFrame &frame;
+  ValueRange inputs, outputs;
+  std::optional<int64_t> pairStride;
+  SmallVector<OutputRole> roles;
+};
+
+void EpilogueBuilder::mapArguments(ImplicitLocOpBuilder &b, IRMapping &lane,
+                                   Value localRow, Value localCol,
+                                   Value rowClamped, Value colClamped) {
+  lane.map(op.getAccumulatorArg(),
+           memref::LoadOp::create(b, frame.accTile,
+                                  ValueRange{localRow, localCol}));
+  for (auto [i, input] : llvm::enumerate(inputs)) {
+    Value element;
+    switch (op.getInputForm(i)) {
+    case AccessForm::tile:
+      element = memref::LoadOp::create(b, input,
+                                       ValueRange{rowClamped, colClamped});
+      break;
+    case AccessForm::row:
+      element = memref::LoadOp::create(b, input, ValueRange{rowClamped});
+      break;
+    case AccessForm::col:
+      element = memref::LoadOp::create(b, input, ValueRange{colClamped});
+      break;
+    case AccessForm::scalar:
+      element = input;
+      break;
+    case AccessForm::periodic: {
+      Value period = memref::DimOp::create(b, input, 1);
+      Value wrapped = arith::RemUIOp::create(b, colClamped, period);
+      element =
+          memref::LoadOp::create(b, input, ValueRange{rowClamped, wrapped});
+      break;
+    }
+    }
+    lane.map(op.getInputArg(i), element);
+  }
+}
+
+void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
+  YieldOp yield = op.getYieldOp();
+  ValueRange yielded = yield.getValues();
+  Value one = index(b, 1);
+  Value lastRow = arith::SubIOp::create(b, frame.sizeM, one);
+  Value lastCol = arith::SubIOp::create(b, frame.sizeN, one);
+  int64_t perLane = groupsPerLane();
+
+  // Running column partials: one per (col_reduce output, group, lane).
+  SmallVector<Value> colInit;
+  for (auto [i, role] : llvm::enumerate(roles))
+    if (role == OutputRole::colPartials)
+      for (int64_t g = 0; g < perLane * numLanes(); ++g)
+        colInit.push_back(identity(b, getPartialKind(yielded[i])));
+
+  auto rowLoop = scf::ForOp::create(
+      b, frame.warp, index(b, config.tileM), index(b, config.numWarps()),
+      colInit,
+      [&](OpBuilder &ob, Location loc, Value localRow, ValueRange colAccs) {
+        ImplicitLocOpBuilder lb(loc, ob);
+        Value row = arith::AddIOp::create(lb, frame.blockM, localRow);
+        Value inRow = arith::CmpIOp::create(lb, arith::CmpIPredicate::ult,
+                                            row, frame.sizeM);
+        Value rowClamped = arith::MinUIOp::create(lb, row, lastRow);
+        SmallVector<Value> nextCol(colAccs);
+        // Per row-partial output, this lane's running value.
+        DenseMap<unsigned, Value> rowAccs;
+        for (auto [i, role] : llvm::enumerate(roles))
+          if (role == OutputRole::rowPartials)
+            rowAccs[i] = identity(lb, getPartialKind(yielded[i]));
+
+        for (int64_t v = 0; v < perLane; ++v) {
+          Value group = arith::AddIOp::create(
+              lb, frame.lane, arith::ConstantIndexOp::create(lb, v * 32));
+          SmallVector<Value> localCols =
+              getGroupColumns(lb, lb.getLoc(), group, pairStride);
+          SmallVector<Value> cols, inCols;
+          SmallVector<IRMapping> lanes(numLanes());
+          for (auto [l, localCol] : llvm::enumerate(localCols)) {
+            Value col = arith::AddIOp::create(lb, frame.blockN, localCol);
+            cols.push_back(col);
+            inCols.push_back(arith::CmpIOp::create(
+                lb, arith::CmpIPredicate::ult, col, frame.sizeN));
+            mapArguments(lb, lanes[l], localRow, localCol, rowClamped,
+                         arith::MinUIOp::create(lb, col, lastCol));
+          }
+          evaluateEpilogueBody(lb, op, row, cols, lanes);
+
+          unsigned colSlot = 0;
+          for (auto [i, value] : llvm::enumerate(yielded)) {
+            Value out = outputs[i];
+            switch (roles[i]) {
+            case OutputRole::tile:
+              for (unsigned l = 0; l < numLanes(); ++l)
+                storeIf(lb, arith::AndIOp::create(lb, inRow, inCols[l]),
+                        lanes[l].lookup(value), out, {row, cols[l]});
+              break;
+            case OutputRole::pair: {
+              // Pair j of block k lands in column k s + j: the tile's pairs
+              // start at blockN / 2.
+              Value pairCol = arith::AddIOp::create(
+                  lb,
+                  arith::DivUIOp::create(lb, frame.blockN, index(lb, 2)),
+                  group);
+              storeIf(lb, arith::AndIOp::create(lb, inRow, inCols[0]),
+                      lanes[0].lookup(value), out, {row, pairCol});
+              break;
+            }
+            case OutputRole::rowPartials: {
+              ReductionKind kind = getPartialKind(value);
+              for (unsigned l = 0; l < numLanes(); ++l) {
+                Value masked = arith::SelectOp::create(
+                    lb, inCols[l], toF32(lb, lanes[l].lookup(value)),
+                    identity(lb, kind));
+                rowAccs[i] = buildReductionCombine(lb, lb.getLoc(), kind,
+                                                   rowAccs[i], masked);
+              }
+              break;
+            }
+            case OutputRole::colPartials: {
+              ReductionKind kind = getPartialKind(value);
+              for (unsigned l = 0; l < numLanes(); ++l) {
+                Value valid = arith::AndIOp::create(lb, inRow, inCols[l]);
+                Value masked = arith::SelectOp::create(
+                    lb, valid, toF32(lb, lanes[l].lookup(value)),
+                    identity(lb, kind));
+                unsigned slot = colSlot + v * numLanes() + l;
+                nextCol[slot] = buildReductionCombine(lb, lb.getLoc(), kind,
+                                                      nextCol[slot], masked);
+              }
+              colSlot += perLane * numLanes();
+              break;
+            }
+            case OutputRole::rowSelect: {
+              auto select = cast<RowSelectOp>(value.getDefiningOp());
+              for (unsigned l = 0; l < numLanes(); ++l) {
+                Value target = lanes[l].lookup(select.getColumn());
+                if (!target.getType().isIndex())
+                  target = arith::IndexCastOp::create(lb, lb.getIndexType(),
+                                                      target);
+                Value hit = arith::AndIOp::create(
+                    lb,
+                    arith::AndIOp::create(lb, inRow, inCols[l]),
+                    arith::CmpIOp::create(lb, arith::CmpIPredicate::eq,
+                                          target, cols[l]));
+                storeIf(lb, hit, lanes[l].lookup(value), out, {row});
+              }
+              break;
+            }
+            }
+          }
+        }
+
+        // Row partials: combine the warp's lanes (butterfly, fixed order);
+        // lane 0 writes this tile's partial.
+        Value isLaneZero = arith::CmpIOp::create(
+            lb, arith::CmpIPredicate::eq, frame.lane, index(lb, 0));
+        Value tileIndex = gpu::BlockIdOp::create(lb, gpu::Dimension::x);
+        for (auto [i, value] : llvm::enumerate(yielded)) {
+          if (roles[i] != OutputRole::rowPartials)
+            continue;
+          ReductionKind kind = getPartialKind(value);
+          Value acc = rowAccs[i];
+          for (int32_t offset = 16; offset >= 1; offset /= 2) {
+            Value other = gpu::ShuffleOp::create(lb, acc, offset, 32,
+                                                 gpu::ShuffleMode::XOR)
+                              .getShuffleResult();
+            acc = buildReductionCombine(lb, lb.getLoc(), kind, acc, other);
+          }
+          storeIf(lb, arith::AndIOp::create(lb, isLaneZero, inRow),
+                  fromF32(lb, acc, partialElementType(i)), outputs[i],
+                  {row, tileIndex});
+        }
+        scf::YieldOp::create(lb, nextCol);
+      });
+
+  if (colInit.empty())
+    return;
+
+  // Column partials: each warp's per-column values go to shared memory after
+  // the accumulator tile; then one thread per column combines the warps in
+  // order and writes this tile's partial.
+  MLIRContext *ctx = b.getContext();
+  auto scratchType = MemRefType::get(
+      {config.numWarps(), config.tileN}, b.getF32Type(),
+      MemRefLayoutAttrInterface(),
+      gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
+  Value tileIndex = gpu::BlockIdOp::create(b, gpu::Dimension::y);
+  unsigned colSlot = 0, scratchIndex = 0;
+  for (auto [i, value] : llvm::enumerate(yielded)) {
+    if (roles[i] != OutputRole::colPartials)
+      continue;
+    int64_t offset = config.accTileBytes() +
+                     scratchIndex++ * config.numWarps() * config.tileN * 4;
+    Value scratch = memref::ViewOp::create(
+        b, scratchType, frame.shared,
+        arith::AddIOp::create(b, frame.sharedBase, index(b, offset)),
+        ValueRange{});
+    for (int64_t v = 0; v < perLane; ++v) {
+      Value group = arith::AddIOp::create(b, frame.lane, index(b, v * 32));
+      SmallVector<Value> localCols =
+          getGroupColumns(b, b.getLoc(), group, pairStride);
+      for (auto [l, localCol] : llvm::enumerate(localCols))
+        memref::StoreOp::create(
+            b, rowLoop.getResult(colSlot + v * numLanes() + l), scratch,
+            ValueRange{frame.warp, localCol});
+    }
+    colSlot += perLane * numLanes();
+    gpu::BarrierOp::create(b);
+    ReductionKind kind = getPartialKind(value);
+    Type elementType = partialElementType(i);
+    Value out = outputs[i];
+    scf::ForOp::create(
+        b, frame.tid, index(b, config.tileN), index(b, config.numThreads),
+        ValueRange{},
+        [&](OpBuilder &ob, Location loc, Value localCol, ValueRange) {
+          ImplicitLocOpBuilder lb(loc, ob);
+          Value total = identity(lb, kind);
+          for (int64_t w = 0; w < config.numWarps(); ++w)
+            total = buildReductionCombine(
+                lb, loc, kind, total,
+                memref::LoadOp::create(lb, scratch,
+                                       ValueRange{index(lb, w), localCol}));
+          Value col = arith::AddIOp::create(lb, frame.blockN, localCol);
+          Value inCol = arith::CmpIOp::create(lb, arith::CmpIPredicate::ult,
+                                              col, frame.sizeN);
+          storeIf(lb, inCol, fromF32(lb, total, elementType), out,
+                  {tileIndex, col});
+          scf::YieldOp::create(lb);
+        });
+  }
+}
+
+/// Machine-readable ABI of a kernel, attached as `coda.kernel`.
+DictionaryAttr buildKernelAbi(OpBuilder &b, GemmOp op, func::FuncOp host,
+                              const GemmTarget &target,
+                              const GemmKernelConfig &config,
+                              ArrayRef<OutputRole> roles) {
+  auto str = [&](StringRef s) { return b.getStringAttr(s); };
+  auto i64s = [&](ArrayRef<int64_t> v) { return b.getI64ArrayAttr(v); };
+  auto sourceArg = [&](Value v) -> Attribute {
+    if (auto arg = dyn_cast<BlockArgument>(v))
+      if (arg.getOwner()->getParentOp() == host.getOperation())
+        return b.getI64IntegerAttr(arg.getArgNumber());
+    return b.getStringAttr("temporary");
+  };
+  SmallVector<Attribute> params;
+  auto tensorMap = [&](StringRef operand, Value v, ArrayRef<int64_t> box) {
+    params.push_back(b.getDictionaryAttr({
+        b.getNamedAttr("name", str((operand + "_tensormap").str())),
+        b.getNamedAttr("kind", str("tensormap")),
+        b.getNamedAttr("operand", str(operand)),
+        b.getNamedAttr("source", sourceArg(v)),
+        b.getNamedAttr("dtype", str(typeName(config.operandType))),
+        b.getNamedAttr("box", i64s(box)),
+        b.getNamedAttr("swizzle", str("128B")),
+        b.getNamedAttr("l2_promotion", str("256B")),
+        b.getNamedAttr("oob_fill", str("zero")),
+        b.getNamedAttr("interleave", str("none")),
+    }));
+  };
+  tensorMap("lhs", op.getLhs(), target.getLhsBox(config));
+  tensorMap("rhs", op.getRhs(), target.getRhsBox(config));
+  for (StringRef size : {"M", "N", "K"})
+    params.push_back(b.getDictionaryAttr({
+        b.getNamedAttr("name", str(size)),
+        b.getNamedAttr("kind", str("index")),
+    }));
+  auto shaped = [&](std::string name, StringRef role, Value v) {
+    SmallVector<NamedAttribute> entry = {
+        b.getNamedAttr("name", str(name)),
+        b.getNamedAttr("role", str(role)),
+        b.getNamedAttr("source", sourceArg(v)),
+    };
+    if (auto type = dyn_cast<MemRefType>(v.getType())) {
+      entry.push_back(b.getNamedAttr("kind", str("memref")));
+      entry.push_back(
+          b.getNamedAttr("dtype", str(typeName(type.getElementType()))));
+      entry.push_back(b.getNamedAttr("rank", b.getI64IntegerAttr(
+                                                 type.getRank())));
+      // -1 marks a dynamic size.
+      SmallVector<int64_t> shape(type.getShape());
+      for (int64_t &size : shape)
+        if (ShapedType::isDynamic(size))
+          size = -1;
+      entry.push_back(b.getNamedAttr("shape", i64s(shape)));
+    } else {
+      entry.push_back(b.getNamedAttr("kind", str("scalar")));
+      entry.push_back(b.getNamedAttr("dtype", str(typeName(v.getType()))));
+    }
+    params.push_back(b.getDictionaryAttr(entry));
+  };
+  for (auto [i, input] : llvm::enumerate(op.getEpilogueInputs()))
+    shaped("input" + std::to_string(i), stringifyAccessForm(op.getInputForm(i)),
+           input);
+  for (auto [i, output] : llvm::enumerate(op.getOutputs()))
+    shaped("output" + std::to_string(i), stringifyRole(roles[i]), output);
+
+  std::string gridX = "ceildiv(N, " + std::to_string(config.tileN) + ")";
+  std::string gridY = "ceildiv(M, " + std::to_string(config.tileM) + ")";
+  return b.getDictionaryAttr({
+      b.getNamedAttr("function", str(host.getSymName())),
+      b.getNamedAttr("tile", i64s({config.tileM, config.tileN, config.tileK})),
+      b.getNamedAttr("stages", b.getI64IntegerAttr(config.stages)),
+      b.getNamedAttr("transpose_b", b.getBoolAttr(config.rhsKMajor)),
+      b.getNamedAttr("grid", b.getArrayAttr({str(gridX), str(gridY),
+                                             str("1")})),
+      b.getNamedAttr("block", i64s({config.numThreads, 1, 1})),
+      b.getNamedAttr("shared_memory_bytes",
+                     b.getI64IntegerAttr(config.sharedBytes())),
+      b.getNamedAttr("params", b.getArrayAttr(params)),
+  });
+}
+
+struct CodaToGPUPass : coda::impl::CodaToGPUBase<CodaToGPUPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    std::unique_ptr<GemmTarget> target = getGemmTarget(chip);
+    SmallVector<GemmOp> gemms;
+    module.walk([&](GemmOp op) { gemms.push_back(op); });
+    if (gemms.empty())
+      return;
+    if (!target) {
+      module.emitError() << "coda-to-gpu: no GEMM lowering for chip '" << chip
+                         << "' (supported: sm_90a)";
+      return signalPassFailure();
+    }
+
+    // Check every GEMM first so that one run reports every problem.
+    SmallVector<GemmKernelConfig> configs;
+    bool failed = false;
+    for (GemmOp op : gemms) {
+      FailureOr<GemmKernelConfig> config =
+          chooseConfig(op, *target, tileM, tileN, stages);
+      if (::mlir::failed(config)) {
+        failed = true;
+        continue;
+      }
+      if (!op->getParentOfType<func::FuncOp>()) {
+        op.emitOpError("GPU lowering needs the GEMM inside a func.func");
+        failed = true;
+        continue;
+      }
+      configs.push_back(*config);
+    }
+    if (failed)
+      return signalPassFailure();
+
+    module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                    UnitAttr::get(module.getContext()));
+    OpBuilder b(module.getContext());
+    auto kernels = module.lookupSymbol<gpu::GPUModuleOp>(kKernelModuleName);
+    if (!kernels) {
+      b.setInsertionPointToEnd(module.getBody());
+      kernels = gpu::GPUModuleOp::create(b, module.getLoc(), kKernelModuleName);
+    }
+    SymbolTable kernelSymbols(kernels);
+    DenseMap<Operation *, unsigned> perFunction;
+    for (auto [op, config] : llvm::zip_equal(gemms, configs)) {
+      auto host = op->getParentOfType<func::FuncOp>();
+      std::string name = (host.getSymName() + "_gemm" +
+                          std::to_string(perFunction[host]++))
+                             .str();
+      lowerGemm(op, host, *target, config, kernels, kernelSymbols, name);
+    }
+  }
+
+  void lowerGemm(GemmOp op, func::FuncOp host, const GemmTarget &target,
+                 const GemmKernelConfig &config, gpu::GPUModuleOp kernels,
+                 SymbolTable &kernelSymbols, StringRef name) {
+    MLIRContext *ctx = op.getContext();
+    Location loc = op.getLoc();
+    Type ptrType = LLVM::LLVMPointerType::get(ctx);
+    Type indexType = IndexType::get(ctx);
+    SmallVector<OutputRole> roles;
+    for (Value value : op.getYieldOp().getValues())
+      roles.push_back(getOutputRole(value));
+
+    // Kernel: (lhs map, rhs map, M, N, K, epilogue inputs..., outputs...).
+    SmallVector<Type> argTypes = {ptrType, ptrType, indexType, indexType,
+                                  indexType};
+    for (Value v : op.getEpilogueInputs())
+      argTypes.push_back(v.getType());
+    for (Value v : op.getOutputs())
+      argTypes.push_back(v.getType());
+    OpBuilder kb(ctx);
+    kb.setInsertionPointToEnd(kernels.getBody());
+    auto kernel = gpu::GPUFuncOp::create(kb, loc, name,
+                                         FunctionType::get(ctx, argTypes, {}));
+    kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
+                    UnitAttr::get(ctx));
+    kernel.setKnownBlockSizeAttr(
+        DenseI32ArrayAttr::get(ctx, {int32_t(config.numThreads), 1, 1}));
+    kernel->setAttr("coda.kernel",
+                    buildKernelAbi(kb, op, host, target, config, roles));
+    kernelSymbols.insert(kernel);
+
+    Block &entry = kernel.getBody().front();
+    ImplicitLocOpBuilder b(loc, ctx);
+    b.setInsertionPointToStart(&entry);
+    auto idx = [&](int64_t v) -> Value {
+      return arith::ConstantIndexOp::create(b, v);
+    };
+    KernelFrame frame;
+    frame.lhsMap = UnrealizedConversionCastOp::create(
+                       b, target.getLhsMapType(config), entry.getArgument(0))
+                       .getResult(0);
+    frame.rhsMap = UnrealizedConversionCastOp::create(
+                       b, target.getRhsMapType(config), entry.getArgument(1))
+                       .getResult(0);
+    frame.sizeM = entry.getArgument(2);
+    frame.sizeN = entry.getArgument(3);
+    frame.sizeK = entry.getArgument(4);
+    frame.tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+    frame.warp = arith::DivUIOp::create(b, frame.tid, idx(32));
+    frame.lane = arith::RemUIOp::create(b, frame.tid, idx(32));
+    frame.blockM = arith::MulIOp::create(
+        b, gpu::BlockIdOp::create(b, gpu::Dimension::y), idx(config.tileM));
+    frame.blockN = arith::MulIOp::create(
+        b, gpu::BlockIdOp::create(b, gpu::Dimension::x), idx(config.tileN));
+    Attribute workgroup =
+        gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+    frame.shared = gpu::DynamicSharedMemoryOp::create(
+        b, MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
+                           MemRefLayoutAttrInterface(), workgroup));
+    // Align the base to 1024 bytes (128-byte swizzle atoms).
+    Value address =
+        memref::ExtractAlignedPointerAsIndexOp::create(b, frame.shared);
+    frame.sharedBase = arith::RemUIOp::create(
+        b,
+        arith::SubIOp::create(b, idx(1024),
+                              arith::RemUIOp::create(b, address, idx(1024))),
+        idx(1024));
+    frame.accTile = memref::ViewOp::create(
+        b,
+        MemRefType::get({config.tileM, config.accRowStride()}, b.getF32Type(),
+                        MemRefLayoutAttrInterface(), workgroup),
+        frame.shared, frame.sharedBase, ValueRange{});
+
+    target.emitMainloop(b, frame, config);
+    unsigned numInputs = op.getEpilogueInputs().size();
+    EpilogueBuilder epilogue(
+        op, config, frame, entry.getArguments().slice(5, numInputs),
+        entry.getArguments().slice(5 + numInputs));
+    epilogue.build(b);
+    gpu::ReturnOp::create(b);
+
+    // Host: descriptors and the launch, in place of the op.
+    ImplicitLocOpBuilder hb(loc, op);
+    auto hidx = [&](int64_t v) -> Value {
+      return arith::ConstantIndexOp::create(hb, v);
+    };
+    auto descriptor = [&](Value operand, Type mapType,
+                          ArrayRef<int64_t> box) -> Value {
+      auto type = cast<MemRefType>(operand.getType());
+      Value unranked = memref::CastOp::create(
+          hb, UnrankedMemRefType::get(type.getElementType(), 0), operand);
+      SmallVector<Value> boxSizes;
+      for (int64_t size : llvm::reverse(box))
+        boxSizes.push_back(hidx(size));
+      Value map =
+          nvgpu::TmaCreateDescriptorOp::create(hb, mapType, unranked, boxSizes);
+      return UnrealizedConversionCastOp::create(hb, ptrType, map).getResult(0);
+    };
+    Value sizeM = memref::DimOp::create(hb, op.getLhs(), 0);
+    Value sizeK = memref::DimOp::create(hb, op.getLhs(), 1);
+    Value sizeN =
+        memref::DimOp::create(hb, op.getRhs(), op.getTransposeB() ? 0 : 1);
+    SmallVector<Value> args = {
+        descriptor(op.getLhs(), target.getLhsMapType(config),
+                   target.getLhsBox(config)),
+        descriptor(op.getRhs(), target.getRhsMapType(config),
+                   target.getRhsBox(config)),
+        sizeM, sizeN, sizeK};
+    llvm::append_range(args, op.getEpilogueInputs());
+    llvm::append_range(args, op.getOutputs());
+    Value gridX = arith::CeilDivUIOp::create(hb, sizeN, hidx(config.tileN));
+    Value gridY = arith::CeilDivUIOp::create(hb, sizeM, hidx(config.tileM));
+    Value sharedBytes = arith::ConstantIntOp::create(hb, hb.getI32Type(),
+                                                     config.sharedBytes());
+    gpu::LaunchFuncOp::create(
+        hb, kernel, gpu::KernelDim3{gridX, gridY, hidx(1)},
+        gpu::KernelDim3{hidx(config.numThreads), hidx(1), hidx(1)},
+        sharedBytes, args);
+    op.erase();
+  }
+};
+
+} // namespace

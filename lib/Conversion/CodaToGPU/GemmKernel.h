@@ -1,0 +1,88 @@
+//===- GemmKernel.h - shared pieces of the coda.gemm GPU lowering -*- C++ -*-===//
+//
+// The kernel of one coda.gemm is built in two parts: a target-specific
+// mainloop that leaves the f32 accumulator tile in shared memory (GemmTarget;
+// Hopper's TMA + WGMMA one lives in HopperMainloop.cpp), and a
+// target-independent epilogue that evaluates the epilogue region over that tile
+// (CodaToGPU.cpp). Adding a target means implementing GemmTarget.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CODA_LIB_CONVERSION_CODATOGPU_GEMMKERNEL_H
+#define CODA_LIB_CONVERSION_CODATOGPU_GEMMKERNEL_H
+
+#include "coda/Dialect/Coda/IR/Coda.h"
+
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+#include <memory>
+
+namespace mlir::coda::gpu_lowering {
+
+/// Tile shape and pipeline depth of one GEMM kernel, and the shared-memory
+/// plan that follows from them.
+struct GemmKernelConfig {
+  int64_t tileM = 128, tileN = 128, tileK = 64, stages = 4;
+  int64_t numThreads = 128;
+  Type operandType;
+  int64_t operandBytes = 2;
+  /// rhs is N x K (`transpose_b`): both operands are K-major in shared memory.
+  bool rhsKMajor = true;
+  /// Number of col_reduce outputs (each needs a cross-warp scratch row).
+  int64_t numColPartials = 0;
+
+  int64_t numWarps() const { return numThreads / 32; }
+  /// f32 accumulator tile row stride in shared memory; the padding keeps rows
+  /// 16-byte aligned and spreads rows over banks.
+  int64_t accRowStride() const { return tileN + 4; }
+  int64_t lhsTileBytes() const { return tileM * tileK * operandBytes; }
+  int64_t rhsTileBytes() const { return tileN * tileK * operandBytes; }
+  int64_t stageBytes() const { return lhsTileBytes() + rhsTileBytes(); }
+  int64_t accTileBytes() const { return tileM * accRowStride() * 4; }
+  int64_t epilogueBytes() const {
+    return accTileBytes() + numColPartials * numWarps() * tileN * 4;
+  }
+  /// Dynamic shared memory to request: the larger of the mainloop ring and the
+  /// epilogue staging (they reuse the same bytes), plus slack to align the
+  /// base to 1024 bytes as 128-byte swizzled TMA tiles require.
+  int64_t sharedBytes() const {
+    return std::max(stages * stageBytes(), epilogueBytes()) + 1024;
+  }
+};
+
+/// Values every part of the kernel body uses.
+struct KernelFrame {
+  Value tid, warp, lane;       // index
+  Value blockM, blockN;        // tile origin in the output (index)
+  Value sizeM, sizeN, sizeK;   // problem size (index kernel arguments)
+  Value lhsMap, rhsMap;        // TMA descriptors (nvgpu tensormap values)
+  Value shared;                // dynamic shared memory, memref<?xi8, 3>
+  Value sharedBase;            // byte offset of the 1024-aligned base (index)
+  Value accTile;               // f32 tile in shared memory after the mainloop
+};
+
+/// A GPU architecture's GEMM mainloop.
+class GemmTarget {
+public:
+  virtual ~GemmTarget() = default;
+  /// Checks what this target needs of the operands; reports on `op`.
+  virtual LogicalResult checkOperands(GemmOp op,
+                                      const GemmKernelConfig &config) const = 0;
+  /// Types of the lhs and rhs TMA descriptors.
+  virtual Type getLhsMapType(const GemmKernelConfig &config) const = 0;
+  virtual Type getRhsMapType(const GemmKernelConfig &config) const = 0;
+  /// The TMA box of each descriptor, innermost dimension first.
+  virtual SmallVector<int64_t> getLhsBox(const GemmKernelConfig &c) const = 0;
+  virtual SmallVector<int64_t> getRhsBox(const GemmKernelConfig &c) const = 0;
+  /// Emits the mainloop over K; on return the f32 accumulator tile
+  /// (tileM x accRowStride) is in `frame.accTile` for every thread.
+  virtual void emitMainloop(ImplicitLocOpBuilder &b, const KernelFrame &frame,
+                            const GemmKernelConfig &config) const = 0;
+};
+
+/// The target for `chip`, or null when coda has no GEMM lowering for it.
+std::unique_ptr<GemmTarget> getGemmTarget(StringRef chip);
+
+} // namespace mlir::coda::gpu_lowering
+
+#endif // CODA_LIB_CONVERSION_CODATOGPU_GEMMKERNEL_H

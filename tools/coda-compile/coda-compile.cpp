@@ -1,0 +1,162 @@
+//===- coda-compile.cpp - ahead-of-time compiler for coda programs --------===//
+//
+// MLIR in (coda, or linalg to fuse with --fuse), a directory out: the GPU
+// binary of every gpu.module (<module>.cubin, or <module>.ptx with
+// --format=isa), manifest.json (the kernels' ABI, docs/KernelABI.md) and
+// host.mlir (the lowered host code, which shows the launch order).
+//
+//===----------------------------------------------------------------------===//
+
+#include "coda/InitCoda.h"
+#include "coda/Pipelines/Pipelines.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input.mlir>"),
+                                      cl::Required);
+static cl::opt<std::string> outputDir("o", cl::desc("output directory"),
+                                      cl::value_desc("dir"), cl::Required);
+static cl::opt<bool> fuse("fuse",
+                          cl::desc("run --coda-fuse first (linalg input)"));
+static cl::opt<std::string> chip("chip", cl::desc("GPU architecture"),
+                                 cl::init("sm_90a"));
+static cl::opt<std::string>
+    format("format", cl::desc("bin (cubin), isa (PTX) or fatbin"),
+           cl::init("bin"));
+static cl::opt<int64_t> tileM("tile-m", cl::desc("GEMM tile rows"),
+                              cl::init(128));
+static cl::opt<int64_t> tileN("tile-n", cl::desc("GEMM tile columns"),
+                              cl::init(128));
+static cl::opt<int64_t> stages("stages", cl::desc("TMA ring slots"),
+                               cl::init(4));
+static cl::opt<std::string> ptxasOptions("ptxas-options",
+                                         cl::desc("extra ptxas options"),
+                                         cl::init(""));
+
+static LogicalResult writeFile(StringRef path, StringRef data) {
+  std::string error;
+  std::unique_ptr<llvm::ToolOutputFile> file = openOutputFile(path, &error);
+  if (!file) {
+    llvm::errs() << "coda-compile: cannot write " << path << ": " << error
+                 << "\n";
+    return failure();
+  }
+  file->os() << data;
+  file->keep();
+  return success();
+}
+
+static int compile() {
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  registerAllExtensions(registry);
+  registerAllGPUToLLVMIRTranslations(registry);
+  coda::registerCodaDialects(registry);
+  MLIRContext context(registry);
+
+  llvm::errs() << "coda-compile: reading " << inputFile << "\n";
+  llvm::SourceMgr sourceMgr;
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> input = openInputFile(inputFile, &error);
+  if (!input) {
+    llvm::errs() << "coda-compile: cannot read " << inputFile << ": " << error
+                 << "\n";
+    return 1;
+  }
+  sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return 1;
+
+  if (std::error_code ec = llvm::sys::fs::create_directories(outputDir)) {
+    llvm::errs() << "coda-compile: cannot create " << outputDir << ": "
+                 << ec.message() << "\n";
+    return 1;
+  }
+  SmallString<256> manifestPath(outputDir);
+  llvm::sys::path::append(manifestPath, "manifest.json");
+
+  PassManager pm(&context, ModuleOp::getOperationName());
+  if (fuse && failed(parsePassPipeline("coda-fuse", pm))) {
+    llvm::errs() << "coda-compile: cannot build the fusion pipeline\n";
+    return 1;
+  }
+  coda::CodaToGPUBinaryOptions options;
+  options.chip = chip;
+  options.format = format;
+  options.tileM = tileM;
+  options.tileN = tileN;
+  options.stages = stages;
+  options.manifest = std::string(manifestPath);
+  options.ptxasOptions = ptxasOptions;
+  coda::buildCodaToGPUBinaryPipeline(pm, options);
+  llvm::errs() << "coda-compile: compiling for " << chip << " (" << format
+               << ")\n";
+  if (failed(pm.run(*module))) {
+    llvm::errs() << "coda-compile: compilation failed\n";
+    return 1;
+  }
+
+  StringRef extension = format == "isa" ? ".ptx"
+                        : format == "bin" ? ".cubin"
+                                          : ".fatbin";
+  unsigned written = 0;
+  WalkResult walk = module->walk([&](gpu::BinaryOp binary) {
+    for (Attribute attr : binary.getObjects()) {
+      auto object = cast<gpu::ObjectAttr>(attr);
+      SmallString<256> path(outputDir);
+      llvm::sys::path::append(path, binary.getName() + extension);
+      if (failed(writeFile(path, object.getObject().getValue())))
+        return WalkResult::interrupt();
+      llvm::errs() << "coda-compile: wrote " << path << "\n";
+      ++written;
+    }
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return 1;
+  if (!written)
+    llvm::errs() << "coda-compile: warning: the input has no GPU code\n";
+
+  SmallString<256> hostPath(outputDir);
+  llvm::sys::path::append(hostPath, "host.mlir");
+  std::string host;
+  llvm::raw_string_ostream os(host);
+  module->print(os, OpPrintingFlags().elideLargeElementsAttrs());
+  if (failed(writeFile(hostPath, host)))
+    return 1;
+  llvm::errs() << "coda-compile: wrote " << manifestPath << " and "
+               << hostPath << "\n";
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  registerAllPasses();
+  coda::registerCodaPasses();
+  cl::ParseCommandLineOptions(argc, argv,
+                              "coda ahead-of-time compiler: MLIR to GPU "
+                              "binaries and a kernel manifest\n");
+  return compile();
+}
