@@ -1,0 +1,128 @@
+// Kernels for the GPU correctness suite (test/GPU/test_kernels.py): every
+// epilogue primitive, on dynamic shapes so that ragged M, N and K are tested.
+// The suite compiles this file with coda-compile and checks every output
+// against an fp32 PyTorch reference.
+
+// Plain GEMM, rhs N x K (nn.Linear's weight), bf16 out.
+func.func @plain_nt(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%y : memref<?x?xbf16>) {
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
+
+// Plain GEMM, rhs K x N, f16 operands, f32 out.
+func.func @plain_nn(%a: memref<?x?xf16>, %b: memref<?x?xf16>, %y: memref<?x?xf32>) {
+  coda.gemm %a, %b : memref<?x?xf16>, memref<?x?xf16>
+      epilogue(%acc) outs(%y : memref<?x?xf32>) {
+    coda.yield %acc : f32
+  }
+  return
+}
+
+// Row, column, scalar and tile inputs; two tile outputs; row partial sums of
+// squares (the next RMSNorm's statistic).
+func.func @residual_norm(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %res: memref<?x?xbf16>,
+                         %scale: memref<?xf32>, %bias: memref<?xf32>, %s: f32,
+                         %h: memref<?x?xbf16>, %hf: memref<?x?xf32>, %ss: memref<?x?xf32>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, tile %rv = %res : memref<?x?xbf16>, row %sv = %scale : memref<?xf32>,
+               col %bv = %bias : memref<?xf32>, scalar %k = %s : f32)
+      outs(%h, %hf, %ss : memref<?x?xbf16>, memref<?x?xf32>, memref<?x?xf32>) {
+    %0 = arith.mulf %acc, %sv : f32
+    %1 = arith.addf %0, %bv : f32
+    %2 = arith.mulf %1, %k : f32
+    %r = arith.extf %rv : bf16 to f32
+    %x = arith.addf %2, %r : f32
+    %sq = arith.mulf %x, %x : f32
+    %p = coda.row_reduce sum %sq tile 128 : f32
+    %xb = arith.truncf %x : f32 to bf16
+    coda.yield %xb, %x, %p : bf16, f32, !coda.partial<f32>
+  }
+  return
+}
+
+// SwiGLU over interleaved gate/up columns with the deferred norm scale:
+// silu(r g) * (r u) into an M x N/2 output.
+func.func @swiglu(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %scale: memref<?xf32>,
+                  %out: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, row %r = %scale : memref<?xf32>) outs(%out : memref<?x?xbf16>) {
+    %x = arith.mulf %acc, %r : f32
+    %h = coda.pair_contract (%g, %u) = %x : f32 -> !coda.pair<bf16> {
+      %one = arith.constant 1.0 : f32
+      %ng = arith.negf %g : f32
+      %e = math.exp %ng : f32
+      %d = arith.addf %one, %e : f32
+      %sg = arith.divf %g, %d : f32
+      %y = arith.mulf %sg, %u : f32
+      %yb = arith.truncf %y : f32 to bf16
+      coda.yield %yb : bf16
+    }
+    coda.yield %h : !coda.pair<bf16>
+  }
+  return
+}
+
+// RoPE in the rotate_half convention (head dim 128: pairs 64 apart) with
+// per-position cos/sin tables (periodic along N).
+func.func @rope(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %cos: memref<?x?xf32>,
+                %sin: memref<?x?xf32>, %q: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, periodic %c = %cos : memref<?x?xf32>, periodic %s = %sin : memref<?x?xf32>)
+      outs(%q : memref<?x?xbf16>) {
+    %r = coda.pair_map stride 64 (%lo, %hi) = %acc, (%c0, %c1) = %c, (%s0, %s1) = %s
+        : f32, f32, f32 -> f32 {
+      %a0 = arith.mulf %lo, %c0 : f32
+      %b0 = arith.mulf %hi, %s0 : f32
+      %y0 = arith.subf %a0, %b0 : f32
+      %a1 = arith.mulf %hi, %c1 : f32
+      %b1 = arith.mulf %lo, %s1 : f32
+      %y1 = arith.addf %a1, %b1 : f32
+      coda.yield %y0, %y1 : f32, f32
+    }
+    %rb = arith.truncf %r : f32 to bf16
+    coda.yield %rb : bf16
+  }
+  return
+}
+
+// Cross-entropy pieces: online log-sum-exp and max row partials, and the
+// target logit picked by row_select (targets outside [0, N) keep the
+// destination's value).
+func.func @cross_entropy(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %tg: memref<?xi64>,
+                         %lse: memref<?x?xf32>, %mx: memref<?x?xf32>, %pick: memref<?xf32>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, row %t = %tg : memref<?xi64>) outs(%lse, %mx, %pick : memref<?x?xf32>, memref<?x?xf32>, memref<?xf32>) {
+    %l = coda.row_reduce logsumexp %acc tile 128 : f32
+    %m = coda.row_reduce max %acc tile 128 : f32
+    %p = coda.row_select %acc at %t : f32, i64
+    coda.yield %l, %m, %p : !coda.partial<f32>, !coda.partial<f32>, !coda.row<f32>
+  }
+  return
+}
+
+// Positions (a causal mask), column partial sums (dgamma-like), interleaved
+// pair_map (stride 1) and a bf16 column partial.
+func.func @positions_colsum(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %g: memref<?x?xf32>,
+                            %cs: memref<?x?xf32>, %cm: memref<?x?xbf16>) {
+  coda.gemm %a, %b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%g, %cs, %cm : memref<?x?xf32>, memref<?x?xf32>, memref<?x?xbf16>) {
+    %m = coda.row_index
+    %n = coda.col_index
+    %keep = arith.cmpi ule, %n, %m : index
+    %zero = arith.constant 0.0 : f32
+    %x = arith.select %keep, %acc, %zero : f32
+    %sw = coda.pair_map (%e, %o) = %x : f32 -> f32 {
+      %d = arith.subf %e, %o : f32
+      coda.yield %o, %d : f32, f32
+    }
+    %c = coda.col_reduce sum %sw tile 128 : f32
+    %xb = arith.truncf %sw : f32 to bf16
+    %cmx = coda.col_reduce max %xb tile 128 : bf16
+    coda.yield %sw, %c, %cmx : f32, !coda.partial<f32>, !coda.partial<bf16>
+  }
+  return
+}

@@ -1,0 +1,167 @@
+"""GPU correctness suite: every epilogue primitive against fp32/fp64 PyTorch.
+
+Runs on an sm_90a GPU with kernels compiled ahead of time by
+`scripts/build-gpu-tests` (see docs/Testing.md). Shapes include ones no tile
+divides (M, N and K tails), a single row, and a benchmark-sized GEMM.
+
+Tolerances: references are computed in float64 from the same bf16/f16
+inputs. f32 outputs differ from them only by f32 accumulation order
+(relative ~1e-6 of the dot products' magnitude): rtol 1e-4 and atol 1e-4 of the
+output's scale. bf16 outputs add one rounding to bf16 (at most 2^-9 relative
+for round-to-nearest, 2^-8 near binade edges): rtol 8e-3.
+"""
+
+import math
+import os
+
+import pytest
+import torch
+
+from harness import CompiledModule, KernelError
+
+BUILD = os.environ.get("CODA_GPU_TESTS", os.path.join(
+    os.path.dirname(__file__), "..", "..", "build", "gpu-tests"))
+
+SHAPES = [(128, 128, 64), (200, 328, 200), (1, 136, 64), (300, 512, 1000)]
+HEAD_SHAPES = [(128, 128, 64), (200, 384, 200), (1, 128, 64), (300, 512, 1000)]
+
+
+@pytest.fixture(scope="module")
+def prims():
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return CompiledModule(os.path.join(BUILD, "primitives"))
+
+
+def rand(*shape, dtype=torch.bfloat16, scale=1.0):
+    return (torch.randn(*shape, device="cuda") * scale).to(dtype)
+
+
+def check_f32(out, ref):
+    scale = ref.abs().max().item() + 1e-30
+    torch.testing.assert_close(out.double(), ref, rtol=1e-4, atol=1e-4 * scale)
+
+
+def check_bf16(out, ref):
+    scale = ref.abs().max().item() + 1e-30
+    torch.testing.assert_close(out.double(), ref, rtol=8e-3, atol=1e-3 * scale)
+
+
+def run(prims, function, *args):
+    (kernel,) = prims.kernels_of(function)
+    prims.launch(kernel["name"], list(args))
+    torch.cuda.synchronize()
+
+
+def poison(*shape, dtype=torch.float32):
+    return torch.full(shape, float("nan"), device="cuda", dtype=dtype)
+
+
+@pytest.mark.parametrize("m,n,k", SHAPES + [(16384, 4096, 4096)])
+def test_plain_nt(prims, m, n, k):
+    a, b = rand(m, k), rand(n, k)
+    y = poison(m, n, dtype=torch.bfloat16)
+    run(prims, "plain_nt", a, b, y)
+    check_bf16(y, a.double() @ b.double().T)
+
+
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_plain_nn(prims, m, n, k):
+    a, b = rand(m, k, dtype=torch.float16), rand(k, n, dtype=torch.float16)
+    y = poison(m, n)
+    run(prims, "plain_nn", a, b, y)
+    check_f32(y, a.double() @ b.double())
+
+
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_residual_norm(prims, m, n, k):
+    a, b, res = rand(m, k), rand(n, k), rand(m, n)
+    scale, bias = torch.rand(m, device="cuda") + 0.5, torch.randn(n, device="cuda")
+    s = 0.75
+    h = poison(m, n, dtype=torch.bfloat16)
+    hf = poison(m, n)
+    ss = poison(m, math.ceil(n / 128))
+    run(prims, "residual_norm", a, b, res, scale, bias, s, h, hf, ss)
+    x = ((a.double() @ b.double().T) * scale.double()[:, None] + bias.double()) * s + res.double()
+    check_f32(hf, x)
+    check_bf16(h, x)
+    pad = torch.zeros(m, ss.shape[1] * 128 - n, device="cuda", dtype=torch.float64)
+    ref = torch.cat([hf.double() ** 2, pad], 1).view(m, -1, 128).sum(-1)
+    check_f32(ss, ref)
+
+
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_swiglu(prims, m, n, k):
+    a, b = rand(m, k), rand(n, k)
+    r = torch.rand(m, device="cuda") + 0.5
+    out = poison(m, n // 2, dtype=torch.bfloat16)
+    run(prims, "swiglu", a, b, r, out)
+    x = (a.double() @ b.double().T) * r.double()[:, None]
+    g, u = x[:, 0::2], x[:, 1::2]
+    check_bf16(out, torch.nn.functional.silu(g) * u)
+
+
+@pytest.mark.parametrize("m,n,k", HEAD_SHAPES)
+def test_rope_rotate_half(prims, m, n, k):
+    a, b = rand(m, k), rand(n, k)
+    angle = torch.rand(m, 128, device="cuda") * 6.28
+    cos, sin = angle.cos(), angle.sin()
+    q = poison(m, n, dtype=torch.bfloat16)
+    run(prims, "rope", a, b, cos, sin, q)
+    x = (a.double() @ b.double().T).view(m, n // 128, 2, 64)
+    c = cos.double().view(m, 1, 2, 64)
+    s = sin.double().view(m, 1, 2, 64)
+    lo, hi = x[:, :, 0], x[:, :, 1]
+    y0 = lo * c[:, :, 0] - hi * s[:, :, 0]
+    y1 = hi * c[:, :, 1] + lo * s[:, :, 1]
+    check_bf16(q, torch.stack([y0, y1], 2).reshape(m, n))
+
+
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_cross_entropy(prims, m, n, k):
+    a, b = rand(m, k), rand(n, k)
+    t = torch.randint(0, n, (m,), device="cuda")
+    t[::3] = -100  # ignored rows keep the destination's value
+    tiles = math.ceil(n / 128)
+    lse, mx = poison(m, tiles), poison(m, tiles)
+    pick = torch.full((m,), 7.0, device="cuda")
+    run(prims, "cross_entropy", a, b, t, lse, mx, pick)
+    logits = a.double() @ b.double().T
+    pad = torch.full((m, tiles * 128 - n), -math.inf, device="cuda", dtype=torch.float64)
+    blocks = torch.cat([logits, pad], 1).view(m, tiles, 128)
+    check_f32(lse, torch.logsumexp(blocks, -1))
+    check_f32(mx, blocks.amax(-1))
+    valid = t >= 0
+    expect = torch.full((m,), 7.0, device="cuda", dtype=torch.float64)
+    expect[valid] = logits[valid, t[valid]]
+    check_f32(pick, expect)
+
+
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_positions_colsum(prims, m, n, k):
+    a, b = rand(m, k), rand(k, n)
+    tiles = math.ceil(m / 128)
+    g, cs = poison(m, n), poison(tiles, n)
+    cm = poison(tiles, n, dtype=torch.bfloat16)
+    run(prims, "positions_colsum", a, b, g, cs, cm)
+    acc = a.double() @ b.double()
+    rows = torch.arange(m, device="cuda")[:, None]
+    cols = torch.arange(n, device="cuda")[None, :]
+    x = torch.where(cols <= rows, acc, torch.zeros_like(acc))
+    sw = torch.empty_like(x)
+    sw[:, 0::2] = x[:, 1::2]
+    sw[:, 1::2] = x[:, 0::2] - x[:, 1::2]
+    check_f32(g, sw)
+    pad = torch.zeros(tiles * 128 - m, n, device="cuda", dtype=torch.float64)
+    check_f32(cs, torch.cat([g.double(), pad]).view(tiles, 128, n).sum(1))
+    ninf = torch.full((tiles * 128 - m, n), -math.inf, device="cuda", dtype=torch.float64)
+    swb = g.to(torch.bfloat16).double()
+    check_bf16(cm, torch.cat([swb, ninf]).view(tiles, 128, n).amax(1))
+
+
+def test_rejects_bad_arguments(prims):
+    (kernel,) = prims.kernels_of("plain_nt")
+    a, b, y = rand(64, 64), rand(64, 64), poison(64, 64, dtype=torch.bfloat16)
+    with pytest.raises(KernelError, match="expected bf16"):
+        prims.launch(kernel["name"], [a.float(), b, y])
+    with pytest.raises(KernelError, match="16-byte"):
+        prims.launch(kernel["name"], [rand(64, 70)[:, :63], b, y])
