@@ -54,6 +54,7 @@ config.substitutions.append(("%python", config.python_executable))
 tool_dirs = [config.coda_tools_dir, config.llvm_tools_dir]
 tools = [
     "coda-opt",
+    "coda-compile",
     "mlir-runner",
     ToolSubst("mlir-opt", command=os.path.join(config.llvm_tools_dir, "mlir-opt")),
 ]
@@ -64,3 +65,18 @@ python_package = os.path.join(config.coda_obj_root, "python")
 if os.path.isdir(os.path.join(python_package, "coda")):
     config.available_features.add("python-bindings")
     llvm_config.with_environment("PYTHONPATH", python_package, append_path=True)
+
+# Feature `ptxas`: the CUDA toolkit's ptxas and libdevice. The GPU pipeline
+# links libdevice into kernels that use math functions and, with format=bin,
+# assembles PTX with ptxas.
+# Looked up like MLIR's serializer does: CUDA_ROOT/CUDA_HOME/CUDA_PATH, PATH,
+# then the default install.
+cuda_roots = [os.environ.get(v) for v in ("CUDA_ROOT", "CUDA_HOME", "CUDA_PATH")]
+ptxas_candidates = [os.path.join(r, "bin", "ptxas") for r in cuda_roots if r]
+ptxas_candidates += [shutil.which("ptxas") or "", "/usr/local/cuda/bin/ptxas"]
+ptxas = next((p for p in ptxas_candidates if p and os.access(p, os.X_OK)), None)
+# libdevice (exp, log, ... in kernels) ships next to it in the toolkit.
+if ptxas and os.path.isdir(os.path.join(os.path.dirname(ptxas), "..", "nvvm", "libdevice")):
+    config.available_features.add("ptxas")
+    llvm_config.with_environment("PATH", os.path.dirname(ptxas), append_path=True)
+    config.substitutions.append(("%ptxas", ptxas))

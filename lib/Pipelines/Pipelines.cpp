@@ -67,7 +67,7 @@ void mlir::coda::buildCodaToGPUBinaryPipeline(
   // plain parallel-loop kernels: a block of 128 threads per 128 iterations.
   pm.addPass(createCodaLowerToLinalg());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
-  pm.addNestedPass<func::FuncOp>(createParallelLoopTilingPass({128}));
+  pm.addNestedPass<func::FuncOp>(createParallelLoopTilingPass({128}, /*noMinMaxBounds=*/true));
   pm.addNestedPass<func::FuncOp>(createGpuMapParallelLoopsPass());
   pm.addNestedPass<func::FuncOp>(createConvertParallelLoopToGpuPass());
   pm.addPass(createCanonicalizerPass());

@@ -125,6 +125,7 @@ std::string verify(const std::string &source) {
 
 PYBIND11_MODULE(_coda_compiler, m) {
   m.doc() = "coda compiler: parse, verify and run pass pipelines on MLIR";
+  coda::configureCudaToolkit();
   registerAllPasses();
   coda::registerCodaPasses();
 

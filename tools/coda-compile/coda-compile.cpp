@@ -125,9 +125,17 @@ static int compile() {
   WalkResult walk = module->walk([&](gpu::BinaryOp binary) {
     for (Attribute attr : binary.getObjects()) {
       auto object = cast<gpu::ObjectAttr>(attr);
+      StringRef data = object.getObject().getValue();
+      if (format == "isa" && data.contains(".extern .func") &&
+          data.contains("__nv_")) {
+        llvm::errs() << "coda-compile: " << binary.getName()
+                     << " calls libdevice functions that were not linked; "
+                        "set CUDA_HOME to the CUDA toolkit\n";
+        return WalkResult::interrupt();
+      }
       SmallString<256> path(outputDir);
       llvm::sys::path::append(path, binary.getName() + extension);
-      if (failed(writeFile(path, object.getObject().getValue())))
+      if (failed(writeFile(path, data)))
         return WalkResult::interrupt();
       llvm::errs() << "coda-compile: wrote " << path << "\n";
       ++written;
@@ -153,6 +161,7 @@ static int compile() {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  coda::configureCudaToolkit();
   registerAllPasses();
   coda::registerCodaPasses();
   cl::ParseCommandLineOptions(argc, argv,

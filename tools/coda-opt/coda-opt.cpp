@@ -20,6 +20,7 @@ void registerCodaTestPasses();
 } // namespace mlir::coda
 
 int main(int argc, char **argv) {
+  mlir::coda::configureCudaToolkit();
   mlir::registerAllPasses();
   mlir::coda::registerCodaPasses();
   mlir::coda::registerCodaTestPasses();

@@ -1,0 +1,107 @@
+// RUN: coda-opt %s --coda-to-gpu --split-input-file --verify-diagnostics
+// RUN: not coda-opt %s --coda-to-gpu=chip=sm_80 --split-input-file 2>&1 | FileCheck %s --check-prefix=CHIP
+
+// CHIP: error: coda-to-gpu: no GEMM lowering for chip 'sm_80' (supported: sm_90a)
+
+func.func @f32_operands(%a: memref<?x64xf32>, %b: memref<64x64xf32>, %y: memref<?x64xf32>) {
+  // expected-error @+1 {{sm_90a lowering supports bf16 and f16 operands (f32 accumulation), got 'f32'}}
+  coda.gemm %a, %b : memref<?x64xf32>, memref<64x64xf32>
+      epilogue(%acc) outs(%y : memref<?x64xf32>) {
+    coda.yield %acc : f32
+  }
+  return
+}
+
+// -----
+
+func.func @misaligned_rows(%a: memref<?x60xbf16>, %b: memref<64x60xbf16>, %y: memref<?x64xf32>) {
+  // expected-error @+1 {{lhs row stride is 60 elements (120 bytes); TMA needs a multiple of 16 bytes (pad the rows to a multiple of 8 elements)}}
+  coda.gemm %a, %b transpose_b : memref<?x60xbf16>, memref<64x60xbf16>
+      epilogue(%acc) outs(%y : memref<?x64xf32>) {
+    coda.yield %acc : f32
+  }
+  return
+}
+
+// -----
+
+func.func @strided_columns(%a: memref<?x64xbf16, strided<[128, 2]>>, %b: memref<64x64xbf16>, %y: memref<?x64xf32>) {
+  // expected-error @+1 {{lhs must be contiguous along its last dimension for TMA (stride 1), got stride 2}}
+  coda.gemm %a, %b transpose_b : memref<?x64xbf16, strided<[128, 2]>>, memref<64x64xbf16>
+      epilogue(%acc) outs(%y : memref<?x64xf32>) {
+    coda.yield %acc : f32
+  }
+  return
+}
+
+// -----
+
+func.func @misaligned_start(%a: memref<?x64xbf16>, %b: memref<64x72xbf16, strided<[72, 1], offset: 3>>, %y: memref<?x72xf32>) {
+  // expected-error @+1 {{rhs starts 6 bytes into its buffer; TMA needs a 16-byte aligned start}}
+  coda.gemm %a, %b : memref<?x64xbf16>, memref<64x72xbf16, strided<[72, 1], offset: 3>>
+      epilogue(%acc) outs(%y : memref<?x72xf32>) {
+    coda.yield %acc : f32
+  }
+  return
+}
+
+// -----
+
+func.func @batched(%a: memref<2x?x64xbf16>, %b: memref<64x64xbf16>, %y: memref<2x?x64xf32>) {
+  // expected-error @+1 {{GPU lowering of batched coda.gemm is not supported; fold the batch into M}}
+  coda.gemm %a, %b : memref<2x?x64xbf16>, memref<64x64xbf16>
+      epilogue(%acc) outs(%y : memref<2x?x64xf32>) {
+    coda.yield %acc : f32
+  }
+  return
+}
+
+// -----
+
+func.func @tensors(%a: tensor<?x64xbf16>, %b: tensor<64x64xbf16>, %y: tensor<?x64xf32>) -> tensor<?x64xf32> {
+  // expected-error @+1 {{GPU lowering takes coda.gemm on memrefs; bufferize first (one-shot-bufferize)}}
+  %r = coda.gemm %a, %b : tensor<?x64xbf16>, tensor<64x64xbf16>
+      epilogue(%acc) outs(%y : tensor<?x64xf32>) {
+    coda.yield %acc : f32
+  }
+  return %r : tensor<?x64xf32>
+}
+
+// -----
+
+func.func @tile_conflict(%a: memref<?x64xbf16>, %b: memref<512x64xbf16>, %p: memref<?x4xf32>, %q: memref<?x2xf32>) {
+  // expected-error @+1 {{block reductions along one axis must share a tile on the GPU, got 128 and 256}}
+  coda.gemm %a, %b transpose_b : memref<?x64xbf16>, memref<512x64xbf16>
+      epilogue(%acc) outs(%p, %q : memref<?x4xf32>, memref<?x2xf32>) {
+    %s = coda.row_reduce sum %acc tile 128 : f32
+    %m = coda.row_reduce max %acc tile 256 : f32
+    coda.yield %s, %m : !coda.partial<f32>, !coda.partial<f32>
+  }
+  return
+}
+
+// -----
+
+func.func @odd_reduction_tile(%a: memref<?x64xbf16>, %b: memref<96x64xbf16>, %p: memref<?x1xf32>) {
+  // expected-error @+1 {{tile N must be 64, 128, 192 or 256, got 96}}
+  coda.gemm %a, %b transpose_b : memref<?x64xbf16>, memref<96x64xbf16>
+      epilogue(%acc) outs(%p : memref<?x1xf32>) {
+    %s = coda.row_reduce sum %acc tile 96 : f32
+    coda.yield %s : !coda.partial<f32>
+  }
+  return
+}
+
+// -----
+
+func.func @pairs_wider_than_tile(%a: memref<?x64xbf16>, %b: memref<256x64xbf16>, %y: memref<?x256xf32>) {
+  // expected-error @+1 {{pair stride 128 needs tile N to be a multiple of 256, got 128}}
+  coda.gemm %a, %b transpose_b : memref<?x64xbf16>, memref<256x64xbf16>
+      epilogue(%acc) outs(%y : memref<?x256xf32>) {
+    %r = coda.pair_map stride 128 (%x0, %x1) = %acc : f32 -> f32 {
+      coda.yield %x1, %x0 : f32, f32
+    }
+    coda.yield %r : f32
+  }
+  return
+}

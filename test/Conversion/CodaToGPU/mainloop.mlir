@@ -1,0 +1,99 @@
+// RUN: coda-opt %s --coda-to-gpu --split-input-file | FileCheck %s
+
+// The structure of a kernel: host descriptors and launch; in the kernel the
+// mbarrier ring, TMA loads, WGMMA over 128-byte swizzled tiles and the
+// epilogue over the shared-memory accumulator tile.
+
+// CHECK-LABEL: func.func @nt
+//       CHECK:   %[[M:.*]] = memref.dim %arg0, %c0
+//       CHECK:   %[[K:.*]] = memref.dim %arg0, %c1
+//       CHECK:   %[[N:.*]] = memref.dim %arg1, %c0
+//       CHECK:   nvgpu.tma.create.descriptor %{{.*}} box[%c128{{.*}}, %c64{{.*}}] : memref<*xbf16> -> <tensor = memref<128x64xbf16, #gpu.address_space<workgroup>>, swizzle = swizzle_128b
+//       CHECK:   nvgpu.tma.create.descriptor %{{.*}} box[%c128{{.*}}, %c64{{.*}}] : memref<*xbf16> -> <tensor = memref<128x64xbf16, #gpu.address_space<workgroup>>, swizzle = swizzle_128b
+//       CHECK:   %[[GX:.*]] = arith.ceildivui %[[N]], %c128
+//       CHECK:   %[[GY:.*]] = arith.ceildivui %[[M]], %c128
+//       CHECK:   gpu.launch_func @coda_kernels::@nt_gemm0 blocks in (%[[GX]], %[[GY]], %{{.*}}) threads in (%c128{{.*}}, %{{.*}}, %{{.*}}) dynamic_shared_memory_size %c132096_i32 args(%{{.*}} : !llvm.ptr, %{{.*}} : !llvm.ptr, %[[M]] : index, %[[N]] : index, %[[K]] : index, %arg2 : memref<?xf32>, %arg3 : memref<?x512xbf16>)
+//   CHECK-NOT:   coda.gemm
+
+//       CHECK: gpu.module @coda_kernels
+//       CHECK:   gpu.func @nt_gemm0(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?x512xbf16>) kernel
+//  CHECK-SAME:     coda.kernel = {block = [128, 1, 1], function = "nt", grid = ["ceildiv(N, 128)", "ceildiv(M, 128)", "1"]
+//  CHECK-SAME:     shared_memory_bytes = 132096 : i64, stages = 4 : i64, tile = [128, 128, 64], transpose_b = true}
+//  CHECK-SAME:     known_block_size = array<i32: 128, 1, 1>
+//       CHECK:     nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 4>
+//       CHECK:     nvgpu.mbarrier.init
+//       CHECK:     nvvm.fence.mbarrier.init
+//       CHECK:     gpu.barrier
+//       CHECK:     nvgpu.tma.prefetch.descriptor
+//       CHECK:     nvgpu.mbarrier.arrive.expect_tx %{{.*}}[%{{.*}}], %c32768
+//       CHECK:     nvgpu.tma.async.load
+//       CHECK:     nvgpu.tma.async.load
+//       CHECK:     scf.for
+//       CHECK:       nvgpu.mbarrier.try_wait.parity
+//       CHECK:       nvvm.wgmma.fence.aligned
+// Two m64 halves x four k16 steps, rhs K-major (col layout).
+// CHECK-COUNT-8:     nvvm.wgmma.mma_async {{.*}}<m = 64, n = 128, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+//       CHECK:       nvvm.wgmma.commit.group.sync.aligned
+//       CHECK:       nvvm.wgmma.wait.group.sync.aligned 1
+//       CHECK:       gpu.barrier
+//       CHECK:     nvvm.wgmma.wait.group.sync.aligned 0
+//       CHECK:     llvm.extractvalue
+//       CHECK:     memref.store %{{.*}}, %{{.*}} : memref<128x132xf32, #gpu.address_space<workgroup>>
+// The epilogue: one warp per row, the row input read at the clamped row,
+// the store masked to the output's bounds.
+//       CHECK:     scf.for
+//       CHECK:       memref.load %{{.*}} : memref<128x132xf32, #gpu.address_space<workgroup>>
+//       CHECK:       memref.load %{{.*}} : memref<?xf32>
+//       CHECK:       arith.mulf
+//       CHECK:       arith.truncf
+//       CHECK:       scf.if
+//       CHECK:         memref.store %{{.*}} : memref<?x512xbf16>
+//       CHECK:     gpu.return
+func.func @nt(%a: memref<?x256xbf16>, %b: memref<512x256xbf16>, %r: memref<?xf32>, %y: memref<?x512xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x256xbf16>, memref<512x256xbf16>
+      epilogue(%acc, row %rv = %r : memref<?xf32>) outs(%y : memref<?x512xbf16>) {
+    %s = arith.mulf %acc, %rv : f32
+    %t = arith.truncf %s : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
+
+// -----
+
+// rhs K x N is loaded in 64-column chunks (each a 64 x 64 box) and read
+// MN-major (row layout); f16 operands.
+
+// CHECK-LABEL: func.func @nn
+//       CHECK:   nvgpu.tma.create.descriptor %{{.*}} box[%c64{{.*}}, %c64{{.*}}] : memref<*xf16> -> <tensor = memref<64x64xf16, #gpu.address_space<workgroup>>
+//       CHECK: gpu.func @nn_gemm0
+//  CHECK-SAME:   transpose_b = false
+//       CHECK:   nvgpu.tma.async.load {{.*}} -> memref<128x64xf16, #gpu.address_space<workgroup>>
+//       CHECK:   nvgpu.tma.async.load {{.*}} -> memref<64x64xf16, #gpu.address_space<workgroup>>
+//       CHECK:   nvgpu.tma.async.load {{.*}} -> memref<64x64xf16, #gpu.address_space<workgroup>>
+//       CHECK:   nvvm.wgmma.mma_async {{.*}}A[<f16>, <one>, <row>], B[<f16>, <one>, <row>]
+func.func @nn(%a: memref<?x?xf16>, %b: memref<?x?xf16>, %y: memref<?x?xf32>) {
+  coda.gemm %a, %b : memref<?x?xf16>, memref<?x?xf16>
+      epilogue(%acc) outs(%y : memref<?x?xf32>) {
+    coda.yield %acc : f32
+  }
+  return
+}
+
+// -----
+
+// A row reduction's tile sets tile N; above 128 columns tile M halves so that
+// the accumulator fits one warpgroup's registers.
+
+// CHECK-LABEL: gpu.func @wide_gemm0
+//  CHECK-SAME:   tile = [64, 256, 64]
+//       CHECK:   nvvm.wgmma.mma_async {{.*}}<m = 64, n = 256, k = 16>
+func.func @wide(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>, %p: memref<?x?xf32>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%y, %p : memref<?x?xbf16>, memref<?x?xf32>) {
+    %m = coda.row_reduce max %acc tile 256 : f32
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t, %m : bf16, !coda.partial<f32>
+  }
+  return
+}
