@@ -70,6 +70,7 @@ void mlir::coda::buildCodaToGPUBinaryPipeline(
   pm.addNestedPass<func::FuncOp>(createParallelLoopTilingPass({128}, /*noMinMaxBounds=*/true));
   pm.addNestedPass<func::FuncOp>(createGpuMapParallelLoopsPass());
   pm.addNestedPass<func::FuncOp>(createConvertParallelLoopToGpuPass());
+  pm.addPass(createCodaCheckGPUMapping());
   pm.addPass(createCanonicalizerPass());
 
   // Ops without an NVVM counterpart become arith/math first.

@@ -165,3 +165,30 @@ def test_rejects_bad_arguments(prims):
         prims.launch(kernel["name"], [a.float(), b, y])
     with pytest.raises(KernelError, match="16-byte"):
         prims.launch(kernel["name"], [rand(64, 70)[:, :63], b, y])
+
+
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_wide_tile(prims, m, n, k):
+    (kernel,) = prims.kernels_of("wide_tile")
+    assert kernel["tile"][:2] == [64, 256]
+    a, b = rand(m, k), rand(n, k)
+    tiles = math.ceil(n / 256)
+    y, rs = poison(m, n, dtype=torch.bfloat16), poison(m, tiles)
+    run(prims, "wide_tile", a, b, y, rs)
+    acc = a.double() @ b.double().T
+    check_bf16(y, acc)
+    pad = torch.zeros(m, tiles * 256 - n, device="cuda", dtype=torch.float64)
+    check_f32(rs, torch.cat([acc, pad], 1).view(m, tiles, 256).sum(-1))
+
+
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_short_tile(prims, m, n, k):
+    (kernel,) = prims.kernels_of("short_tile")
+    assert kernel["tile"][:2] == [64, 128]
+    a, b = rand(m, k), rand(n, k)
+    tiles = math.ceil(m / 64)
+    cs = poison(tiles, n)
+    run(prims, "short_tile", a, b, cs)
+    acc = a.double() @ b.double().T
+    pad = torch.zeros(tiles * 64 - m, n, device="cuda", dtype=torch.float64)
+    check_f32(cs, torch.cat([acc, pad]).view(tiles, 64, n).sum(1))

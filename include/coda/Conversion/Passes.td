@@ -119,4 +119,14 @@ def CodaExportKernelManifest : Pass<"coda-export-kernel-manifest", "ModuleOp"> {
   ];
 }
 
+def CodaCheckGPUMapping : Pass<"coda-check-gpu-mapping", "ModuleOp"> {
+  let summary = "fail when a parallel loop nest stayed on the host";
+  let description = [{
+    After the remaining linalg ops have been mapped to GPU kernels
+    (`convert-parallel-loops-to-gpu`), an `scf.parallel` outside a
+    `gpu.launch` would run on the host over device memory. This pass reports
+    each one instead of letting the program compile into something wrong.
+  }];
+}
+
 #endif // CODA_CONVERSION_PASSES_TD

@@ -126,3 +126,25 @@ func.func @positions_colsum(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %g: memr
   }
   return
 }
+
+// A row reduction over 256 columns sets a 64 x 256 tile.
+func.func @wide_tile(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>,
+                     %rs: memref<?x?xf32>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%y, %rs : memref<?x?xbf16>, memref<?x?xf32>) {
+    %s = coda.row_reduce sum %acc tile 256 : f32
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t, %s : bf16, !coda.partial<f32>
+  }
+  return
+}
+
+// A column reduction over 64 rows sets a 64 x 128 tile.
+func.func @short_tile(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %cs: memref<?x?xf32>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%cs : memref<?x?xf32>) {
+    %c = coda.col_reduce sum %acc tile 64 : f32
+    coda.yield %c : !coda.partial<f32>
+  }
+  return
+}

@@ -10,6 +10,7 @@ namespace coda {
 
 #define GEN_PASS_DECL_CODATOGPU
 #define GEN_PASS_DECL_CODAEXPORTKERNELMANIFEST
+#define GEN_PASS_DECL_CODACHECKGPUMAPPING
 #include "coda/Conversion/Passes.h.inc"
 
 } // namespace coda

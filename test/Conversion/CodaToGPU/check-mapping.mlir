@@ -1,0 +1,29 @@
+// RUN: coda-opt %s --coda-check-gpu-mapping --split-input-file --verify-diagnostics
+
+func.func @host_loop(%m: memref<?xf32>, %n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %f = arith.constant 1.0 : f32
+  // expected-error @+1 {{this loop nest could not be mapped to a GPU kernel and would run on the host over device memory}}
+  scf.parallel (%i) = (%c0) to (%n) step (%c1) {
+    memref.store %f, %m[%i] : memref<?xf32>
+  }
+  return
+}
+
+// -----
+
+// Loops inside a launch are fine.
+func.func @in_launch(%m: memref<?xf32>, %n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %f = arith.constant 1.0 : f32
+  gpu.launch blocks(%bx, %by, %bz) in (%x = %c1, %y = %c1, %z = %c1)
+             threads(%tx, %ty, %tz) in (%a = %c1, %b = %c1, %c = %c1) {
+    scf.parallel (%i) = (%c0) to (%n) step (%c1) {
+      memref.store %f, %m[%i] : memref<?xf32>
+    }
+    gpu.terminator
+  }
+  return
+}
