@@ -54,6 +54,9 @@ class CompiledModule:
                 with open(os.path.join(directory, name + ".cubin"), "rb") as f:
                     self.modules[name] = _check(cu.cuModuleLoadData(f.read()))
         self.kernels = {k["name"]: k for k in self.manifest["kernels"]}
+        self.functions = {}
+        # Descriptors are encoded once per (tensor address, layout, box).
+        self.tensormaps = {}
 
     def kernels_of(self, function):
         return [k for k in self.manifest["kernels"] if k["function"] == function]
@@ -61,10 +64,13 @@ class CompiledModule:
     def launch(self, name, args, stream=None):
         """Launches kernel `name`; `args` are the host function's arguments."""
         kernel = self.kernels[name]
-        func = _check(cu.cuModuleGetFunction(self.modules[kernel["module"]], name.encode()))
         smem = kernel["shared_memory_bytes"]
-        _check(cu.cuFuncSetAttribute(
-            func, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem))
+        func = self.functions.get(name)
+        if func is None:
+            func = _check(cu.cuModuleGetFunction(self.modules[kernel["module"]], name.encode()))
+            _check(cu.cuFuncSetAttribute(
+                func, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem))
+            self.functions[name] = func
         params = kernel["params"]
         lhs, rhs = args[params[0]["source"]], args[params[1]["source"]]
         transpose_b = kernel["transpose_b"]
@@ -76,7 +82,11 @@ class CompiledModule:
             if kind == "tensormap":
                 tensor = args[p["source"]]
                 self._validate(p, tensor)
-                desc = self._tensormap(p, tensor)
+                key = (tensor.data_ptr(), tuple(tensor.shape), tuple(tensor.stride()),
+                       p["dtype"], tuple(p["box"]))
+                desc = self.tensormaps.get(key)
+                if desc is None:
+                    desc = self.tensormaps[key] = self._tensormap(p, tensor)
                 keep.append(desc)
                 values.append(desc.data_ptr())
                 types.append(ctypes.c_void_p)
