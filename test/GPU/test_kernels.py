@@ -192,3 +192,19 @@ def test_short_tile(prims, m, n, k):
     acc = a.double() @ b.double().T
     pad = torch.zeros(tiles * 64 - m, n, device="cuda", dtype=torch.float64)
     check_f32(cs, torch.cat([acc, pad]).view(tiles, 64, n).sum(1))
+
+
+@pytest.mark.parametrize("m,n,k", [(200, 328, 200), (64, 136, 64)])
+def test_unaligned_epilogue_tensors(prims, m, n, k):
+    """Tile inputs and outputs whose rows are not 16-byte aligned take the
+    element-by-element path."""
+    a, b = rand(m, k), rand(n, k)
+    res = rand(m, n + 1)[:, 1:]
+    scale, bias = torch.rand(m, device="cuda") + 0.5, torch.randn(n, device="cuda")
+    h = poison(m, n + 3, dtype=torch.bfloat16)[:, 3:]
+    hf = poison(m, n + 1)[:, 1:]
+    ss = poison(m, math.ceil(n / 128))
+    run(prims, "residual_norm", a, b, res, scale, bias, 1.0, h, hf, ss)
+    x = (a.double() @ b.double().T) * scale.double()[:, None] + bias.double() + res.double()
+    check_f32(hf, x)
+    check_bf16(h, x)

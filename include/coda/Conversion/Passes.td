@@ -70,7 +70,9 @@ def CodaToGPU : Pass<"coda-to-gpu", "ModuleOp"> {
       evaluates the epilogue region, reads row/column/tile/periodic inputs,
       writes tile and pair outputs with bounds masks, reduces row partials with
       warp shuffles and column partials through shared memory (fixed order, so
-      deterministic), and applies row selections.
+      deterministic), and applies row selections. Each thread covers 8
+      consecutive columns of a row, so tile inputs and outputs move as
+      16-byte vectors where they are in bounds and aligned.
 
     Any M, N, K: TMA fills out-of-bounds reads with zeros and stores are
     masked. Block reductions fix the tile (a partial is one CTA's tile), so
@@ -88,7 +90,7 @@ def CodaToGPU : Pass<"coda-to-gpu", "ModuleOp"> {
     Option<"tileM", "tile-m", "int64_t", /*default=*/"128",
            "output tile rows per CTA (64 or 128)">,
     Option<"tileN", "tile-n", "int64_t", /*default=*/"128",
-           "output tile columns per CTA (64 to 256, a multiple of 64)">,
+           "output tile columns per CTA (64, 128 or 256)">,
     Option<"stages", "stages", "int64_t", /*default=*/"4",
            "shared-memory slots in the TMA ring">
   ];
@@ -100,7 +102,8 @@ def CodaToGPU : Pass<"coda-to-gpu", "ModuleOp"> {
     "::mlir::memref::MemRefDialect",
     "::mlir::NVVM::NVVMDialect",
     "::mlir::nvgpu::NVGPUDialect",
-    "::mlir::scf::SCFDialect"
+    "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect"
   ];
 }
 

@@ -31,6 +31,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/SymbolTable.h"
 
 namespace mlir::coda {
@@ -138,6 +139,10 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
   else if (config.tileM * config.tileN > 128 * 128)
     config.tileM = 64;
 
+  // The epilogue gives each row tileN / 8 consecutive lanes of one warp.
+  if (config.tileN != 64 && config.tileN != 128 && config.tileN != 256)
+    return op.emitOpError("tile N must be 64, 128 or 256, got ")
+           << config.tileN;
   if (stages < 2)
     return op.emitOpError("the TMA ring needs at least 2 stages, got ")
            << stages;
@@ -190,6 +195,18 @@ StringRef stringifyRole(OutputRole role) {
   llvm_unreachable("unknown role");
 }
 
+/// How the threads of a CTA cover the output tile in the epilogue: each thread
+/// owns kEpilogueColumnsPerThread consecutive columns of a row, the threads of
+/// a row are consecutive lanes of one warp, and the CTA walks rowsPerPass rows
+/// at a time.
+constexpr int64_t kColumnsPerThread = kEpilogueColumnsPerThread;
+
+/// One element a thread handles: group `group` (of its groups) and `lane`
+/// (0, or 1 for the second column of a pair).
+struct Slot {
+  int64_t group, lane;
+};
+
 /// Builds the epilogue over the accumulator tile in shared memory.
 class EpilogueBuilder {
 public:
@@ -200,16 +217,36 @@ public:
         outputs(outputs), pairStride(op.getPairStride()) {
     for (Value value : op.getYieldOp().getValues())
       roles.push_back(getOutputRole(value));
+    lanesPerGroup = pairStride ? 2 : 1;
+    groupsPerThread = kColumnsPerThread / lanesPerGroup;
+    threadsPerRow = config.tileN / kColumnsPerThread;
+    rowsPerPass = config.epilogueRowsPerPass();
+    // Runs of slots whose columns are consecutive in memory.
+    if (!pairStride || *pairStride == 1) {
+      runs.emplace_back();
+      for (int64_t g = 0; g < groupsPerThread; ++g)
+        for (int64_t l = 0; l < lanesPerGroup; ++l)
+          runs.back().push_back({g, l});
+    } else if (*pairStride % groupsPerThread == 0) {
+      for (int64_t l = 0; l < 2; ++l) {
+        runs.emplace_back();
+        for (int64_t g = 0; g < groupsPerThread; ++g)
+          runs.back().push_back({g, l});
+      }
+    } else {
+      for (int64_t g = 0; g < groupsPerThread; ++g)
+        for (int64_t l = 0; l < 2; ++l)
+          runs.push_back({{g, l}});
+    }
   }
 
   void build(ImplicitLocOpBuilder &b);
 
 private:
-  unsigned numLanes() const { return pairStride ? 2 : 1; }
-  /// Column groups each lane handles per row.
-  int64_t groupsPerLane() const {
-    return (pairStride ? config.tileN / 2 : config.tileN) / 32;
-  }
+  using Run = SmallVector<Slot>;
+  /// Per slot values, indexed [group][lane].
+  using SlotValues = SmallVector<SmallVector<Value, 2>>;
+
   Value index(ImplicitLocOpBuilder &b, int64_t v) const {
     return arith::ConstantIndexOp::create(b, v);
   }
@@ -240,9 +277,25 @@ private:
         .getElementType();
   }
 
-  /// Block arguments of one lane at (row, col) of the tile.
-  void mapArguments(ImplicitLocOpBuilder &b, IRMapping &lane, Value localRow,
-                    Value localCol, Value rowClamped, Value colClamped);
+  /// Whether `memref` admits vector accesses along its last dimension (unit
+  /// static innermost stride), and the alignment such an access of `count`
+  /// elements asks for.
+  std::optional<int64_t> vectorAlignment(Value memref, int64_t count) const;
+  /// True when the element at `indices` of `memref` sits at a multiple of
+  /// `alignment` bytes.
+  Value isAligned(ImplicitLocOpBuilder &b, Value memref, ValueRange indices,
+                  int64_t alignment) const;
+  /// Loads `count` consecutive elements of `memref` starting at `indices`
+  /// (last index = first column): one vector load when they are in bounds
+  /// (`inBounds`) and aligned, else element by element at clamped columns.
+  SmallVector<Value> loadRun(ImplicitLocOpBuilder &b, Value memref,
+                             SmallVector<Value> indices, int64_t count,
+                             Value inBounds, Value lastCol) const;
+  /// Stores `values` at consecutive columns from `indices`: one vector store
+  /// when all are in bounds and aligned, else masked element stores.
+  void storeRun(ImplicitLocOpBuilder &b, Value memref,
+                SmallVector<Value> indices, ArrayRef<Value> values,
+                Value inRow, Value limit) const;
 
   GemmOp op;
   const GemmKernelConfig &config;
@@ -250,40 +303,127 @@ private:
   ValueRange inputs, outputs;
   std::optional<int64_t> pairStride;
   SmallVector<OutputRole> roles;
+  int64_t lanesPerGroup, groupsPerThread, threadsPerRow, rowsPerPass;
+  SmallVector<Run> runs;
 };
 
-void EpilogueBuilder::mapArguments(ImplicitLocOpBuilder &b, IRMapping &lane,
-                                   Value localRow, Value localCol,
-                                   Value rowClamped, Value colClamped) {
-  lane.map(op.getAccumulatorArg(),
-           memref::LoadOp::create(b, frame.accTile,
-                                  ValueRange{localRow, localCol}));
-  for (auto [i, input] : llvm::enumerate(inputs)) {
-    Value element;
-    switch (op.getInputForm(i)) {
-    case AccessForm::tile:
-      element = memref::LoadOp::create(b, input,
-                                       ValueRange{rowClamped, colClamped});
-      break;
-    case AccessForm::row:
-      element = memref::LoadOp::create(b, input, ValueRange{rowClamped});
-      break;
-    case AccessForm::col:
-      element = memref::LoadOp::create(b, input, ValueRange{colClamped});
-      break;
-    case AccessForm::scalar:
-      element = input;
-      break;
-    case AccessForm::periodic: {
-      Value period = memref::DimOp::create(b, input, 1);
-      Value wrapped = arith::RemUIOp::create(b, colClamped, period);
-      element =
-          memref::LoadOp::create(b, input, ValueRange{rowClamped, wrapped});
-      break;
+std::optional<int64_t> EpilogueBuilder::vectorAlignment(Value memref,
+                                                        int64_t count) const {
+  auto type = cast<MemRefType>(memref.getType());
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (count < 2 || failed(type.getStridesAndOffset(strides, offset)) ||
+      strides.back() != 1 || !type.getElementType().isIntOrFloat())
+    return std::nullopt;
+  int64_t bytes = count * type.getElementTypeBitWidth() / 8;
+  if (bytes < 4 || !llvm::isPowerOf2_64(bytes))
+    return std::nullopt;
+  return std::min<int64_t>(bytes, 16);
+}
+
+Value EpilogueBuilder::isAligned(ImplicitLocOpBuilder &b, Value memref,
+                                 ValueRange indices, int64_t alignment) const {
+  auto type = cast<MemRefType>(memref.getType());
+  auto metadata = memref::ExtractStridedMetadataOp::create(b, memref);
+  Value linear = metadata.getOffset();
+  for (auto [i, idx] : llvm::enumerate(indices))
+    linear = arith::AddIOp::create(
+        b, linear, arith::MulIOp::create(b, idx, metadata.getStrides()[i]));
+  Value address = arith::AddIOp::create(
+      b, memref::ExtractAlignedPointerAsIndexOp::create(b, memref),
+      arith::MulIOp::create(b, linear,
+                            index(b, type.getElementTypeBitWidth() / 8)));
+  return arith::CmpIOp::create(
+      b, arith::CmpIPredicate::eq,
+      arith::RemUIOp::create(b, address, index(b, alignment)), index(b, 0));
+}
+
+SmallVector<Value> EpilogueBuilder::loadRun(ImplicitLocOpBuilder &b,
+                                            Value memref,
+                                            SmallVector<Value> indices,
+                                            int64_t count, Value inBounds,
+                                            Value lastCol) const {
+  Type element = cast<MemRefType>(memref.getType()).getElementType();
+  Value first = indices.back();
+  auto scalarLoads = [&](ImplicitLocOpBuilder &sb) {
+    SmallVector<Value> values;
+    for (int64_t e = 0; e < count; ++e) {
+      SmallVector<Value> at(indices);
+      at.back() = arith::MinUIOp::create(
+          sb, arith::AddIOp::create(sb, first, index(sb, e)), lastCol);
+      values.push_back(memref::LoadOp::create(sb, memref, at));
     }
+    return values;
+  };
+  std::optional<int64_t> alignment = vectorAlignment(memref, count);
+  if (!alignment)
+    return scalarLoads(b);
+  auto vectorType = VectorType::get({count}, element);
+  Value fast = arith::AndIOp::create(
+      b, inBounds, isAligned(b, memref, indices, *alignment));
+  auto branch = scf::IfOp::create(
+      b, fast,
+      [&](OpBuilder &ob, Location loc) {
+        ImplicitLocOpBuilder tb(loc, ob);
+        Value v = vector::LoadOp::create(tb, vectorType, memref, indices,
+                                         /*nontemporal=*/false,
+                                         llvm::MaybeAlign(*alignment));
+        scf::YieldOp::create(tb, v);
+      },
+      [&](OpBuilder &ob, Location loc) {
+        ImplicitLocOpBuilder eb(loc, ob);
+        Value v =
+            vector::FromElementsOp::create(eb, vectorType, scalarLoads(eb));
+        scf::YieldOp::create(eb, v);
+      });
+  SmallVector<Value> values;
+  for (int64_t e = 0; e < count; ++e)
+    values.push_back(
+        vector::ExtractOp::create(b, branch.getResult(0), ArrayRef<int64_t>{e}));
+  return values;
+}
+
+void EpilogueBuilder::storeRun(ImplicitLocOpBuilder &b, Value memref,
+                               SmallVector<Value> indices,
+                               ArrayRef<Value> values, Value inRow,
+                               Value limit) const {
+  int64_t count = values.size();
+  Value first = indices.back();
+  auto scalarStores = [&](ImplicitLocOpBuilder &sb) {
+    for (auto [e, value] : llvm::enumerate(values)) {
+      SmallVector<Value> at(indices);
+      at.back() = arith::AddIOp::create(sb, first, index(sb, e));
+      Value inCol =
+          arith::CmpIOp::create(sb, arith::CmpIPredicate::ult, at.back(), limit);
+      storeIf(sb, arith::AndIOp::create(sb, inRow, inCol), value, memref, at);
     }
-    lane.map(op.getInputArg(i), element);
+  };
+  std::optional<int64_t> alignment = vectorAlignment(memref, count);
+  if (!alignment) {
+    scalarStores(b);
+    return;
   }
+  Value end = arith::AddIOp::create(b, first, index(b, count));
+  Value whole = arith::AndIOp::create(
+      b, inRow, arith::CmpIOp::create(b, arith::CmpIPredicate::ule, end, limit));
+  Value fast = arith::AndIOp::create(
+      b, whole, isAligned(b, memref, indices, *alignment));
+  Type element = cast<MemRefType>(memref.getType()).getElementType();
+  scf::IfOp::create(
+      b, fast,
+      [&](OpBuilder &ob, Location loc) {
+        ImplicitLocOpBuilder tb(loc, ob);
+        Value v = vector::FromElementsOp::create(
+            tb, VectorType::get({count}, element), values);
+        vector::StoreOp::create(tb, v, memref, indices, /*nontemporal=*/false,
+                                llvm::MaybeAlign(*alignment));
+        scf::YieldOp::create(tb);
+      },
+      [&](OpBuilder &ob, Location loc) {
+        ImplicitLocOpBuilder eb(loc, ob);
+        scalarStores(eb);
+        scf::YieldOp::create(eb);
+      });
 }
 
 void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
@@ -292,18 +432,43 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
   Value one = index(b, 1);
   Value lastRow = arith::SubIOp::create(b, frame.sizeM, one);
   Value lastCol = arith::SubIOp::create(b, frame.sizeN, one);
-  int64_t perLane = groupsPerLane();
+  Value threadRow = arith::DivUIOp::create(b, frame.tid, index(b, threadsPerRow));
+  Value laneInRow = arith::RemUIOp::create(b, frame.tid, index(b, threadsPerRow));
+  Value firstGroup =
+      arith::MulIOp::create(b, laneInRow, index(b, groupsPerThread));
 
-  // Running column partials: one per (col_reduce output, group, lane).
+  // This thread's columns, the same in every row: local and global, per slot.
+  SmallVector<Value> groups;
+  SlotValues localCols, cols, inCols;
+  for (int64_t g = 0; g < groupsPerThread; ++g) {
+    groups.push_back(arith::AddIOp::create(b, firstGroup, index(b, g)));
+    localCols.push_back(SmallVector<Value, 2>(
+        getGroupColumns(b, b.getLoc(), groups.back(), pairStride)));
+    cols.emplace_back();
+    inCols.emplace_back();
+    for (Value local : localCols.back()) {
+      cols.back().push_back(arith::AddIOp::create(b, frame.blockN, local));
+      inCols.back().push_back(arith::CmpIOp::create(
+          b, arith::CmpIPredicate::ult, cols.back().back(), frame.sizeN));
+    }
+  }
+  auto runInBounds = [&](ImplicitLocOpBuilder &rb, const Run &run) -> Value {
+    Value end = arith::AddIOp::create(
+        rb, cols[run.front().group][run.front().lane], index(rb, run.size()));
+    return arith::CmpIOp::create(rb, arith::CmpIPredicate::ule, end,
+                                 frame.sizeN);
+  };
+
+  // Running column partials: one per (col_reduce output, slot).
+  int64_t slotsPerThread = groupsPerThread * lanesPerGroup;
   SmallVector<Value> colInit;
   for (auto [i, role] : llvm::enumerate(roles))
     if (role == OutputRole::colPartials)
-      for (int64_t g = 0; g < perLane * numLanes(); ++g)
+      for (int64_t s = 0; s < slotsPerThread; ++s)
         colInit.push_back(identity(b, getPartialKind(yielded[i])));
 
   auto rowLoop = scf::ForOp::create(
-      b, frame.warp, index(b, config.tileM), index(b, config.numWarps()),
-      colInit,
+      b, threadRow, index(b, config.tileM), index(b, rowsPerPass), colInit,
       [&](OpBuilder &ob, Location loc, Value localRow, ValueRange colAccs) {
         ImplicitLocOpBuilder lb(loc, ob);
         Value row = arith::AddIOp::create(lb, frame.blockM, localRow);
@@ -311,113 +476,159 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
                                             row, frame.sizeM);
         Value rowClamped = arith::MinUIOp::create(lb, row, lastRow);
         SmallVector<Value> nextCol(colAccs);
-        // Per row-partial output, this lane's running value.
-        DenseMap<unsigned, Value> rowAccs;
-        for (auto [i, role] : llvm::enumerate(roles))
-          if (role == OutputRole::rowPartials)
-            rowAccs[i] = identity(lb, getPartialKind(yielded[i]));
 
-        for (int64_t v = 0; v < perLane; ++v) {
-          Value group = arith::AddIOp::create(
-              lb, frame.lane, arith::ConstantIndexOp::create(lb, v * 32));
-          SmallVector<Value> localCols =
-              getGroupColumns(lb, lb.getLoc(), group, pairStride);
-          SmallVector<Value> cols, inCols;
-          SmallVector<IRMapping> lanes(numLanes());
-          for (auto [l, localCol] : llvm::enumerate(localCols)) {
-            Value col = arith::AddIOp::create(lb, frame.blockN, localCol);
-            cols.push_back(col);
-            inCols.push_back(arith::CmpIOp::create(
-                lb, arith::CmpIPredicate::ult, col, frame.sizeN));
-            mapArguments(lb, lanes[l], localRow, localCol, rowClamped,
-                         arith::MinUIOp::create(lb, col, lastCol));
+        // Block arguments per slot, read run by run.
+        SmallVector<IRMapping> mappings(groupsPerThread * lanesPerGroup);
+        auto mappingOf = [&](Slot s) -> IRMapping & {
+          return mappings[s.group * lanesPerGroup + s.lane];
+        };
+        // The accumulator tile: in bounds and 16-byte aligned by
+        // construction (rows of tileN + 4 floats, runs at multiples of 4).
+        for (const Run &run : runs) {
+          Slot head = run.front();
+          auto type = VectorType::get({int64_t(run.size())}, lb.getF32Type());
+          Value acc = vector::LoadOp::create(
+              lb, type, frame.accTile,
+              ValueRange{localRow, localCols[head.group][head.lane]},
+              /*nontemporal=*/false,
+              llvm::MaybeAlign(std::min<int64_t>(run.size() * 4, 16)));
+          for (auto [e, slot] : llvm::enumerate(run))
+            mappingOf(slot).map(op.getAccumulatorArg(),
+                                vector::ExtractOp::create(
+                                    lb, acc, ArrayRef<int64_t>{int64_t(e)}));
+        }
+        for (auto [k, input] : llvm::enumerate(inputs)) {
+          BlockArgument arg = op.getInputArg(k);
+          AccessForm form = op.getInputForm(k);
+          if (form == AccessForm::tile || form == AccessForm::col) {
+            for (const Run &run : runs) {
+              Slot head = run.front();
+              SmallVector<Value> at;
+              if (form == AccessForm::tile)
+                at.push_back(rowClamped);
+              at.push_back(cols[head.group][head.lane]);
+              SmallVector<Value> values =
+                  loadRun(lb, input, at, run.size(), runInBounds(lb, run),
+                          lastCol);
+              for (auto [slot, value] : llvm::zip_equal(run, values))
+                mappingOf(slot).map(arg, value);
+            }
+            continue;
           }
-          evaluateEpilogueBody(lb, op, row, cols, lanes);
-
-          unsigned colSlot = 0;
-          for (auto [i, value] : llvm::enumerate(yielded)) {
-            Value out = outputs[i];
-            switch (roles[i]) {
-            case OutputRole::tile:
-              for (unsigned l = 0; l < numLanes(); ++l)
-                storeIf(lb, arith::AndIOp::create(lb, inRow, inCols[l]),
-                        lanes[l].lookup(value), out, {row, cols[l]});
-              break;
-            case OutputRole::pair: {
-              // Pair j of block k lands in column k s + j: the tile's pairs
-              // start at blockN / 2.
-              Value pairCol = arith::AddIOp::create(
-                  lb,
-                  arith::DivUIOp::create(lb, frame.blockN, index(lb, 2)),
-                  group);
-              storeIf(lb, arith::AndIOp::create(lb, inRow, inCols[0]),
-                      lanes[0].lookup(value), out, {row, pairCol});
-              break;
-            }
-            case OutputRole::rowPartials: {
-              ReductionKind kind = getPartialKind(value);
-              for (unsigned l = 0; l < numLanes(); ++l) {
-                Value masked = arith::SelectOp::create(
-                    lb, inCols[l], toF32(lb, lanes[l].lookup(value)),
-                    identity(lb, kind));
-                rowAccs[i] = buildReductionCombine(lb, lb.getLoc(), kind,
-                                                   rowAccs[i], masked);
+          Value shared;
+          if (form == AccessForm::row)
+            shared = memref::LoadOp::create(lb, input, ValueRange{rowClamped});
+          else if (form == AccessForm::scalar)
+            shared = input;
+          Value period = form == AccessForm::periodic
+                             ? memref::DimOp::create(lb, input, 1).getResult()
+                             : Value();
+          for (int64_t g = 0; g < groupsPerThread; ++g)
+            for (int64_t l = 0; l < lanesPerGroup; ++l) {
+              Value value = shared;
+              if (form == AccessForm::periodic) {
+                Value col = arith::MinUIOp::create(lb, cols[g][l], lastCol);
+                Value wrapped = arith::RemUIOp::create(lb, col, period);
+                value = memref::LoadOp::create(
+                    lb, input, ValueRange{rowClamped, wrapped});
               }
-              break;
+              mappingOf({g, l}).map(arg, value);
             }
-            case OutputRole::colPartials: {
-              ReductionKind kind = getPartialKind(value);
-              for (unsigned l = 0; l < numLanes(); ++l) {
-                Value valid = arith::AndIOp::create(lb, inRow, inCols[l]);
+        }
+
+        // The region, once per group.
+        for (int64_t g = 0; g < groupsPerThread; ++g) {
+          MutableArrayRef<IRMapping> lanes(&mappings[g * lanesPerGroup],
+                                           lanesPerGroup);
+          evaluateEpilogueBody(lb, op, row, cols[g], lanes);
+        }
+
+        Value isRowLeader = arith::CmpIOp::create(
+            lb, arith::CmpIPredicate::eq, laneInRow, index(lb, 0));
+        unsigned colSlot = 0;
+        for (auto [i, value] : llvm::enumerate(yielded)) {
+          Value out = outputs[i];
+          switch (roles[i]) {
+          case OutputRole::tile:
+            for (const Run &run : runs) {
+              Slot head = run.front();
+              SmallVector<Value> values;
+              for (Slot slot : run)
+                values.push_back(mappingOf(slot).lookup(value));
+              storeRun(lb, out, {row, cols[head.group][head.lane]}, values,
+                       inRow, frame.sizeN);
+            }
+            break;
+          case OutputRole::pair: {
+            // Pair j of block k lands in column k s + j: the tile's pairs
+            // start at blockN / 2.
+            SmallVector<Value> values;
+            for (int64_t g = 0; g < groupsPerThread; ++g)
+              values.push_back(mappingOf({g, 0}).lookup(value));
+            Value pairCol = arith::AddIOp::create(
+                lb, arith::DivUIOp::create(lb, frame.blockN, index(lb, 2)),
+                groups.front());
+            Value pairLimit =
+                arith::DivUIOp::create(lb, frame.sizeN, index(lb, 2));
+            storeRun(lb, out, {row, pairCol}, values, inRow, pairLimit);
+            break;
+          }
+          case OutputRole::rowPartials: {
+            // This thread's slots, then the row's threads (consecutive
+            // lanes) by butterfly shuffles in a fixed order.
+            ReductionKind kind = getPartialKind(value);
+            Value acc = identity(lb, kind);
+            for (int64_t g = 0; g < groupsPerThread; ++g)
+              for (int64_t l = 0; l < lanesPerGroup; ++l) {
                 Value masked = arith::SelectOp::create(
-                    lb, valid, toF32(lb, lanes[l].lookup(value)),
+                    lb, inCols[g][l], toF32(lb, mappingOf({g, l}).lookup(value)),
                     identity(lb, kind));
-                unsigned slot = colSlot + v * numLanes() + l;
+                acc = buildReductionCombine(lb, lb.getLoc(), kind, acc, masked);
+              }
+            for (int32_t offset = threadsPerRow / 2; offset >= 1; offset /= 2) {
+              Value other = gpu::ShuffleOp::create(lb, acc, offset, 32,
+                                                   gpu::ShuffleMode::XOR)
+                                .getShuffleResult();
+              acc = buildReductionCombine(lb, lb.getLoc(), kind, acc, other);
+            }
+            storeIf(lb, arith::AndIOp::create(lb, isRowLeader, inRow),
+                    fromF32(lb, acc, partialElementType(i)), out,
+                    {row, gpu::BlockIdOp::create(lb, gpu::Dimension::x)});
+            break;
+          }
+          case OutputRole::colPartials: {
+            ReductionKind kind = getPartialKind(value);
+            for (int64_t g = 0; g < groupsPerThread; ++g)
+              for (int64_t l = 0; l < lanesPerGroup; ++l) {
+                Value valid = arith::AndIOp::create(lb, inRow, inCols[g][l]);
+                Value masked = arith::SelectOp::create(
+                    lb, valid, toF32(lb, mappingOf({g, l}).lookup(value)),
+                    identity(lb, kind));
+                unsigned slot = colSlot + g * lanesPerGroup + l;
                 nextCol[slot] = buildReductionCombine(lb, lb.getLoc(), kind,
                                                       nextCol[slot], masked);
               }
-              colSlot += perLane * numLanes();
-              break;
-            }
-            case OutputRole::rowSelect: {
-              auto select = cast<RowSelectOp>(value.getDefiningOp());
-              for (unsigned l = 0; l < numLanes(); ++l) {
-                Value target = lanes[l].lookup(select.getColumn());
+            colSlot += slotsPerThread;
+            break;
+          }
+          case OutputRole::rowSelect: {
+            auto select = cast<RowSelectOp>(value.getDefiningOp());
+            for (int64_t g = 0; g < groupsPerThread; ++g)
+              for (int64_t l = 0; l < lanesPerGroup; ++l) {
+                IRMapping &mapping = mappingOf({g, l});
+                Value target = mapping.lookup(select.getColumn());
                 if (!target.getType().isIndex())
                   target = arith::IndexCastOp::create(lb, lb.getIndexType(),
                                                       target);
                 Value hit = arith::AndIOp::create(
-                    lb,
-                    arith::AndIOp::create(lb, inRow, inCols[l]),
-                    arith::CmpIOp::create(lb, arith::CmpIPredicate::eq,
-                                          target, cols[l]));
-                storeIf(lb, hit, lanes[l].lookup(value), out, {row});
+                    lb, arith::AndIOp::create(lb, inRow, inCols[g][l]),
+                    arith::CmpIOp::create(lb, arith::CmpIPredicate::eq, target,
+                                          cols[g][l]));
+                storeIf(lb, hit, mapping.lookup(value), out, {row});
               }
-              break;
-            }
-            }
+            break;
           }
-        }
-
-        // Row partials: combine the warp's lanes (butterfly, fixed order);
-        // lane 0 writes this tile's partial.
-        Value isLaneZero = arith::CmpIOp::create(
-            lb, arith::CmpIPredicate::eq, frame.lane, index(lb, 0));
-        Value tileIndex = gpu::BlockIdOp::create(lb, gpu::Dimension::x);
-        for (auto [i, value] : llvm::enumerate(yielded)) {
-          if (roles[i] != OutputRole::rowPartials)
-            continue;
-          ReductionKind kind = getPartialKind(value);
-          Value acc = rowAccs[i];
-          for (int32_t offset = 16; offset >= 1; offset /= 2) {
-            Value other = gpu::ShuffleOp::create(lb, acc, offset, 32,
-                                                 gpu::ShuffleMode::XOR)
-                              .getShuffleResult();
-            acc = buildReductionCombine(lb, lb.getLoc(), kind, acc, other);
           }
-          storeIf(lb, arith::AndIOp::create(lb, isLaneZero, inRow),
-                  fromF32(lb, acc, partialElementType(i)), outputs[i],
-                  {row, tileIndex});
         }
         scf::YieldOp::create(lb, nextCol);
       });
@@ -425,13 +636,12 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
   if (colInit.empty())
     return;
 
-  // Column partials: each warp's per-column values go to shared memory after
-  // the accumulator tile; then one thread per column combines the warps in
-  // order and writes this tile's partial.
+  // Column partials: each pass row's values go to shared memory after the
+  // accumulator tile; then one thread per column combines them in order and
+  // writes this tile's partial.
   MLIRContext *ctx = b.getContext();
   auto scratchType = MemRefType::get(
-      {config.numWarps(), config.tileN}, b.getF32Type(),
-      MemRefLayoutAttrInterface(),
+      {rowsPerPass, config.tileN}, b.getF32Type(), MemRefLayoutAttrInterface(),
       gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
   Value tileIndex = gpu::BlockIdOp::create(b, gpu::Dimension::y);
   unsigned colSlot = 0, scratchIndex = 0;
@@ -439,21 +649,17 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
     if (roles[i] != OutputRole::colPartials)
       continue;
     int64_t offset = config.accTileBytes() +
-                     scratchIndex++ * config.numWarps() * config.tileN * 4;
+                     scratchIndex++ * rowsPerPass * config.tileN * 4;
     Value scratch = memref::ViewOp::create(
         b, scratchType, frame.shared,
         arith::AddIOp::create(b, frame.sharedBase, index(b, offset)),
         ValueRange{});
-    for (int64_t v = 0; v < perLane; ++v) {
-      Value group = arith::AddIOp::create(b, frame.lane, index(b, v * 32));
-      SmallVector<Value> localCols =
-          getGroupColumns(b, b.getLoc(), group, pairStride);
-      for (auto [l, localCol] : llvm::enumerate(localCols))
+    for (int64_t g = 0; g < groupsPerThread; ++g)
+      for (int64_t l = 0; l < lanesPerGroup; ++l)
         memref::StoreOp::create(
-            b, rowLoop.getResult(colSlot + v * numLanes() + l), scratch,
-            ValueRange{frame.warp, localCol});
-    }
-    colSlot += perLane * numLanes();
+            b, rowLoop.getResult(colSlot + g * lanesPerGroup + l), scratch,
+            ValueRange{threadRow, localCols[g][l]});
+    colSlot += slotsPerThread;
     gpu::BarrierOp::create(b);
     ReductionKind kind = getPartialKind(value);
     Type elementType = partialElementType(i);
@@ -464,11 +670,11 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
         [&](OpBuilder &ob, Location loc, Value localCol, ValueRange) {
           ImplicitLocOpBuilder lb(loc, ob);
           Value total = identity(lb, kind);
-          for (int64_t w = 0; w < config.numWarps(); ++w)
+          for (int64_t r = 0; r < rowsPerPass; ++r)
             total = buildReductionCombine(
                 lb, loc, kind, total,
                 memref::LoadOp::create(lb, scratch,
-                                       ValueRange{index(lb, w), localCol}));
+                                       ValueRange{index(lb, r), localCol}));
           Value col = arith::AddIOp::create(lb, frame.blockN, localCol);
           Value inCol = arith::CmpIOp::create(lb, arith::CmpIPredicate::ult,
                                               col, frame.sizeN);

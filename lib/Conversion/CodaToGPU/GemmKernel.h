@@ -19,6 +19,10 @@
 
 namespace mlir::coda::gpu_lowering {
 
+/// Columns of a row that one thread covers in the epilogue (16 bytes of bf16,
+/// so that tile outputs and inputs move as one vector when aligned).
+constexpr int64_t kEpilogueColumnsPerThread = 8;
+
 /// Tile shape and pipeline depth of one GEMM kernel, and the shared-memory
 /// plan that follows from them.
 struct GemmKernelConfig {
@@ -39,8 +43,13 @@ struct GemmKernelConfig {
   int64_t rhsTileBytes() const { return tileN * tileK * operandBytes; }
   int64_t stageBytes() const { return lhsTileBytes() + rhsTileBytes(); }
   int64_t accTileBytes() const { return tileM * accRowStride() * 4; }
+  /// Rows the CTA covers at once in the epilogue.
+  int64_t epilogueRowsPerPass() const {
+    return numThreads * kEpilogueColumnsPerThread / tileN;
+  }
   int64_t epilogueBytes() const {
-    return accTileBytes() + numColPartials * numWarps() * tileN * 4;
+    return accTileBytes() +
+           numColPartials * epilogueRowsPerPass() * tileN * 4;
   }
   /// Dynamic shared memory to request: the larger of the mainloop ring and the
   /// epilogue staging (they reuse the same bytes), plus slack to align the

@@ -66,9 +66,6 @@ public:
              << kSwizzleBytes / config.operandBytes << " elements)";
     if (config.tileM % kWgmmaM != 0)
       return op.emitOpError("tile M must be a multiple of ") << kWgmmaM;
-    if (config.tileN % 64 != 0 || config.tileN > 256)
-      return op.emitOpError("tile N must be 64, 128, 192 or 256, got ")
-             << config.tileN;
     // Accumulator registers: tileM * tileN / 128 f32 per thread.
     if (config.tileM * config.tileN > 128 * 128)
       return op.emitOpError("a ")

@@ -83,7 +83,7 @@ func.func @tile_conflict(%a: memref<?x64xbf16>, %b: memref<512x64xbf16>, %p: mem
 // -----
 
 func.func @odd_reduction_tile(%a: memref<?x64xbf16>, %b: memref<96x64xbf16>, %p: memref<?x1xf32>) {
-  // expected-error @+1 {{tile N must be 64, 128, 192 or 256, got 96}}
+  // expected-error @+1 {{tile N must be 64, 128 or 256, got 96}}
   coda.gemm %a, %b transpose_b : memref<?x64xbf16>, memref<96x64xbf16>
       epilogue(%acc) outs(%p : memref<?x1xf32>) {
     %s = coda.row_reduce sum %acc tile 96 : f32

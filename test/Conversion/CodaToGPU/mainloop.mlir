@@ -39,15 +39,19 @@
 //       CHECK:     nvvm.wgmma.wait.group.sync.aligned 0
 //       CHECK:     llvm.extractvalue
 //       CHECK:     memref.store %{{.*}}, %{{.*}} : memref<128x132xf32, #gpu.address_space<workgroup>>
-// The epilogue: one warp per row, the row input read at the clamped row,
-// the store masked to the output's bounds.
+// The epilogue: each thread reads 8 accumulator columns of a row as one
+// vector, the row input at the clamped row, and stores 8 bf16 (16 bytes) at
+// once when they are in bounds and aligned, else element by element.
 //       CHECK:     scf.for
-//       CHECK:       memref.load %{{.*}} : memref<128x132xf32, #gpu.address_space<workgroup>>
+//       CHECK:       vector.load %{{.*}} {alignment = 16 : i64} : memref<128x132xf32, #gpu.address_space<workgroup>>, vector<8xf32>
 //       CHECK:       memref.load %{{.*}} : memref<?xf32>
-//       CHECK:       arith.mulf
-//       CHECK:       arith.truncf
+// CHECK-COUNT-8:     arith.mulf
+//       CHECK:       memref.extract_aligned_pointer_as_index
 //       CHECK:       scf.if
-//       CHECK:         memref.store %{{.*}} : memref<?x512xbf16>
+//       CHECK:         vector.from_elements {{.*}} : vector<8xbf16>
+//       CHECK:         vector.store %{{.*}} {alignment = 16 : i64} : memref<?x512xbf16>, vector<8xbf16>
+//       CHECK:       } else {
+// CHECK-COUNT-8:       memref.store %{{.*}} : memref<?x512xbf16>
 //       CHECK:     gpu.return
 func.func @nt(%a: memref<?x256xbf16>, %b: memref<512x256xbf16>, %r: memref<?xf32>, %y: memref<?x512xbf16>) {
   coda.gemm %a, %b transpose_b : memref<?x256xbf16>, memref<512x256xbf16>
