@@ -8,12 +8,9 @@ import argparse
 import json
 import os
 import statistics
-import sys
 
+import coda_runtime
 import torch
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "test", "GPU"))
-from harness import CompiledModule  # noqa: E402
 
 BUILD = os.environ.get("CODA_GPU_TESTS", os.path.join(
     os.path.dirname(__file__), "..", "build", "gpu-tests"))
@@ -43,14 +40,16 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--json")
     args = parser.parse_args()
-    prims = CompiledModule(os.path.join(BUILD, "primitives"))
+    torch.empty(1, device="cuda")
+    prims = coda_runtime.Module(os.path.join(BUILD, "primitives"))
     (kernel,) = prims.kernels_of("plain_nt")
+    stream = torch.cuda.current_stream().cuda_stream
     rows = []
     for m, n, k in SHAPES:
         a = torch.randn(m, k, device="cuda").bfloat16()
         b = torch.randn(n, k, device="cuda").bfloat16()
         y = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-        coda = median_ms(lambda: prims.launch(kernel["name"], [a, b, y]))
+        coda = median_ms(lambda: prims.launch(kernel, [a, b, y], stream))
         torch.testing.assert_close(y.float(), (a @ b.T).float(), rtol=2e-2, atol=2e-1)
         cublas = median_ms(lambda: torch.matmul(a, b.T))
         tflops = 2 * m * n * k / 1e9

@@ -55,6 +55,7 @@ tool_dirs = [config.coda_tools_dir, config.llvm_tools_dir]
 tools = [
     "coda-opt",
     "coda-compile",
+    "coda-runtime-check",
     "mlir-runner",
     ToolSubst("mlir-opt", command=os.path.join(config.llvm_tools_dir, "mlir-opt")),
 ]

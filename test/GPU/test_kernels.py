@@ -1,7 +1,8 @@
 """GPU correctness suite: every epilogue primitive against fp32/fp64 PyTorch.
 
 Runs on an sm_90a GPU with kernels compiled ahead of time by
-`scripts/build-gpu-tests` (see docs/Testing.md). Shapes include ones no tile
+`scripts/build-gpu-tests` and launched through the coda runtime's Python
+bindings (see docs/Testing.md). Shapes include ones no tile
 divides (M, N and K tails), a single row, and a benchmark-sized GEMM.
 
 Tolerances: references are computed in float64 from the same bf16/f16
@@ -11,13 +12,13 @@ output's scale. bf16 outputs add one rounding to bf16 (at most 2^-9 relative
 for round-to-nearest, 2^-8 near binade edges): rtol 8e-3.
 """
 
+import json
 import math
 import os
 
+import coda_runtime
 import pytest
 import torch
-
-from harness import CompiledModule, KernelError
 
 BUILD = os.environ.get("CODA_GPU_TESTS", os.path.join(
     os.path.dirname(__file__), "..", "..", "build", "gpu-tests"))
@@ -29,7 +30,14 @@ HEAD_SHAPES = [(128, 128, 64), (200, 384, 200), (1, 128, 64), (300, 512, 1000)]
 @pytest.fixture(scope="module")
 def prims():
     torch.backends.cuda.matmul.allow_tf32 = False
-    return CompiledModule(os.path.join(BUILD, "primitives"))
+    torch.empty(1, device="cuda")  # the runtime uses torch's CUDA context
+    return coda_runtime.Module(os.path.join(BUILD, "primitives"))
+
+
+def kernel_spec(function):
+    with open(os.path.join(BUILD, "primitives", "manifest.json")) as f:
+        (kernel,) = [k for k in json.load(f)["kernels"] if k["function"] == function]
+    return kernel
 
 
 def rand(*shape, dtype=torch.bfloat16, scale=1.0):
@@ -48,7 +56,7 @@ def check_bf16(out, ref):
 
 def run(prims, function, *args):
     (kernel,) = prims.kernels_of(function)
-    prims.launch(kernel["name"], list(args))
+    prims.launch(kernel, list(args), torch.cuda.current_stream().cuda_stream)
     torch.cuda.synchronize()
 
 
@@ -161,16 +169,19 @@ def test_positions_colsum(prims, m, n, k):
 def test_rejects_bad_arguments(prims):
     (kernel,) = prims.kernels_of("plain_nt")
     a, b, y = rand(64, 64), rand(64, 64), poison(64, 64, dtype=torch.bfloat16)
-    with pytest.raises(KernelError, match="expected bf16"):
-        prims.launch(kernel["name"], [a.float(), b, y])
-    with pytest.raises(KernelError, match="16-byte"):
-        prims.launch(kernel["name"], [rand(64, 70)[:, :63], b, y])
+    with pytest.raises(coda_runtime.Error, match="lhs, argument 0 must be bf16, got f32"):
+        prims.launch(kernel, [a.float(), b, y])
+    with pytest.raises(coda_runtime.Error, match="TMA needs a multiple of 16"):
+        prims.launch(kernel, [rand(64, 70)[:, :64], b, y])
+    with pytest.raises(coda_runtime.Error, match="host memory"):
+        prims.launch(kernel, [a, b, y.cpu()])
+    with pytest.raises(coda_runtime.Error, match=r"must have shape \[64, 64\]"):
+        prims.launch(kernel, [a, b, y[:, :32]])
 
 
 @pytest.mark.parametrize("m,n,k", SHAPES)
 def test_wide_tile(prims, m, n, k):
-    (kernel,) = prims.kernels_of("wide_tile")
-    assert kernel["tile"][:2] == [64, 256]
+    assert kernel_spec("wide_tile")["tile"][:2] == [64, 256]
     a, b = rand(m, k), rand(n, k)
     tiles = math.ceil(n / 256)
     y, rs = poison(m, n, dtype=torch.bfloat16), poison(m, tiles)
@@ -183,8 +194,7 @@ def test_wide_tile(prims, m, n, k):
 
 @pytest.mark.parametrize("m,n,k", SHAPES)
 def test_short_tile(prims, m, n, k):
-    (kernel,) = prims.kernels_of("short_tile")
-    assert kernel["tile"][:2] == [64, 128]
+    assert kernel_spec("short_tile")["tile"][:2] == [64, 128]
     a, b = rand(m, k), rand(n, k)
     tiles = math.ceil(m / 64)
     cs = poison(tiles, n)

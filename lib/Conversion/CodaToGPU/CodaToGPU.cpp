@@ -698,6 +698,14 @@ DictionaryAttr buildKernelAbi(OpBuilder &b, GemmOp op, func::FuncOp host,
         return b.getI64IntegerAttr(arg.getArgNumber());
     return b.getStringAttr("temporary");
   };
+  // -1 marks a dynamic size.
+  auto shapeOf = [&](Value v) {
+    SmallVector<int64_t> shape(cast<ShapedType>(v.getType()).getShape());
+    for (int64_t &size : shape)
+      if (ShapedType::isDynamic(size))
+        size = -1;
+    return i64s(shape);
+  };
   SmallVector<Attribute> params;
   auto tensorMap = [&](StringRef operand, Value v, ArrayRef<int64_t> box) {
     params.push_back(b.getDictionaryAttr({
@@ -706,6 +714,7 @@ DictionaryAttr buildKernelAbi(OpBuilder &b, GemmOp op, func::FuncOp host,
         b.getNamedAttr("operand", str(operand)),
         b.getNamedAttr("source", sourceArg(v)),
         b.getNamedAttr("dtype", str(typeName(config.operandType))),
+        b.getNamedAttr("shape", shapeOf(v)),
         b.getNamedAttr("box", i64s(box)),
         b.getNamedAttr("swizzle", str("128B")),
         b.getNamedAttr("l2_promotion", str("256B")),
@@ -732,12 +741,7 @@ DictionaryAttr buildKernelAbi(OpBuilder &b, GemmOp op, func::FuncOp host,
           b.getNamedAttr("dtype", str(typeName(type.getElementType()))));
       entry.push_back(b.getNamedAttr("rank", b.getI64IntegerAttr(
                                                  type.getRank())));
-      // -1 marks a dynamic size.
-      SmallVector<int64_t> shape(type.getShape());
-      for (int64_t &size : shape)
-        if (ShapedType::isDynamic(size))
-          size = -1;
-      entry.push_back(b.getNamedAttr("shape", i64s(shape)));
+      entry.push_back(b.getNamedAttr("shape", shapeOf(v)));
     } else {
       entry.push_back(b.getNamedAttr("kind", str("scalar")));
       entry.push_back(b.getNamedAttr("dtype", str(typeName(v.getType()))));

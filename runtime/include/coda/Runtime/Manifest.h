@@ -1,0 +1,66 @@
+//===- Manifest.h - the kernels a coda-compile directory holds --*- C++ -*-===//
+//
+// The runtime's view of manifest.json (docs/KernelABI.md). No MLIR, no CUDA.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CODA_RUNTIME_MANIFEST_H
+#define CODA_RUNTIME_MANIFEST_H
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace coda::runtime {
+
+/// Every runtime failure: a message that says what is wrong and what was
+/// expected.
+class Error : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class DType { bf16, f16, f32, f64, i32, i64, i8, i1 };
+
+/// Parses "bf16", "f32", "i64", ...; throws Error for anything else.
+DType parseDType(const std::string &name);
+const char *dtypeName(DType dtype);
+int64_t dtypeBytes(DType dtype);
+
+/// One kernel parameter before the memref expansion.
+struct ParamSpec {
+  enum class Kind { tensormap, index, memref, scalar } kind;
+  std::string name;
+  /// tensormap: "lhs"/"rhs"; memref/scalar: access form or output role.
+  std::string operand, role;
+  DType dtype = DType::f32;
+  int64_t rank = 0;
+  std::vector<int64_t> shape; // -1: dynamic
+  std::vector<int64_t> box;   // tensormap, innermost first
+  /// The host function argument it is, or -1 for a temporary.
+  int64_t source = -1;
+};
+
+struct KernelSpec {
+  std::string name, module, function;
+  std::vector<ParamSpec> params;
+  int64_t tileM = 0, tileN = 0, tileK = 0, stages = 0;
+  bool transposeB = false;
+  int64_t block[3] = {1, 1, 1};
+  int64_t sharedMemoryBytes = 0;
+};
+
+struct Manifest {
+  std::string chip;
+  std::vector<KernelSpec> kernels;
+
+  /// Parses manifest.json text; throws Error naming the offending field.
+  static Manifest parse(const std::string &json);
+  static Manifest load(const std::string &path);
+  const KernelSpec &kernel(const std::string &name) const;
+};
+
+} // namespace coda::runtime
+
+#endif // CODA_RUNTIME_MANIFEST_H

@@ -1,0 +1,49 @@
+//===- Runtime.h - load and launch coda kernels -----------------*- C++ -*-===//
+//
+// Loads a coda-compile output directory and launches its kernels with the
+// CUDA driver API only. libcuda is opened at run time, so the library builds
+// and validates arguments on machines without a GPU.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CODA_RUNTIME_RUNTIME_H
+#define CODA_RUNTIME_RUNTIME_H
+
+#include "coda/Runtime/Manifest.h"
+#include "coda/Runtime/Validate.h"
+
+#include <map>
+#include <memory>
+
+namespace coda::runtime {
+
+class Module {
+public:
+  /// Reads manifest.json and loads every cubin it names into the current
+  /// CUDA context (creating the device's primary context if there is none).
+  static std::unique_ptr<Module> load(const std::string &directory,
+                                      int device = 0);
+  ~Module();
+
+  const Manifest &manifest() const { return manifest_; }
+
+  /// Validates `args` and launches `kernel` on `stream` (a CUstream; 0 is the
+  /// default stream). TMA descriptors are encoded once per tensor layout and
+  /// kept in device memory for the module's lifetime.
+  void launch(const std::string &kernel, const std::vector<Argument> &args,
+              uint64_t stream = 0);
+
+  /// Launches every kernel of `function` in manifest order.
+  void launchFunction(const std::string &function,
+                      const std::vector<Argument> &args, uint64_t stream = 0);
+
+private:
+  Module() = default;
+  struct Impl;
+  Manifest manifest_;
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace coda::runtime
+
+#endif // CODA_RUNTIME_RUNTIME_H

@@ -1,0 +1,47 @@
+//===- Validate.h - check launch arguments against a kernel -----*- C++ -*-===//
+//
+// Everything a launch can get wrong is checked here, before any CUDA call:
+// argument count and kinds, dtypes, ranks, static and derived sizes (M, N, K
+// agree across operands; outputs have the shapes their roles imply), TMA's
+// layout rules, pointer alignment and devices. Needs no GPU.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CODA_RUNTIME_VALIDATE_H
+#define CODA_RUNTIME_VALIDATE_H
+
+#include "coda/Runtime/Manifest.h"
+
+#include <variant>
+
+namespace coda::runtime {
+
+/// A strided view of device memory: sizes and strides in elements.
+struct TensorRef {
+  uint64_t data = 0;
+  DType dtype = DType::f32;
+  std::vector<int64_t> sizes, strides;
+  /// CUDA device ordinal, or -1 for host memory.
+  int device = 0;
+};
+
+/// A host function argument: a tensor or a scalar value.
+using Argument = std::variant<TensorRef, double>;
+
+/// Problem size of a launch.
+struct GemmSizes {
+  int64_t m = 0, n = 0, k = 0;
+};
+
+/// Checks `args` (the host function's arguments, indexed by each parameter's
+/// `source`) for `kernel`; returns the sizes or throws Error listing every
+/// problem found.
+GemmSizes validate(const KernelSpec &kernel, const std::vector<Argument> &args);
+
+/// Grid of a launch: (ceil(N / tile N), ceil(M / tile M), 1).
+void gridFor(const KernelSpec &kernel, const GemmSizes &sizes,
+             int64_t grid[3]);
+
+} // namespace coda::runtime
+
+#endif // CODA_RUNTIME_VALIDATE_H

@@ -1,0 +1,72 @@
+//===- CudaDriver.h - the CUDA driver API, opened at run time ---*- C++ -*-===//
+//
+// The few driver entry points the runtime uses, looked up in libcuda.so.1 on
+// first use. Declaring them here (with the ABI values from cuda.h) keeps the
+// runtime buildable and testable on machines without CUDA.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CODA_RUNTIME_LIB_CUDADRIVER_H
+#define CODA_RUNTIME_LIB_CUDADRIVER_H
+
+#include <cstdint>
+#include <string>
+
+namespace coda::runtime::cuda {
+
+using CUresult = int;
+using CUdevice = int;
+using CUcontext = void *;
+using CUmodule = void *;
+using CUfunction = void *;
+using CUstream = void *;
+using CUdeviceptr = unsigned long long;
+
+/// CUtensorMap: 128 opaque bytes, 64-byte aligned.
+struct alignas(64) CUtensorMap {
+  uint64_t opaque[16];
+};
+
+enum : int {
+  CU_TENSOR_MAP_DATA_TYPE_FLOAT16 = 6,
+  CU_TENSOR_MAP_DATA_TYPE_FLOAT32 = 7,
+  CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 = 9,
+  CU_TENSOR_MAP_INTERLEAVE_NONE = 0,
+  CU_TENSOR_MAP_SWIZZLE_128B = 3,
+  CU_TENSOR_MAP_L2_PROMOTION_L2_256B = 3,
+  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0,
+  CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
+};
+
+struct Driver {
+  CUresult (*cuInit)(unsigned);
+  CUresult (*cuDeviceGet)(CUdevice *, int);
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+  CUresult (*cuCtxGetCurrent)(CUcontext *);
+  CUresult (*cuCtxSetCurrent)(CUcontext);
+  CUresult (*cuModuleLoadData)(CUmodule *, const void *);
+  CUresult (*cuModuleUnload)(CUmodule);
+  CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
+  CUresult (*cuFuncSetAttribute)(CUfunction, int, int);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned,
+                             unsigned, unsigned, unsigned, unsigned, CUstream,
+                             void **, void **);
+  CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);
+  CUresult (*cuMemFree)(CUdeviceptr);
+  CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
+  CUresult (*cuGetErrorName)(CUresult, const char **);
+  CUresult (*cuTensorMapEncodeTiled)(CUtensorMap *, int, unsigned, void *,
+                                     const uint64_t *, const uint64_t *,
+                                     const uint32_t *, const uint32_t *, int,
+                                     int, int, int);
+};
+
+/// The driver, loaded once; throws Error when libcuda cannot be opened.
+const Driver &driver();
+
+/// Throws Error("<what>: <CUDA error name>") unless `result` is success.
+void check(CUresult result, const std::string &what);
+
+} // namespace coda::runtime::cuda
+
+#endif // CODA_RUNTIME_LIB_CUDADRIVER_H

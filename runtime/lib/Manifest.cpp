@@ -1,0 +1,147 @@
+//===- Manifest.cpp - read manifest.json ----------------------------------===//
+
+#include "coda/Runtime/Manifest.h"
+
+#include "Json.h"
+
+#include <fstream>
+#include <sstream>
+
+using namespace coda::runtime;
+
+DType coda::runtime::parseDType(const std::string &name) {
+  static const std::pair<const char *, DType> names[] = {
+      {"bf16", DType::bf16}, {"f16", DType::f16}, {"f32", DType::f32},
+      {"f64", DType::f64},   {"i32", DType::i32}, {"i64", DType::i64},
+      {"i8", DType::i8},     {"i1", DType::i1}};
+  for (auto &[n, d] : names)
+    if (name == n)
+      return d;
+  throw Error("unsupported element type '" + name + "'");
+}
+
+const char *coda::runtime::dtypeName(DType dtype) {
+  switch (dtype) {
+  case DType::bf16: return "bf16";
+  case DType::f16: return "f16";
+  case DType::f32: return "f32";
+  case DType::f64: return "f64";
+  case DType::i32: return "i32";
+  case DType::i64: return "i64";
+  case DType::i8: return "i8";
+  case DType::i1: return "i1";
+  }
+  return "?";
+}
+
+int64_t coda::runtime::dtypeBytes(DType dtype) {
+  switch (dtype) {
+  case DType::bf16:
+  case DType::f16: return 2;
+  case DType::f32:
+  case DType::i32: return 4;
+  case DType::f64:
+  case DType::i64: return 8;
+  case DType::i8:
+  case DType::i1: return 1;
+  }
+  return 1;
+}
+
+static std::vector<int64_t> intList(const json::Value &v,
+                                    const std::string &context) {
+  if (v.type != json::Value::Type::array)
+    throw Error("manifest: " + context + " must be a list");
+  std::vector<int64_t> out;
+  for (const json::Value &e : v.array)
+    out.push_back(e.asInt(context));
+  return out;
+}
+
+Manifest Manifest::parse(const std::string &text) {
+  json::Value root = json::parse(text);
+  Manifest manifest;
+  if (root.at("format", "the manifest").asString("format") != "coda-kernels")
+    throw Error("manifest: not a coda kernel manifest (format is not "
+                "\"coda-kernels\")");
+  if (root.at("version", "the manifest").asInt("version") != 1)
+    throw Error("manifest: unsupported version (this runtime reads version 1)");
+  manifest.chip = root.at("chip", "the manifest").asString("chip");
+  for (const json::Value &k : root.at("kernels", "the manifest").array) {
+    KernelSpec kernel;
+    kernel.name = k.at("name", "a kernel").asString("kernel name");
+    std::string ctx = "kernel " + kernel.name;
+    kernel.module = k.at("module", ctx).asString(ctx + " module");
+    kernel.function = k.at("function", ctx).asString(ctx + " function");
+    std::vector<int64_t> tile = intList(k.at("tile", ctx), ctx + " tile");
+    if (tile.size() != 3)
+      throw Error("manifest: " + ctx + " tile must have 3 entries");
+    kernel.tileM = tile[0];
+    kernel.tileN = tile[1];
+    kernel.tileK = tile[2];
+    kernel.stages = k.at("stages", ctx).asInt(ctx + " stages");
+    kernel.transposeB = k.at("transpose_b", ctx).boolean;
+    std::vector<int64_t> block = intList(k.at("block", ctx), ctx + " block");
+    if (block.size() != 3)
+      throw Error("manifest: " + ctx + " block must have 3 entries");
+    for (int i = 0; i < 3; ++i)
+      kernel.block[i] = block[i];
+    kernel.sharedMemoryBytes =
+        k.at("shared_memory_bytes", ctx).asInt(ctx + " shared_memory_bytes");
+    for (const json::Value &p : k.at("params", ctx).array) {
+      ParamSpec param;
+      param.name = p.at("name", ctx + " parameter").asString("name");
+      std::string pctx = ctx + " parameter " + param.name;
+      const std::string &kind = p.at("kind", pctx).asString(pctx + " kind");
+      if (kind == "tensormap")
+        param.kind = ParamSpec::Kind::tensormap;
+      else if (kind == "index")
+        param.kind = ParamSpec::Kind::index;
+      else if (kind == "memref")
+        param.kind = ParamSpec::Kind::memref;
+      else if (kind == "scalar")
+        param.kind = ParamSpec::Kind::scalar;
+      else
+        throw Error("manifest: " + pctx + " has unknown kind '" + kind + "'");
+      if (const json::Value *v = p.find("operand"))
+        param.operand = v->asString(pctx + " operand");
+      if (const json::Value *v = p.find("role"))
+        param.role = v->asString(pctx + " role");
+      if (const json::Value *v = p.find("dtype"))
+        param.dtype = parseDType(v->asString(pctx + " dtype"));
+      if (const json::Value *v = p.find("rank"))
+        param.rank = v->asInt(pctx + " rank");
+      if (const json::Value *v = p.find("shape"))
+        param.shape = intList(*v, pctx + " shape");
+      if (const json::Value *v = p.find("box"))
+        param.box = intList(*v, pctx + " box");
+      if (const json::Value *v = p.find("source"))
+        param.source = v->type == json::Value::Type::number
+                           ? v->asInt(pctx + " source")
+                           : -1;
+      kernel.params.push_back(std::move(param));
+    }
+    manifest.kernels.push_back(std::move(kernel));
+  }
+  return manifest;
+}
+
+Manifest Manifest::load(const std::string &path) {
+  std::ifstream in(path);
+  if (!in)
+    throw Error("cannot read " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse(text.str());
+}
+
+const KernelSpec &Manifest::kernel(const std::string &name) const {
+  for (const KernelSpec &k : kernels)
+    if (k.name == name)
+      return k;
+  std::string known;
+  for (const KernelSpec &k : kernels)
+    known += (known.empty() ? "" : ", ") + k.name;
+  throw Error("no kernel '" + name + "' in the manifest (it has: " + known +
+              ")");
+}

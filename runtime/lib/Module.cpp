@@ -1,0 +1,211 @@
+//===- Module.cpp - load and launch coda kernels --------------------------===//
+
+#include "coda/Runtime/Runtime.h"
+
+#include "CudaDriver.h"
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <tuple>
+
+using namespace coda::runtime;
+using namespace coda::runtime::cuda;
+
+namespace {
+/// A TMA descriptor is fixed by the tensor's address, layout and the box.
+using DescriptorKey =
+    std::tuple<uint64_t, std::vector<int64_t>, std::vector<int64_t>, int,
+               std::vector<int64_t>>;
+
+int tensorMapType(DType dtype) {
+  switch (dtype) {
+  case DType::bf16: return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  case DType::f16: return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  case DType::f32: return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  default: throw Error(std::string("no TMA data type for ") + dtypeName(dtype));
+  }
+}
+
+/// Kernel parameter bytes, and the pointers cuLaunchKernel wants.
+class ParamBuffer {
+public:
+  template <typename T> void add(T value) {
+    auto bytes = std::make_unique<uint8_t[]>(sizeof(T));
+    std::memcpy(bytes.get(), &value, sizeof(T));
+    storage.push_back(std::move(bytes));
+  }
+  std::vector<void *> pointers() const {
+    std::vector<void *> out;
+    for (const auto &bytes : storage)
+      out.push_back(bytes.get());
+    return out;
+  }
+
+private:
+  std::vector<std::unique_ptr<uint8_t[]>> storage;
+};
+} // namespace
+
+struct Module::Impl {
+  std::map<std::string, CUmodule> modules;
+  std::map<std::string, CUfunction> functions;
+  std::map<DescriptorKey, CUdeviceptr> descriptors;
+
+  CUdeviceptr descriptor(const ParamSpec &p, const TensorRef &t) {
+    DescriptorKey key{t.data, t.sizes, t.strides, int(t.dtype), p.box};
+    auto it = descriptors.find(key);
+    if (it != descriptors.end())
+      return it->second;
+    const Driver &d = driver();
+    // Dimensions innermost first; strides in bytes for dimensions 1..r-1.
+    uint64_t dims[2] = {uint64_t(t.sizes[1]), uint64_t(t.sizes[0])};
+    uint64_t strides[1] = {uint64_t(t.strides[0] * dtypeBytes(t.dtype))};
+    uint32_t box[2] = {uint32_t(p.box[0]), uint32_t(p.box[1])};
+    uint32_t elementStrides[2] = {1, 1};
+    CUtensorMap map;
+    check(d.cuTensorMapEncodeTiled(
+              &map, tensorMapType(t.dtype), 2,
+              reinterpret_cast<void *>(t.data), dims, strides, box,
+              elementStrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+          "encoding the " + p.operand + " TMA descriptor");
+    CUdeviceptr buffer = 0;
+    check(d.cuMemAlloc(&buffer, sizeof(CUtensorMap)), "cuMemAlloc");
+    check(d.cuMemcpyHtoD(buffer, &map, sizeof(CUtensorMap)),
+          "copying a TMA descriptor");
+    descriptors.emplace(std::move(key), buffer);
+    return buffer;
+  }
+};
+
+std::unique_ptr<Module> Module::load(const std::string &directory,
+                                     int device) {
+  std::unique_ptr<Module> module(new Module());
+  module->manifest_ = Manifest::load(directory + "/manifest.json");
+  module->impl_ = std::make_unique<Impl>();
+  const Driver &d = driver();
+  check(d.cuInit(0), "cuInit");
+  CUcontext context = nullptr;
+  check(d.cuCtxGetCurrent(&context), "cuCtxGetCurrent");
+  if (!context) {
+    CUdevice dev;
+    check(d.cuDeviceGet(&dev, device), "cuDeviceGet");
+    check(d.cuDevicePrimaryCtxRetain(&context, dev), "cuDevicePrimaryCtxRetain");
+    check(d.cuCtxSetCurrent(context), "cuCtxSetCurrent");
+  }
+  for (const KernelSpec &kernel : module->manifest_.kernels) {
+    if (module->impl_->modules.count(kernel.module))
+      continue;
+    std::string path = directory + "/" + kernel.module + ".cubin";
+    std::ifstream in(path, std::ios::binary);
+    if (!in)
+      throw Error("cannot read " + path);
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    std::string image = bytes.str();
+    CUmodule handle = nullptr;
+    check(d.cuModuleLoadData(&handle, image.data()), "loading " + path);
+    module->impl_->modules[kernel.module] = handle;
+  }
+  return module;
+}
+
+Module::~Module() {
+  if (!impl_)
+    return;
+  try {
+    const Driver &d = driver();
+    for (auto &[key, buffer] : impl_->descriptors)
+      d.cuMemFree(buffer);
+    for (auto &[name, handle] : impl_->modules)
+      d.cuModuleUnload(handle);
+  } catch (const Error &) {
+    // The driver is gone (process teardown): nothing left to free.
+  }
+}
+
+void Module::launch(const std::string &name, const std::vector<Argument> &args,
+                    uint64_t stream) {
+  const KernelSpec &kernel = manifest_.kernel(name);
+  GemmSizes sizes = validate(kernel, args);
+  int64_t grid[3];
+  gridFor(kernel, sizes, grid);
+  if (grid[0] == 0 || grid[1] == 0)
+    return;
+  const Driver &d = driver();
+  CUfunction function = impl_->functions[name];
+  if (!function) {
+    check(d.cuModuleGetFunction(&function, impl_->modules.at(kernel.module),
+                                name.c_str()),
+          "finding kernel " + name);
+    check(d.cuFuncSetAttribute(function,
+                               CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                               int(kernel.sharedMemoryBytes)),
+          "allowing " + std::to_string(kernel.sharedMemoryBytes) +
+              " bytes of shared memory for " + name);
+    impl_->functions[name] = function;
+  }
+
+  ParamBuffer params;
+  for (const ParamSpec &p : kernel.params) {
+    switch (p.kind) {
+    case ParamSpec::Kind::tensormap:
+      params.add<uint64_t>(
+          impl_->descriptor(p, std::get<TensorRef>(args[p.source])));
+      break;
+    case ParamSpec::Kind::index:
+      params.add<int64_t>(p.name == "M"   ? sizes.m
+                          : p.name == "N" ? sizes.n
+                                          : sizes.k);
+      break;
+    case ParamSpec::Kind::scalar: {
+      double v = std::get<double>(args[p.source]);
+      switch (p.dtype) {
+      case DType::f32: params.add<float>(float(v)); break;
+      case DType::f64: params.add<double>(v); break;
+      case DType::i32: params.add<int32_t>(int32_t(v)); break;
+      case DType::i64: params.add<int64_t>(int64_t(v)); break;
+      default:
+        throw Error("scalar " + p.name + " of type " + dtypeName(p.dtype) +
+                    " cannot be passed");
+      }
+      break;
+    }
+    case ParamSpec::Kind::memref: {
+      // MLIR's memref descriptor: allocated, aligned, offset, sizes, strides.
+      const TensorRef &t = std::get<TensorRef>(args[p.source]);
+      params.add<uint64_t>(t.data);
+      params.add<uint64_t>(t.data);
+      params.add<int64_t>(0);
+      for (int64_t size : t.sizes)
+        params.add<int64_t>(size);
+      for (int64_t stride : t.strides)
+        params.add<int64_t>(stride);
+      break;
+    }
+    }
+  }
+  std::vector<void *> pointers = params.pointers();
+  check(d.cuLaunchKernel(function, unsigned(grid[0]), unsigned(grid[1]),
+                         unsigned(grid[2]), unsigned(kernel.block[0]),
+                         unsigned(kernel.block[1]), unsigned(kernel.block[2]),
+                         unsigned(kernel.sharedMemoryBytes),
+                         reinterpret_cast<CUstream>(stream), pointers.data(),
+                         nullptr),
+        "launching " + name);
+}
+
+void Module::launchFunction(const std::string &function,
+                            const std::vector<Argument> &args,
+                            uint64_t stream) {
+  bool any = false;
+  for (const KernelSpec &kernel : manifest_.kernels)
+    if (kernel.function == function) {
+      launch(kernel.name, args, stream);
+      any = true;
+    }
+  if (!any)
+    throw Error("no kernels of function '" + function + "' in the manifest");
+}

@@ -1,0 +1,229 @@
+//===- Validate.cpp - check launch arguments against a kernel -------------===//
+
+#include "coda/Runtime/Validate.h"
+
+#include <sstream>
+
+using namespace coda::runtime;
+
+namespace {
+
+std::string shapeString(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") +
+         (shape[i] < 0 ? std::string("?") : std::to_string(shape[i]));
+  return s + "]";
+}
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+class Checker {
+public:
+  Checker(const KernelSpec &kernel, const std::vector<Argument> &args)
+      : kernel(kernel), args(args) {}
+
+  GemmSizes run() {
+    const TensorRef *lhs = nullptr, *rhs = nullptr;
+    for (const ParamSpec &p : kernel.params)
+      if (p.kind == ParamSpec::Kind::tensormap)
+        (p.operand == "lhs" ? lhs : rhs) = tensor(p);
+    if (lhs && rhs && lhs->sizes.size() == 2 && rhs->sizes.size() == 2) {
+      sizes.m = lhs->sizes[0];
+      sizes.k = lhs->sizes[1];
+      int64_t rhsK = kernel.transposeB ? rhs->sizes[1] : rhs->sizes[0];
+      sizes.n = kernel.transposeB ? rhs->sizes[0] : rhs->sizes[1];
+      if (rhsK != sizes.k)
+        problem("lhs is " + shapeString(lhs->sizes) + " but rhs is " +
+                shapeString(rhs->sizes) + (kernel.transposeB
+                                               ? " (N x K): K differs"
+                                               : " (K x N): K differs"));
+      if (sizes.k <= 0)
+        problem("K must be positive, got " + std::to_string(sizes.k));
+      device = lhs->device;
+      known = true;
+    }
+    for (const ParamSpec &p : kernel.params) {
+      switch (p.kind) {
+      case ParamSpec::Kind::index:
+        break;
+      case ParamSpec::Kind::scalar:
+        scalar(p);
+        break;
+      case ParamSpec::Kind::tensormap:
+      case ParamSpec::Kind::memref:
+        if (const TensorRef *t = tensor(p))
+          checkTensor(p, *t);
+        break;
+      }
+    }
+    if (!problems.empty()) {
+      std::string message = "cannot launch " + kernel.name + ":";
+      for (const std::string &p : problems)
+        message += "\n  - " + p;
+      throw Error(message);
+    }
+    return sizes;
+  }
+
+private:
+  void problem(const std::string &text) { problems.push_back(text); }
+
+  std::string describe(const ParamSpec &p) const {
+    std::string what = p.kind == ParamSpec::Kind::tensormap ? p.operand : p.name;
+    if (!p.role.empty() && p.kind != ParamSpec::Kind::tensormap)
+      what += " (" + p.role + ")";
+    if (p.source >= 0)
+      what += ", argument " + std::to_string(p.source);
+    return what;
+  }
+
+  const Argument *argument(const ParamSpec &p) {
+    if (p.source < 0) {
+      problem(describe(p) +
+              " is a buffer the compiled function allocates; launch the "
+              "whole function instead of this kernel");
+      return nullptr;
+    }
+    if (p.source >= static_cast<int64_t>(args.size())) {
+      problem(describe(p) + ": only " + std::to_string(args.size()) +
+              " arguments were given");
+      return nullptr;
+    }
+    return &args[p.source];
+  }
+
+  const TensorRef *tensor(const ParamSpec &p) {
+    const Argument *arg = argument(p);
+    if (!arg)
+      return nullptr;
+    if (!std::holds_alternative<TensorRef>(*arg)) {
+      problem(describe(p) + " must be a tensor, got a scalar");
+      return nullptr;
+    }
+    return &std::get<TensorRef>(*arg);
+  }
+
+  void scalar(const ParamSpec &p) {
+    const Argument *arg = argument(p);
+    if (arg && !std::holds_alternative<double>(*arg))
+      problem(describe(p) + " must be a scalar (" + dtypeName(p.dtype) +
+              "), got a tensor");
+  }
+
+  /// The shape the parameter's role implies, once M, N, K are known.
+  std::vector<int64_t> expectedShape(const ParamSpec &p) const {
+    int64_t m = sizes.m, n = sizes.n;
+    if (p.kind == ParamSpec::Kind::tensormap)
+      return {};
+    const std::string &r = p.role;
+    if (r == "tile")
+      return {m, n};
+    if (r == "row" || r == "row_select")
+      return {m};
+    if (r == "col")
+      return {n};
+    if (r == "periodic")
+      return {m, -1};
+    if (r == "pair")
+      return {m, n / 2};
+    if (r == "row_partials")
+      return {m, ceilDiv(n, kernel.tileN)};
+    if (r == "col_partials")
+      return {ceilDiv(m, kernel.tileM), n};
+    return {};
+  }
+
+  void checkTensor(const ParamSpec &p, const TensorRef &t) {
+    std::string what = describe(p);
+    if (t.dtype != p.dtype)
+      problem(what + " must be " + dtypeName(p.dtype) + ", got " +
+              dtypeName(t.dtype));
+    if (static_cast<int64_t>(t.sizes.size()) != p.rank &&
+        p.kind == ParamSpec::Kind::memref) {
+      problem(what + " must have rank " + std::to_string(p.rank) + ", got " +
+              std::to_string(t.sizes.size()));
+      return;
+    }
+    if (t.strides.size() != t.sizes.size()) {
+      problem(what + " has " + std::to_string(t.sizes.size()) + " sizes but " +
+              std::to_string(t.strides.size()) + " strides");
+      return;
+    }
+    if (t.device < 0)
+      problem(what + " is in host memory; coda kernels read GPU memory");
+    else if (known && t.device != device)
+      problem(what + " is on GPU " + std::to_string(t.device) +
+              " but lhs is on GPU " + std::to_string(device));
+    int64_t bytes = dtypeBytes(t.dtype);
+    if (t.data % bytes != 0)
+      problem(what + " address is not aligned to its " +
+              std::to_string(bytes) + "-byte elements");
+    for (size_t d = 0; d < p.shape.size() && d < t.sizes.size(); ++d)
+      if (p.shape[d] >= 0 && p.shape[d] != t.sizes[d])
+        problem(what + " must have shape " + shapeString(p.shape) + ", got " +
+                shapeString(t.sizes));
+
+    if (p.kind == ParamSpec::Kind::tensormap) {
+      if (t.sizes.size() != 2) {
+        problem(what + " must be a matrix, got rank " +
+                std::to_string(t.sizes.size()));
+        return;
+      }
+      if (t.strides[1] != 1)
+        problem(what + " must be contiguous along its last dimension for TMA "
+                       "(stride 1), got stride " +
+                std::to_string(t.strides[1]));
+      if ((t.strides[0] * bytes) % 16 != 0)
+        problem(what + " row stride is " + std::to_string(t.strides[0] * bytes) +
+                " bytes; TMA needs a multiple of 16");
+      if (t.data % 16 != 0)
+        problem(what + " address is not 16-byte aligned, as TMA needs");
+      for (int64_t size : t.sizes)
+        if (size >= (int64_t(1) << 32))
+          problem(what + " is too large for a TMA descriptor (a dimension "
+                         "of 2^32 or more)");
+      return;
+    }
+    if (!known)
+      return;
+    std::vector<int64_t> expected = expectedShape(p);
+    if (expected.empty())
+      return;
+    bool matches = expected.size() == t.sizes.size();
+    for (size_t d = 0; matches && d < expected.size(); ++d)
+      matches = expected[d] < 0 || expected[d] == t.sizes[d];
+    if (!matches)
+      problem(what + " must have shape " + shapeString(expected) + " for M=" +
+              std::to_string(sizes.m) + ", N=" + std::to_string(sizes.n) +
+              ", got " + shapeString(t.sizes));
+    if (p.role == "pair" && sizes.n % 2 != 0)
+      problem("a pair output needs an even N, got N=" +
+              std::to_string(sizes.n));
+    if (p.role == "periodic" && t.sizes.size() == 2 &&
+        (t.sizes[1] <= 0 || sizes.n % t.sizes[1] != 0))
+      problem(what + " period " + std::to_string(t.sizes[1]) +
+              " must divide N=" + std::to_string(sizes.n));
+  }
+
+  const KernelSpec &kernel;
+  const std::vector<Argument> &args;
+  GemmSizes sizes;
+  bool known = false;
+  int device = 0;
+  std::vector<std::string> problems;
+};
+
+} // namespace
+
+GemmSizes coda::runtime::validate(const KernelSpec &kernel,
+                                  const std::vector<Argument> &args) {
+  return Checker(kernel, args).run();
+}
+
+void coda::runtime::gridFor(const KernelSpec &kernel, const GemmSizes &sizes,
+                            int64_t grid[3]) {
+  grid[0] = ceilDiv(sizes.n, kernel.tileN);
+  grid[1] = ceilDiv(sizes.m, kernel.tileM);
+  grid[2] = 1;
+}

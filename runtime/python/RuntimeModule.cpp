@@ -1,0 +1,135 @@
+//===- RuntimeModule.cpp - Python bindings of the coda runtime ------------===//
+//
+// `coda_runtime.Module(directory)` loads a coda-compile output directory;
+// `.launch(kernel, args, stream=0)` validates and launches. Arguments are torch
+// tensors (anything with data_ptr(), shape, stride(), dtype and device),
+// `TensorRef`s for raw pointers, or Python numbers for scalar inputs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "coda/Runtime/Runtime.h"
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+namespace py = pybind11;
+using namespace coda::runtime;
+
+namespace {
+
+DType dtypeOf(const py::handle &dtype) {
+  std::string name = py::str(dtype);
+  static const std::pair<const char *, DType> names[] = {
+      {"torch.bfloat16", DType::bf16}, {"torch.float16", DType::f16},
+      {"torch.float32", DType::f32},   {"torch.float64", DType::f64},
+      {"torch.int32", DType::i32},     {"torch.int64", DType::i64},
+      {"torch.int8", DType::i8},       {"torch.bool", DType::i1}};
+  for (auto &[n, d] : names)
+    if (name == n)
+      return d;
+  throw Error("unsupported tensor dtype " + name);
+}
+
+Argument toArgument(const py::handle &object) {
+  if (py::isinstance<TensorRef>(object))
+    return object.cast<TensorRef>();
+  if (py::isinstance<py::float_>(object) || py::isinstance<py::int_>(object))
+    return object.cast<double>();
+  if (py::hasattr(object, "data_ptr") && py::hasattr(object, "stride")) {
+    TensorRef t;
+    t.data = object.attr("data_ptr")().cast<uint64_t>();
+    t.dtype = dtypeOf(object.attr("dtype"));
+    for (py::handle size : object.attr("shape"))
+      t.sizes.push_back(size.cast<int64_t>());
+    t.strides = object.attr("stride")().cast<std::vector<int64_t>>();
+    py::object device = object.attr("device");
+    t.device = device.attr("type").cast<std::string>() == "cuda"
+                   ? device.attr("index").cast<int>()
+                   : -1;
+    return t;
+  }
+  throw Error("cannot pass a " +
+              std::string(py::str(object.get_type().attr("__name__"))) +
+              " to a coda kernel (expected a tensor or a number)");
+}
+
+std::vector<Argument> toArguments(const py::sequence &args) {
+  std::vector<Argument> out;
+  for (py::handle a : args)
+    out.push_back(toArgument(a));
+  return out;
+}
+
+} // namespace
+
+PYBIND11_MODULE(_coda_runtime, m) {
+  m.doc() = "coda runtime: load coda-compile output and launch its kernels";
+  py::register_exception<Error>(m, "Error", PyExc_ValueError);
+
+  py::class_<TensorRef>(m, "TensorRef")
+      .def(py::init([](uint64_t data, const std::string &dtype,
+                       std::vector<int64_t> sizes, std::vector<int64_t> strides,
+                       int device) {
+             return TensorRef{data, parseDType(dtype), std::move(sizes),
+                              std::move(strides), device};
+           }),
+           py::arg("data"), py::arg("dtype"), py::arg("sizes"),
+           py::arg("strides"), py::arg("device") = 0);
+
+  m.def(
+      "validate",
+      [](const std::string &manifestPath, const std::string &kernel,
+         const py::sequence &args) {
+        GemmSizes s = validate(Manifest::load(manifestPath).kernel(kernel),
+                               toArguments(args));
+        return py::make_tuple(s.m, s.n, s.k);
+      },
+      py::arg("manifest"), py::arg("kernel"), py::arg("args"),
+      "Checks launch arguments against a manifest without a GPU; returns "
+      "(M, N, K) or raises Error listing every problem.");
+
+  py::class_<Module>(m, "Module")
+      .def(py::init([](const std::string &directory, int device) {
+             return Module::load(directory, device);
+           }),
+           py::arg("directory"), py::arg("device") = 0)
+      .def_property_readonly("kernels",
+                             [](const Module &self) {
+                               std::vector<std::string> names;
+                               for (const KernelSpec &k :
+                                    self.manifest().kernels)
+                                 names.push_back(k.name);
+                               return names;
+                             })
+      .def(
+          "kernels_of",
+          [](const Module &self, const std::string &function) {
+            std::vector<std::string> names;
+            for (const KernelSpec &k : self.manifest().kernels)
+              if (k.function == function)
+                names.push_back(k.name);
+            return names;
+          },
+          py::arg("function"))
+      .def(
+          "validate",
+          [](const Module &self, const std::string &kernel,
+             const py::sequence &args) {
+            GemmSizes s = validate(self.manifest().kernel(kernel),
+                                   toArguments(args));
+            return py::make_tuple(s.m, s.n, s.k);
+          },
+          py::arg("kernel"), py::arg("args"))
+      .def(
+          "launch",
+          [](Module &self, const std::string &kernel, const py::sequence &args,
+             uint64_t stream) { self.launch(kernel, toArguments(args), stream); },
+          py::arg("kernel"), py::arg("args"), py::arg("stream") = 0)
+      .def(
+          "launch_function",
+          [](Module &self, const std::string &function,
+             const py::sequence &args, uint64_t stream) {
+            self.launchFunction(function, toArguments(args), stream);
+          },
+          py::arg("function"), py::arg("args"), py::arg("stream") = 0);
+}
