@@ -73,14 +73,24 @@ Manifest Manifest::parse(const std::string &text) {
     std::string ctx = "kernel " + kernel.name;
     kernel.module = k.at("module", ctx).asString(ctx + " module");
     kernel.function = k.at("function", ctx).asString(ctx + " function");
-    std::vector<int64_t> tile = intList(k.at("tile", ctx), ctx + " tile");
-    if (tile.size() != 3)
-      throw Error("manifest: " + ctx + " tile must have 3 entries");
-    kernel.tileM = tile[0];
-    kernel.tileN = tile[1];
-    kernel.tileK = tile[2];
-    kernel.stages = k.at("stages", ctx).asInt(ctx + " stages");
-    kernel.transposeB = k.at("transpose_b", ctx).boolean;
+    const std::string &kind = k.at("kind", ctx).asString(ctx + " kind");
+    if (kind == "reduce_partials") {
+      kernel.kind = KernelSpec::Kind::reducePartials;
+      kernel.axis = k.at("axis", ctx).asString(ctx + " axis");
+      if (kernel.axis != "row" && kernel.axis != "col")
+        throw Error("manifest: " + ctx + " axis must be row or col");
+    } else if (kind == "gemm") {
+      std::vector<int64_t> tile = intList(k.at("tile", ctx), ctx + " tile");
+      if (tile.size() != 3)
+        throw Error("manifest: " + ctx + " tile must have 3 entries");
+      kernel.tileM = tile[0];
+      kernel.tileN = tile[1];
+      kernel.tileK = tile[2];
+      kernel.stages = k.at("stages", ctx).asInt(ctx + " stages");
+      kernel.transposeB = k.at("transpose_b", ctx).boolean;
+    } else {
+      throw Error("manifest: " + ctx + " has unknown kind '" + kind + "'");
+    }
     std::vector<int64_t> block = intList(k.at("block", ctx), ctx + " block");
     if (block.size() != 3)
       throw Error("manifest: " + ctx + " block must have 3 entries");

@@ -134,17 +134,19 @@ void Module::launch(const std::string &name, const std::vector<Argument> &args,
   gridFor(kernel, sizes, grid);
   if (grid[0] == 0 || grid[1] == 0)
     return;
+  bool dynamicShared = kernel.sharedMemoryBytes > 48 * 1024;
   const Driver &d = driver();
   CUfunction function = impl_->functions[name];
   if (!function) {
     check(d.cuModuleGetFunction(&function, impl_->modules.at(kernel.module),
                                 name.c_str()),
           "finding kernel " + name);
-    check(d.cuFuncSetAttribute(function,
-                               CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                               int(kernel.sharedMemoryBytes)),
-          "allowing " + std::to_string(kernel.sharedMemoryBytes) +
-              " bytes of shared memory for " + name);
+    if (dynamicShared)
+      check(d.cuFuncSetAttribute(
+                function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                int(kernel.sharedMemoryBytes)),
+            "allowing " + std::to_string(kernel.sharedMemoryBytes) +
+                " bytes of shared memory for " + name);
     impl_->functions[name] = function;
   }
 

@@ -24,6 +24,42 @@ public:
       : kernel(kernel), args(args) {}
 
   GemmSizes run() {
+    if (kernel.kind == KernelSpec::Kind::reducePartials)
+      checkFinish();
+    else
+      checkGemm();
+    if (!problems.empty()) {
+      std::string message = "cannot launch " + kernel.name + ":";
+      for (const std::string &p : problems)
+        message += "\n  - " + p;
+      throw Error(message);
+    }
+    return sizes;
+  }
+
+private:
+  /// partials (M x T or T x N) -> output (M or N); sizes.m is the output size.
+  void checkFinish() {
+    const TensorRef *in = nullptr, *out = nullptr;
+    for (const ParamSpec &p : kernel.params) {
+      const TensorRef *t = tensor(p);
+      if (t)
+        checkTensor(p, *t);
+      (p.role == "partials" ? in : out) = t;
+    }
+    if (!in || !out || in->sizes.size() != 2 || out->sizes.size() != 1)
+      return;
+    int64_t reduced = kernel.axis == "row" ? in->sizes[0] : in->sizes[1];
+    if (out->sizes[0] != reduced)
+      problem("the output has " + std::to_string(out->sizes[0]) +
+              " elements but the " + kernel.axis + " partials " +
+              shapeString(in->sizes) + " reduce to " + std::to_string(reduced));
+    if (in->device != out->device)
+      problem("partials and output are on different GPUs");
+    sizes.m = out->sizes[0];
+  }
+
+  void checkGemm() {
     const TensorRef *lhs = nullptr, *rhs = nullptr;
     for (const ParamSpec &p : kernel.params)
       if (p.kind == ParamSpec::Kind::tensormap)
@@ -57,16 +93,8 @@ public:
         break;
       }
     }
-    if (!problems.empty()) {
-      std::string message = "cannot launch " + kernel.name + ":";
-      for (const std::string &p : problems)
-        message += "\n  - " + p;
-      throw Error(message);
-    }
-    return sizes;
   }
 
-private:
   void problem(const std::string &text) { problems.push_back(text); }
 
   std::string describe(const ParamSpec &p) const {
@@ -223,6 +251,11 @@ GemmSizes coda::runtime::validate(const KernelSpec &kernel,
 
 void coda::runtime::gridFor(const KernelSpec &kernel, const GemmSizes &sizes,
                             int64_t grid[3]) {
+  if (kernel.kind == KernelSpec::Kind::reducePartials) {
+    grid[0] = ceilDiv(sizes.m, kernel.block[0]);
+    grid[1] = grid[2] = 1;
+    return;
+  }
   grid[0] = ceilDiv(sizes.n, kernel.tileN);
   grid[1] = ceilDiv(sizes.m, kernel.tileM);
   grid[2] = 1;

@@ -685,6 +685,39 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
   }
 }
 
+/// Which host function argument `v` is, or "temporary".
+Attribute sourceAttr(OpBuilder &b, func::FuncOp host, Value v) {
+  if (auto arg = dyn_cast<BlockArgument>(v))
+    if (arg.getOwner()->getParentOp() == host.getOperation())
+      return b.getI64IntegerAttr(arg.getArgNumber());
+  return b.getStringAttr("temporary");
+}
+
+/// A shaped value's sizes; -1 marks a dynamic size.
+ArrayAttr shapeAttr(OpBuilder &b, Value v) {
+  SmallVector<int64_t> shape(cast<ShapedType>(v.getType()).getShape());
+  for (int64_t &size : shape)
+    if (ShapedType::isDynamic(size))
+      size = -1;
+  return b.getI64ArrayAttr(shape);
+}
+
+/// A memref parameter of the ABI.
+DictionaryAttr memrefParam(OpBuilder &b, func::FuncOp host, StringRef name,
+                           StringRef role, Value v) {
+  auto type = cast<MemRefType>(v.getType());
+  return b.getDictionaryAttr({
+      b.getNamedAttr("name", b.getStringAttr(name)),
+      b.getNamedAttr("role", b.getStringAttr(role)),
+      b.getNamedAttr("source", sourceAttr(b, host, v)),
+      b.getNamedAttr("kind", b.getStringAttr("memref")),
+      b.getNamedAttr("dtype",
+                     b.getStringAttr(typeName(type.getElementType()))),
+      b.getNamedAttr("rank", b.getI64IntegerAttr(type.getRank())),
+      b.getNamedAttr("shape", shapeAttr(b, v)),
+  });
+}
+
 /// Machine-readable ABI of a kernel, attached as `coda.kernel`.
 DictionaryAttr buildKernelAbi(OpBuilder &b, GemmOp op, func::FuncOp host,
                               const GemmTarget &target,
@@ -692,20 +725,8 @@ DictionaryAttr buildKernelAbi(OpBuilder &b, GemmOp op, func::FuncOp host,
                               ArrayRef<OutputRole> roles) {
   auto str = [&](StringRef s) { return b.getStringAttr(s); };
   auto i64s = [&](ArrayRef<int64_t> v) { return b.getI64ArrayAttr(v); };
-  auto sourceArg = [&](Value v) -> Attribute {
-    if (auto arg = dyn_cast<BlockArgument>(v))
-      if (arg.getOwner()->getParentOp() == host.getOperation())
-        return b.getI64IntegerAttr(arg.getArgNumber());
-    return b.getStringAttr("temporary");
-  };
-  // -1 marks a dynamic size.
-  auto shapeOf = [&](Value v) {
-    SmallVector<int64_t> shape(cast<ShapedType>(v.getType()).getShape());
-    for (int64_t &size : shape)
-      if (ShapedType::isDynamic(size))
-        size = -1;
-    return i64s(shape);
-  };
+  auto sourceArg = [&](Value v) { return sourceAttr(b, host, v); };
+  auto shapeOf = [&](Value v) { return shapeAttr(b, v); };
   SmallVector<Attribute> params;
   auto tensorMap = [&](StringRef operand, Value v, ArrayRef<int64_t> box) {
     params.push_back(b.getDictionaryAttr({
@@ -730,23 +751,17 @@ DictionaryAttr buildKernelAbi(OpBuilder &b, GemmOp op, func::FuncOp host,
         b.getNamedAttr("kind", str("index")),
     }));
   auto shaped = [&](std::string name, StringRef role, Value v) {
-    SmallVector<NamedAttribute> entry = {
+    if (isa<MemRefType>(v.getType())) {
+      params.push_back(memrefParam(b, host, name, role, v));
+      return;
+    }
+    params.push_back(b.getDictionaryAttr({
         b.getNamedAttr("name", str(name)),
         b.getNamedAttr("role", str(role)),
         b.getNamedAttr("source", sourceArg(v)),
-    };
-    if (auto type = dyn_cast<MemRefType>(v.getType())) {
-      entry.push_back(b.getNamedAttr("kind", str("memref")));
-      entry.push_back(
-          b.getNamedAttr("dtype", str(typeName(type.getElementType()))));
-      entry.push_back(b.getNamedAttr("rank", b.getI64IntegerAttr(
-                                                 type.getRank())));
-      entry.push_back(b.getNamedAttr("shape", shapeOf(v)));
-    } else {
-      entry.push_back(b.getNamedAttr("kind", str("scalar")));
-      entry.push_back(b.getNamedAttr("dtype", str(typeName(v.getType()))));
-    }
-    params.push_back(b.getDictionaryAttr(entry));
+        b.getNamedAttr("kind", str("scalar")),
+        b.getNamedAttr("dtype", str(typeName(v.getType()))),
+    }));
   };
   for (auto [i, input] : llvm::enumerate(op.getEpilogueInputs()))
     shaped("input" + std::to_string(i), stringifyAccessForm(op.getInputForm(i)),
@@ -757,6 +772,7 @@ DictionaryAttr buildKernelAbi(OpBuilder &b, GemmOp op, func::FuncOp host,
   std::string gridX = "ceildiv(N, " + std::to_string(config.tileN) + ")";
   std::string gridY = "ceildiv(M, " + std::to_string(config.tileM) + ")";
   return b.getDictionaryAttr({
+      b.getNamedAttr("kind", str("gemm")),
       b.getNamedAttr("function", str(host.getSymName())),
       b.getNamedAttr("tile", i64s({config.tileM, config.tileN, config.tileK})),
       b.getNamedAttr("stages", b.getI64IntegerAttr(config.stages)),
@@ -777,10 +793,22 @@ struct CodaToGPUPass : coda::impl::CodaToGPUBase<CodaToGPUPass> {
     ModuleOp module = getOperation();
     std::unique_ptr<GemmTarget> target = getGemmTarget(chip);
     SmallVector<GemmOp> gemms;
-    module.walk([&](GemmOp op) { gemms.push_back(op); });
-    if (gemms.empty())
+    SmallVector<Operation *> inOrder;
+    module.walk([&](Operation *op) {
+      if (auto gemm = dyn_cast<GemmOp>(op)) {
+        gemms.push_back(gemm);
+        inOrder.push_back(op);
+      } else if (auto finish = dyn_cast<ReducePartialsOp>(op)) {
+        // On tensors, or batched, it stays for the reference lowering.
+        auto partials = dyn_cast<MemRefType>(finish.getPartials().getType());
+        if (partials && partials.getRank() == 2 &&
+            finish->getParentOfType<func::FuncOp>())
+          inOrder.push_back(op);
+      }
+    });
+    if (gemms.empty() && inOrder.empty())
       return;
-    if (!target) {
+    if (!target && !gemms.empty()) {
       module.emitError() << "coda-to-gpu: no GEMM lowering for chip '" << chip
                          << "' (supported: sm_90a)";
       return signalPassFailure();
@@ -815,14 +843,123 @@ struct CodaToGPUPass : coda::impl::CodaToGPUBase<CodaToGPUPass> {
       kernels = gpu::GPUModuleOp::create(b, module.getLoc(), kKernelModuleName);
     }
     SymbolTable kernelSymbols(kernels);
-    DenseMap<Operation *, unsigned> perFunction;
-    for (auto [op, config] : llvm::zip_equal(gemms, configs)) {
+    // Kernels are named and recorded in program order, which is the order a
+    // function runs them in.
+    DenseMap<Operation *, unsigned> gemmCount, finishCount;
+    unsigned gemmIndex = 0;
+    for (Operation *op : inOrder) {
       auto host = op->getParentOfType<func::FuncOp>();
-      std::string name = (host.getSymName() + "_gemm" +
-                          std::to_string(perFunction[host]++))
+      if (auto gemm = dyn_cast<GemmOp>(op)) {
+        std::string name = (host.getSymName() + "_gemm" +
+                            std::to_string(gemmCount[host]++))
+                               .str();
+        lowerGemm(gemm, host, *target, configs[gemmIndex++], kernels,
+                  kernelSymbols, name);
+        continue;
+      }
+      std::string name = (host.getSymName() + "_finish" +
+                          std::to_string(finishCount[host]++))
                              .str();
-      lowerGemm(op, host, *target, config, kernels, kernelSymbols, name);
+      lowerReducePartials(cast<ReducePartialsOp>(op), host, kernels,
+                          kernelSymbols, name);
     }
+  }
+
+  /// coda.reduce_partials: one thread per reduced element folds its partials
+  /// in order (deterministic), in f32.
+  void lowerReducePartials(ReducePartialsOp op, func::FuncOp host,
+                           gpu::GPUModuleOp kernels, SymbolTable &symbols,
+                           StringRef name) {
+    MLIRContext *ctx = op.getContext();
+    Location loc = op.getLoc();
+    Value partials = op.getPartials(), init = op.getInit();
+    bool rowAxis = op.getAxis() == ReductionAxis::row;
+    ReductionKind kind = op.getKind();
+    constexpr int64_t kThreads = 128;
+
+    OpBuilder kb(ctx);
+    kb.setInsertionPointToEnd(kernels.getBody());
+    auto kernel = gpu::GPUFuncOp::create(
+        kb, loc, name,
+        FunctionType::get(ctx, {partials.getType(), init.getType()}, {}));
+    kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
+                    UnitAttr::get(ctx));
+    kernel.setKnownBlockSizeAttr(
+        DenseI32ArrayAttr::get(ctx, {int32_t(kThreads), 1, 1}));
+    kernel->setAttr(
+        "coda.kernel",
+        kb.getDictionaryAttr({
+            kb.getNamedAttr("kind", kb.getStringAttr("reduce_partials")),
+            kb.getNamedAttr("function", kb.getStringAttr(host.getSymName())),
+            kb.getNamedAttr("reduction",
+                            kb.getStringAttr(stringifyReductionKind(kind))),
+            kb.getNamedAttr("axis", kb.getStringAttr(
+                                        stringifyReductionAxis(op.getAxis()))),
+            kb.getNamedAttr("grid",
+                            kb.getArrayAttr({kb.getStringAttr("ceildiv(R, 128)"),
+                                             kb.getStringAttr("1"),
+                                             kb.getStringAttr("1")})),
+            kb.getNamedAttr("block", kb.getI64ArrayAttr({kThreads, 1, 1})),
+            kb.getNamedAttr("shared_memory_bytes", kb.getI64IntegerAttr(0)),
+            kb.getNamedAttr(
+                "params",
+                kb.getArrayAttr(
+                    {memrefParam(kb, host, "partials", "partials", partials),
+                     memrefParam(kb, host, "output", "reduced", init)})),
+        }));
+    symbols.insert(kernel);
+
+    Block &entry = kernel.getBody().front();
+    ImplicitLocOpBuilder b(loc, ctx);
+    b.setInsertionPointToStart(&entry);
+    Value in = entry.getArgument(0), out = entry.getArgument(1);
+    auto idx = [&](int64_t v) -> Value {
+      return arith::ConstantIndexOp::create(b, v);
+    };
+    Value i = arith::AddIOp::create(
+        b,
+        arith::MulIOp::create(b, gpu::BlockIdOp::create(b, gpu::Dimension::x),
+                              idx(kThreads)),
+        gpu::ThreadIdOp::create(b, gpu::Dimension::x));
+    Value reduced = memref::DimOp::create(b, out, 0);
+    Value count = memref::DimOp::create(b, in, rowAxis ? 1 : 0);
+    Type f32 = b.getF32Type();
+    Type element = cast<MemRefType>(out.getType()).getElementType();
+    Value inRange = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, i,
+                                          reduced);
+    scf::IfOp::create(b, inRange, [&](OpBuilder &ob, Location l) {
+      ImplicitLocOpBuilder ib(l, ob);
+      Value identity = arith::ConstantOp::create(
+          ib, getReductionIdentity(kind, cast<FloatType>(f32)));
+      auto loop = scf::ForOp::create(
+          ib, arith::ConstantIndexOp::create(ib, 0), count,
+          arith::ConstantIndexOp::create(ib, 1), ValueRange{identity},
+          [&](OpBuilder &fb, Location fl, Value j, ValueRange acc) {
+            ImplicitLocOpBuilder lb(fl, fb);
+            Value v = memref::LoadOp::create(
+                lb, in, rowAxis ? ValueRange{i, j} : ValueRange{j, i});
+            if (!v.getType().isF32())
+              v = arith::ExtFOp::create(lb, f32, v);
+            scf::YieldOp::create(
+                lb, buildReductionCombine(lb, fl, kind, acc[0], v));
+          });
+      Value result = loop.getResult(0);
+      if (element != f32)
+        result = arith::TruncFOp::create(ib, element, result);
+      memref::StoreOp::create(ib, result, out, ValueRange{i});
+      scf::YieldOp::create(ib);
+    });
+    gpu::ReturnOp::create(b);
+
+    ImplicitLocOpBuilder hb(loc, op);
+    Value threads = arith::ConstantIndexOp::create(hb, kThreads);
+    Value one = arith::ConstantIndexOp::create(hb, 1);
+    Value blocks = arith::CeilDivUIOp::create(
+        hb, memref::DimOp::create(hb, init, 0), threads);
+    gpu::LaunchFuncOp::create(hb, kernel, gpu::KernelDim3{blocks, one, one},
+                              gpu::KernelDim3{threads, one, one}, Value(),
+                              ValueRange{partials, init});
+    op.erase();
   }
 
   void lowerGemm(GemmOp op, func::FuncOp host, const GemmTarget &target,

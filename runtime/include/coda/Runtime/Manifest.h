@@ -43,7 +43,11 @@ struct ParamSpec {
 };
 
 struct KernelSpec {
+  /// A GEMM with its epilogue, or the finish of block-reduction partials.
+  enum class Kind { gemm, reducePartials } kind = Kind::gemm;
   std::string name, module, function;
+  /// reduce_partials: "row" (M x T -> M) or "col" (T x N -> N).
+  std::string axis;
   std::vector<ParamSpec> params;
   int64_t tileM = 0, tileN = 0, tileK = 0, stages = 0;
   bool transposeB = false;
