@@ -1,0 +1,136 @@
+"""coda vs cuBLAS, torch eager and torch.compile, side by side in one process.
+
+  python3 benchmarks/bench.py --hidden 4096 --out benchmarks/results/h4096.json
+
+Cases: the plain GEMM (coda's kernel vs torch.matmul) at every GEMM shape of
+the block, and each fused pattern of benchmarks/patterns.py (coda's kernels
+run by the runtime vs the same computation in torch eager, torch.compile
+default and mode="max-autotune-no-cudagraphs"), M = 16384 tokens, bf16.
+Each coda result is checked against eager before timing. Times are medians of
+CUDA-event timings after warm-up, with L2 flushed before every repetition.
+Kernels come from scripts/build-gpu-tests; the runtime from
+scripts/build-runtime (PYTHONPATH).
+"""
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+
+import coda_runtime
+import torch
+
+from patterns import PATTERNS
+
+BUILD = os.environ.get("CODA_GPU_TESTS", os.path.join(
+    os.path.dirname(__file__), "..", "build", "gpu-tests"))
+SIZES = {2048: 5632, 4096: 11008, 8192: 22016}
+TOKENS, VOCAB = 16384, 32768
+
+_flush = None
+
+
+def median_ms(fn, reps=20, warmup=3):
+    global _flush
+    if _flush is None:
+        _flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        _flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def first(x):
+    return x[0] if isinstance(x, tuple) else x
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--hidden", type=int, nargs="+", default=sorted(SIZES))
+    parser.add_argument("--modes", nargs="+", default=["default", "max-autotune-no-cudagraphs"])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--commit", default=os.environ.get("CODA_COMMIT", "unknown"))
+    args = parser.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.empty(1, device="cuda")
+    prims = coda_runtime.Module(os.path.join(BUILD, "primitives"))
+    pats = coda_runtime.Module(os.path.join(BUILD, "patterns"))
+    stream = torch.cuda.current_stream().cuda_stream
+    (gemm_kernel,) = prims.kernels_of("plain_nt")
+    results = []
+
+    def gemm_case(m, n, k):
+        a = torch.randn(m, k, device="cuda").bfloat16()
+        b = torch.randn(n, k, device="cuda").bfloat16()
+        y = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        coda = median_ms(lambda: prims.launch(gemm_kernel, [a, b, y], stream))
+        torch.testing.assert_close(y.float(), (a @ b.T).float(), rtol=2e-2, atol=2e-1)
+        cublas = median_ms(lambda: torch.matmul(a, b.T))
+        return coda, cublas
+
+    for hidden in args.hidden:
+        mlp = SIZES[hidden]
+        gemm_shapes = sorted({(TOKENS, hidden, hidden), (TOKENS, 3 * hidden, hidden),
+                              (TOKENS, 2 * mlp, hidden), (TOKENS, hidden, mlp),
+                              (TOKENS, VOCAB, hidden)})
+        for m, n, k in gemm_shapes:
+            coda, cublas = gemm_case(m, n, k)
+            results.append({"case": "gemm", "shape": {"M": m, "N": n, "K": k},
+                            "coda_ms": coda, "baselines": {"cublas": cublas}})
+            print(f"gemm {m}x{n}x{k}: coda {coda:.3f} ms, cuBLAS {cublas:.3f} ms "
+                  f"({cublas / coda:.2f}x)", flush=True)
+        for p in PATTERNS:
+            torch.manual_seed(0)
+            t = p.make(TOKENS, hidden, mlp, VOCAB)
+            coda_args = p.coda_args(t)
+
+            def coda_run():
+                pats.launch_function(p.function, coda_args, stream)
+                if hasattr(p, "finish"):
+                    return p.finish(t)
+
+            coda_run()
+            torch.cuda.synchronize()
+            want = first(p.eager(t)).float()
+            got = list(p.outputs(t).values())[-1].float() if p.name != "qkv_rope" else None
+            if got is not None and got.shape == want.shape:
+                torch.testing.assert_close(got, want, rtol=5e-2, atol=5e-2 * want.abs().max().item())
+            row = {"case": p.name, "shape": p.shape(TOKENS, hidden, mlp, VOCAB),
+                   "coda_ms": median_ms(coda_run), "baselines": {}}
+            row["baselines"]["torch_eager"] = median_ms(lambda: p.eager(t))
+            for mode in args.modes:
+                compiled = torch.compile(p.eager, mode=None if mode == "default" else mode)
+                compiled(t)
+                key = "torch_compile" if mode == "default" else "torch_compile_max_autotune"
+                row["baselines"][key] = median_ms(lambda: compiled(t))
+                torch._dynamo.reset()
+            results.append(row)
+            ratios = ", ".join(f"{k} {v:.3f} ms ({v / row['coda_ms']:.2f}x)"
+                               for k, v in row["baselines"].items())
+            print(f"{p.name} hidden {hidden}: coda {row['coda_ms']:.3f} ms; {ratios}", flush=True)
+            del t, coda_args
+            torch.cuda.empty_cache()
+
+    doc = {"device": torch.cuda.get_device_name(),
+           "date": datetime.date.today().isoformat(),
+           "commit": args.commit,
+           "torch": torch.__version__,
+           "results": results}
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(doc, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

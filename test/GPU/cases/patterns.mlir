@@ -1,0 +1,112 @@
+// The fused patterns of a Llama block and its loss, as --coda-fuse makes them
+// (docs/Fusion.md), one function each, with every buffer an argument so that
+// the runtime's launch_function runs them whole (GEMMs, then finishes).
+// Used by the GPU suite (test_patterns.py) and the benchmarks.
+
+// GEMM-RMSNorm-GEMM: the output projection adds the residual and emits the
+// norm's partial sums of squares; the finish sums them; the next GEMM applies
+// the deferred scale rsqrt(ss / H + eps) to rows (gamma folded into its weight).
+func.func @rmsnorm_gemm(%x: memref<?x?xbf16>, %wo: memref<?x?xbf16>, %res: memref<?x?xbf16>,
+                        %w: memref<?x?xbf16>, %inv_h: f32,
+                        %h: memref<?x?xbf16>, %ss_part: memref<?x?xf32>, %ss: memref<?xf32>,
+                        %y: memref<?x?xbf16>) {
+  coda.gemm %x, %wo transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, tile %r = %res : memref<?x?xbf16>) outs(%h, %ss_part : memref<?x?xbf16>, memref<?x?xf32>) {
+    %rf = arith.extf %r : bf16 to f32
+    %s = arith.addf %acc, %rf : f32
+    %sq = arith.mulf %s, %s : f32
+    %p = coda.row_reduce sum %sq tile 128 : f32
+    %sb = arith.truncf %s : f32 to bf16
+    coda.yield %sb, %p : bf16, !coda.partial<f32>
+  }
+  coda.reduce_partials sum row %ss_part : memref<?x?xf32> outs(%ss : memref<?xf32>)
+  coda.gemm %h, %w transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, row %sv = %ss : memref<?xf32>, scalar %k = %inv_h : f32) outs(%y : memref<?x?xbf16>) {
+    %eps = arith.constant 1.0e-5 : f32
+    %mean = arith.mulf %sv, %k : f32
+    %var = arith.addf %mean, %eps : f32
+    %rstd = math.rsqrt %var : f32
+    %o = arith.mulf %acc, %rstd : f32
+    %ob = arith.truncf %o : f32 to bf16
+    coda.yield %ob : bf16
+  }
+  return
+}
+
+// Gate/up over interleaved weights with SwiGLU: silu(g) * u per column pair.
+func.func @gate_up_swiglu(%x: memref<?x?xbf16>, %wgu: memref<?x?xbf16>, %out: memref<?x?xbf16>) {
+  coda.gemm %x, %wgu transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%out : memref<?x?xbf16>) {
+    %a = coda.pair_contract (%g, %u) = %acc : f32 -> !coda.pair<bf16> {
+      %one = arith.constant 1.0 : f32
+      %ng = arith.negf %g : f32
+      %e = math.exp %ng : f32
+      %d = arith.addf %one, %e : f32
+      %sg = arith.divf %g, %d : f32
+      %v = arith.mulf %sg, %u : f32
+      %vb = arith.truncf %v : f32 to bf16
+      coda.yield %vb : bf16
+    }
+    coda.yield %a : !coda.pair<bf16>
+  }
+  return
+}
+
+// Down projection + residual + the next norm's partial sums of squares, and
+// their finish.
+func.func @down_residual_norm(%a: memref<?x?xbf16>, %wd: memref<?x?xbf16>, %res: memref<?x?xbf16>,
+                              %h: memref<?x?xbf16>, %ss_part: memref<?x?xf32>, %ss: memref<?xf32>) {
+  coda.gemm %a, %wd transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, tile %r = %res : memref<?x?xbf16>) outs(%h, %ss_part : memref<?x?xbf16>, memref<?x?xf32>) {
+    %rf = arith.extf %r : bf16 to f32
+    %s = arith.addf %acc, %rf : f32
+    %sq = arith.mulf %s, %s : f32
+    %p = coda.row_reduce sum %sq tile 128 : f32
+    %sb = arith.truncf %s : f32 to bf16
+    coda.yield %sb, %p : bf16, !coda.partial<f32>
+  }
+  coda.reduce_partials sum row %ss_part : memref<?x?xf32> outs(%ss : memref<?xf32>)
+  return
+}
+
+// Q, K and V in one GEMM over concatenated weights; RoPE (rotate_half, head
+// dim 128) on the columns flagged by %rot (q and k), v passes through.
+func.func @qkv_rope(%x: memref<?x?xbf16>, %wqkv: memref<?x?xbf16>, %cos: memref<?x?xf32>,
+                    %sin: memref<?x?xf32>, %rot: memref<?xf32>, %qkv: memref<?x?xbf16>) {
+  coda.gemm %x, %wqkv transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, periodic %c = %cos : memref<?x?xf32>, periodic %s = %sin : memref<?x?xf32>,
+               col %f = %rot : memref<?xf32>) outs(%qkv : memref<?x?xbf16>) {
+    %y = coda.pair_map stride 64 (%lo, %hi) = %acc, (%c0, %c1) = %c, (%s0, %s1) = %s, (%f0, %f1) = %f
+        : f32, f32, f32, f32 -> f32 {
+      %a0 = arith.mulf %lo, %c0 : f32
+      %b0 = arith.mulf %hi, %s0 : f32
+      %r0 = arith.subf %a0, %b0 : f32
+      %a1 = arith.mulf %hi, %c1 : f32
+      %b1 = arith.mulf %lo, %s1 : f32
+      %r1 = arith.addf %a1, %b1 : f32
+      %half = arith.constant 0.5 : f32
+      %on = arith.cmpf ogt, %f0, %half : f32
+      %y0 = arith.select %on, %r0, %lo : f32
+      %y1 = arith.select %on, %r1, %hi : f32
+      coda.yield %y0, %y1 : f32, f32
+    }
+    %yb = arith.truncf %y : f32 to bf16
+    coda.yield %yb : bf16
+  }
+  return
+}
+
+// LM head + cross-entropy: online log-sum-exp partials and the target logit;
+// the finish combines the partials. loss = lse - target logit. The logits are
+// never written.
+func.func @lm_head_ce(%x: memref<?x?xbf16>, %w: memref<?x?xbf16>, %t: memref<?xi64>,
+                      %lse_part: memref<?x?xf32>, %logit: memref<?xf32>, %lse: memref<?xf32>) {
+  coda.gemm %x, %w transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, row %tv = %t : memref<?xi64>) outs(%lse_part, %logit : memref<?x?xf32>, memref<?xf32>) {
+    %l = coda.row_reduce logsumexp %acc tile 128 : f32
+    %p = coda.row_select %acc at %tv : f32, i64
+    coda.yield %l, %p : !coda.partial<f32>, !coda.row<f32>
+  }
+  coda.reduce_partials logsumexp row %lse_part : memref<?x?xf32> outs(%lse : memref<?xf32>)
+  return
+}
