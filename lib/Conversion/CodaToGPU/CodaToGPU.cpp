@@ -46,6 +46,8 @@ using namespace mlir::coda::gpu_lowering;
 namespace {
 
 constexpr StringLiteral kKernelModuleName = "coda_kernels";
+/// Rows of tiles a group of consecutive CTAs covers (grouped rasterization).
+constexpr int64_t kRasterGroup = 8;
 /// The largest dynamic shared memory an sm_90 CTA may request.
 constexpr int64_t kMaxSharedBytes = 227 * 1024;
 
@@ -593,7 +595,7 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
             }
             storeIf(lb, arith::AndIOp::create(lb, isRowLeader, inRow),
                     fromF32(lb, acc, partialElementType(i)), out,
-                    {row, gpu::BlockIdOp::create(lb, gpu::Dimension::x)});
+                    {row, frame.tileCol});
             break;
           }
           case OutputRole::colPartials: {
@@ -643,7 +645,7 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
   auto scratchType = MemRefType::get(
       {rowsPerPass, config.tileN}, b.getF32Type(), MemRefLayoutAttrInterface(),
       gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
-  Value tileIndex = gpu::BlockIdOp::create(b, gpu::Dimension::y);
+  Value tileIndex = frame.tileRow;
   unsigned colSlot = 0, scratchIndex = 0;
   for (auto [i, value] : llvm::enumerate(yielded)) {
     if (roles[i] != OutputRole::colPartials)
@@ -1011,10 +1013,29 @@ struct CodaToGPUPass : coda::impl::CodaToGPUBase<CodaToGPUPass> {
     frame.tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
     frame.warp = arith::DivUIOp::create(b, frame.tid, idx(32));
     frame.lane = arith::RemUIOp::create(b, frame.tid, idx(32));
-    frame.blockM = arith::MulIOp::create(
-        b, gpu::BlockIdOp::create(b, gpu::Dimension::y), idx(config.tileM));
-    frame.blockN = arith::MulIOp::create(
-        b, gpu::BlockIdOp::create(b, gpu::Dimension::x), idx(config.tileN));
+    // Grouped rasterization: consecutive CTAs take kRasterGroup tiles down M
+    // before moving along N, so that a wave shares its lhs and rhs tiles in
+    // L2 instead of streaming all of rhs once per row of tiles.
+    {
+      Value gridX = gpu::GridDimOp::create(b, gpu::Dimension::x);
+      Value gridY = gpu::GridDimOp::create(b, gpu::Dimension::y);
+      Value linear = arith::AddIOp::create(
+          b,
+          arith::MulIOp::create(b, gpu::BlockIdOp::create(b, gpu::Dimension::y),
+                                gridX),
+          gpu::BlockIdOp::create(b, gpu::Dimension::x));
+      Value perGroup = arith::MulIOp::create(b, idx(kRasterGroup), gridX);
+      Value group = arith::DivUIOp::create(b, linear, perGroup);
+      Value firstRow = arith::MulIOp::create(b, group, idx(kRasterGroup));
+      Value rows = arith::MinUIOp::create(
+          b, arith::SubIOp::create(b, gridY, firstRow), idx(kRasterGroup));
+      Value within = arith::RemUIOp::create(b, linear, perGroup);
+      frame.tileRow = arith::AddIOp::create(
+          b, firstRow, arith::RemUIOp::create(b, within, rows));
+      frame.tileCol = arith::DivUIOp::create(b, within, rows);
+    }
+    frame.blockM = arith::MulIOp::create(b, frame.tileRow, idx(config.tileM));
+    frame.blockN = arith::MulIOp::create(b, frame.tileCol, idx(config.tileN));
     Attribute workgroup =
         gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
     frame.shared = gpu::DynamicSharedMemoryOp::create(

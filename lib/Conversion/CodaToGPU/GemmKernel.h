@@ -62,6 +62,7 @@ struct GemmKernelConfig {
 /// Values every part of the kernel body uses.
 struct KernelFrame {
   Value tid, warp, lane;       // index
+  Value tileRow, tileCol;      // this CTA's tile (index)
   Value blockM, blockN;        // tile origin in the output (index)
   Value sizeM, sizeN, sizeK;   // problem size (index kernel arguments)
   Value lhsMap, rhsMap;        // TMA descriptors (nvgpu tensormap values)
