@@ -58,7 +58,8 @@ def first(x):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--hidden", type=int, nargs="+", default=sorted(SIZES))
-    parser.add_argument("--modes", nargs="+", default=["default", "max-autotune-no-cudagraphs"])
+    parser.add_argument("--modes", nargs="*", default=["default", "max-autotune-no-cudagraphs"],
+                        help="torch.compile modes to compare (none: eager only)")
     parser.add_argument("--out", required=True)
     parser.add_argument("--commit", default=os.environ.get("CODA_COMMIT", "unknown"))
     args = parser.parse_args()

@@ -274,6 +274,27 @@ private:
       scf::YieldOp::create(ob, loc);
     });
   }
+  /// log(sum(exp(values))) of one thread's values: their maximum plus the log
+  /// of the exponentials relative to it (one exp per value instead of the
+  /// pairwise combine's exp and log1p); -inf when every value is -inf.
+  Value logSumExp(ImplicitLocOpBuilder &b, ArrayRef<Value> values) const {
+    Value hi = values.front();
+    for (Value v : values.drop_front())
+      hi = arith::MaximumFOp::create(b, hi, v);
+    Value negInf = identity(b, ReductionKind::logsumexp);
+    Value empty =
+        arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, hi, negInf);
+    // Shift by 0 for an empty row so that no NaN is formed.
+    Value shift = arith::SelectOp::create(
+        b, empty, arith::ConstantOp::create(b, b.getF32FloatAttr(0)), hi);
+    Value sum = arith::ConstantOp::create(b, b.getF32FloatAttr(0));
+    for (Value v : values)
+      sum = arith::AddFOp::create(
+          b, sum, math::ExpOp::create(b, arith::SubFOp::create(b, v, shift)));
+    Value lse = arith::AddFOp::create(b, hi, math::LogOp::create(b, sum));
+    return arith::SelectOp::create(b, empty, negInf, lse);
+  }
+
   Type partialElementType(unsigned i) {
     return cast<PartialType>(op.getYieldOp().getValues()[i].getType())
         .getElementType();
@@ -579,14 +600,18 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
             // This thread's slots, then the row's threads (consecutive
             // lanes) by butterfly shuffles in a fixed order.
             ReductionKind kind = getPartialKind(value);
-            Value acc = identity(lb, kind);
+            SmallVector<Value> masked;
             for (int64_t g = 0; g < groupsPerThread; ++g)
-              for (int64_t l = 0; l < lanesPerGroup; ++l) {
-                Value masked = arith::SelectOp::create(
+              for (int64_t l = 0; l < lanesPerGroup; ++l)
+                masked.push_back(arith::SelectOp::create(
                     lb, inCols[g][l], toF32(lb, mappingOf({g, l}).lookup(value)),
-                    identity(lb, kind));
-                acc = buildReductionCombine(lb, lb.getLoc(), kind, acc, masked);
-              }
+                    identity(lb, kind)));
+            Value acc = kind == ReductionKind::logsumexp
+                            ? logSumExp(lb, masked)
+                            : identity(lb, kind);
+            if (kind != ReductionKind::logsumexp)
+              for (Value v : masked)
+                acc = buildReductionCombine(lb, lb.getLoc(), kind, acc, v);
             for (int32_t offset = threadsPerRow / 2; offset >= 1; offset /= 2) {
               Value other = gpu::ShuffleOp::create(lb, acc, offset, 32,
                                                    gpu::ShuffleMode::XOR)
