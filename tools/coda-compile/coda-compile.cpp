@@ -2,8 +2,9 @@
 //
 // MLIR in (coda, or linalg to fuse with --fuse), a directory out: the GPU
 // binary of every gpu.module (<module>.cubin, or <module>.ptx with
-// --format=isa), manifest.json (the kernels' ABI, docs/KernelABI.md) and
-// host.mlir (the lowered host code, which shows the launch order).
+// --format=isa), manifest.json (the kernels' ABI, docs/KernelABI.md),
+// host.mlir (the lowered host code, which shows the launch order) and, with
+// --fuse, fusion-report.txt.
 //
 //===----------------------------------------------------------------------===//
 
@@ -97,8 +98,11 @@ static int compile() {
   SmallString<256> manifestPath(outputDir);
   llvm::sys::path::append(manifestPath, "manifest.json");
 
+  SmallString<256> reportPath(outputDir);
+  llvm::sys::path::append(reportPath, "fusion-report.txt");
   PassManager pm(&context, ModuleOp::getOperationName());
-  if (fuse && failed(parsePassPipeline("coda-fuse", pm))) {
+  if (fuse && failed(parsePassPipeline(
+                  ("coda-fuse{report-file=" + reportPath + "}").str(), pm))) {
     llvm::errs() << "coda-compile: cannot build the fusion pipeline\n";
     return 1;
   }

@@ -8,8 +8,10 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/Format.h"
 
 namespace mlir::coda {
@@ -248,8 +250,9 @@ struct CodaFusePass : coda::impl::CodaFuseBase<CodaFusePass> {
           << static_cast<int64_t>(tile);
       return signalPassFailure();
     }
+    bool reporting = report || !reportFile.empty();
     llvm::StringMap<TrafficSummary> before;
-    if (report)
+    if (reporting)
       for (auto func : module.getOps<func::FuncOp>())
         if (!func.isExternal())
           before[func.getName()] = summarize(func);
@@ -270,11 +273,23 @@ struct CodaFusePass : coda::impl::CodaFuseBase<CodaFusePass> {
     if (failed(runPipeline(pm, module)))
       return signalPassFailure();
 
-    if (report)
-      for (auto func : module.getOps<func::FuncOp>())
-        if (!func.isExternal())
-          printReport(llvm::errs(), func.getName(), before[func.getName()],
-                      summarize(func));
+    if (!reporting)
+      return;
+    std::unique_ptr<llvm::ToolOutputFile> file;
+    if (!reportFile.empty()) {
+      std::string error;
+      file = openOutputFile(reportFile, &error);
+      if (!file) {
+        module.emitError() << "coda-fuse: cannot write the report: " << error;
+        return signalPassFailure();
+      }
+      file->keep();
+    }
+    llvm::raw_ostream &os = file ? file->os() : llvm::errs();
+    for (auto func : module.getOps<func::FuncOp>())
+      if (!func.isExternal())
+        printReport(os, func.getName(), before[func.getName()],
+                    summarize(func));
   }
 };
 

@@ -164,7 +164,9 @@ def CodaFuse : Pass<"coda-fuse", "::mlir::ModuleOp"> {
     Option<"tile", "tile", "int64_t", "128",
            "columns per partial of fused row reductions">,
     Option<"report", "report", "bool", "false",
-           "print a fusion report to stderr">
+           "print a fusion report to stderr">,
+    Option<"reportFile", "report-file", "std::string", /*default=*/"\"\"",
+           "write the report to this file instead of stderr">
   ];
   let dependentDialects = ["::mlir::coda::CodaDialect",
                            "::mlir::linalg::LinalgDialect",
