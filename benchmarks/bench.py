@@ -71,6 +71,17 @@ def main():
     (gemm_kernel,) = prims.kernels_of("plain_nt")
     results = []
 
+    def save():
+        # Written after every case, so that a cut-off run keeps what it measured.
+        doc = {"device": torch.cuda.get_device_name(),
+               "date": datetime.date.today().isoformat(),
+               "commit": args.commit,
+               "torch": torch.__version__,
+               "results": results}
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(args.out, "w") as f:
+            json.dump(doc, f, indent=1)
+
     def gemm_case(m, n, k):
         a = torch.randn(m, k, device="cuda").bfloat16()
         b = torch.randn(n, k, device="cuda").bfloat16()
@@ -91,6 +102,7 @@ def main():
                             "coda_ms": coda, "baselines": {"cublas": cublas}})
             print(f"gemm {m}x{n}x{k}: coda {coda:.3f} ms, cuBLAS {cublas:.3f} ms "
                   f"({cublas / coda:.2f}x)", flush=True)
+            save()
         for p in PATTERNS:
             torch.manual_seed(0)
             t = p.make(TOKENS, hidden, mlp, VOCAB)
@@ -120,17 +132,11 @@ def main():
             ratios = ", ".join(f"{k} {v:.3f} ms ({v / row['coda_ms']:.2f}x)"
                                for k, v in row["baselines"].items())
             print(f"{p.name} hidden {hidden}: coda {row['coda_ms']:.3f} ms; {ratios}", flush=True)
+            save()
             del t, coda_args
             torch.cuda.empty_cache()
 
-    doc = {"device": torch.cuda.get_device_name(),
-           "date": datetime.date.today().isoformat(),
-           "commit": args.commit,
-           "torch": torch.__version__,
-           "results": results}
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(doc, f, indent=1)
+    save()
 
 
 if __name__ == "__main__":
