@@ -1,0 +1,51 @@
+"""Renders a results file as a markdown table (stdout) and a PNG chart:
+  plot.py results/<name>.json results/<name>.png
+Ratios are baseline time / coda time: above 1 means coda is faster."""
+
+import json
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+doc = json.load(open(sys.argv[1]))
+rows = doc["results"]
+
+print("| case | shape | coda ms | cuBLAS | torch eager | torch.compile | max-autotune |")
+print("|---|---|---|---|---|---|---|")
+for r in rows:
+    b = r["baselines"]
+    shape = " ".join(f"{k}={v}" for k, v in r["shape"].items())
+
+    def cell(key):
+        if key not in b:
+            return ""
+        return f"{b[key]:.3f} ({b[key] / r['coda_ms']:.2f}x)"
+    print(f"| {r['case']} | {shape} | {r['coda_ms']:.3f} | {cell('cublas')} | {cell('torch_eager')} "
+          f"| {cell('torch_compile')} | {cell('torch_compile_max_autotune')} |")
+
+patterns = [r for r in rows if r["case"] != "gemm"]
+gemms = [r for r in rows if r["case"] == "gemm"]
+fig, axes = plt.subplots(1, 2, figsize=(15, 5.5), gridspec_kw={"width_ratios": [1, 2]})
+labels = [f"{r['shape']['M']}x{r['shape']['N']}x{r['shape']['K']}" for r in gemms]
+axes[0].barh(labels, [r["baselines"]["cublas"] / r["coda_ms"] for r in gemms], color="#4c72b0")
+axes[0].axvline(1.0, color="black", linewidth=0.8)
+axes[0].set_xlabel("cuBLAS time / coda time (>1: coda faster)")
+axes[0].set_title("plain GEMM vs torch.matmul (cuBLAS)")
+keys = [("torch_eager", "torch eager"), ("torch_compile", "torch.compile"),
+        ("torch_compile_max_autotune", "max-autotune-no-cudagraphs")]
+labels = [f"{r['case']} h{r['shape']['hidden']}" for r in patterns]
+width = 0.27
+for i, (key, name) in enumerate(keys):
+    axes[1].bar([x + (i - 1) * width for x in range(len(patterns))],
+                [r["baselines"].get(key, 0) / r["coda_ms"] for r in patterns], width, label=name)
+axes[1].axhline(1.0, color="black", linewidth=0.8)
+axes[1].set_xticks(range(len(patterns)), labels, rotation=60, ha="right", fontsize=8)
+axes[1].set_ylabel("baseline time / coda time (>1: coda faster)")
+axes[1].set_title("fused patterns, M = 16384 tokens, bf16")
+axes[1].legend()
+fig.suptitle(f"coda on {doc['device']} ({doc['date']}, commit {doc['commit']})")
+fig.tight_layout()
+fig.savefig(sys.argv[2], dpi=110)
