@@ -26,6 +26,35 @@ for r in rows:
     print(f"| {r['case']} | {shape} | {r['coda_ms']:.3f} | {cell('cublas')} | {cell('torch_eager')} "
           f"| {cell('torch_compile')} | {cell('torch_compile_max_autotune')} |")
 
+# Each pattern against coda's own plain GEMM(s) of the same shapes: the cost of
+# its epilogues and finishes.
+gemm_ms = {(r["shape"]["M"], r["shape"]["N"], r["shape"]["K"]): r["coda_ms"]
+           for r in rows if r["case"] == "gemm"}
+
+
+def gemm_shapes(r):
+    if r["case"] == "gemm":
+        return []
+    s, m = r["shape"], r["shape"]["M"]
+    h = s["hidden"]
+    return {"rmsnorm_gemm": [(m, h, h), (m, s.get("N", 0), h)],
+            "gate_up_swiglu": [(m, 2 * s.get("mlp", 0), h)],
+            "down_residual_norm": [(m, h, s.get("mlp", 0))],
+            "qkv_rope": [(m, s.get("N", 0), h)],
+            "lm_head_ce": [(m, s.get("vocab", 0), h)]}.get(r["case"], [])
+
+
+print()
+print("| pattern | hidden | coda ms | coda plain GEMM(s) ms | pattern / GEMM |")
+print("|---|---|---|---|---|")
+for r in rows:
+    shapes = gemm_shapes(r)
+    if not shapes or not all(x in gemm_ms for x in shapes):
+        continue
+    plain = sum(gemm_ms[x] for x in shapes)
+    print(f"| {r['case']} | {r['shape']['hidden']} | {r['coda_ms']:.3f} | {plain:.3f} | "
+          f"{r['coda_ms'] / plain:.2f}x |")
+
 patterns = [r for r in rows if r["case"] != "gemm"]
 gemms = [r for r in rows if r["case"] == "gemm"]
 fig, axes = plt.subplots(1, 2, figsize=(15, 5.5), gridspec_kw={"width_ratios": [1, 2]})

@@ -5,8 +5,10 @@ The compiler entry points (needs the package built against MLIR 22):
     import coda
     text = coda.run_pipeline(source, "builtin.module(coda-lower-to-linalg)")
     coda.verify(source)   # raises coda.CompilerError with MLIR's diagnostics
+    coda.compile(source, "out/dir", fuse=True)   # cubins + manifest.json,
+                                                  # for the coda_runtime package
 """
 
-from ._coda_compiler import CompilerError, run_pipeline, verify
+from ._coda_compiler import CompilerError, compile, run_pipeline, verify
 
-__all__ = ["CompilerError", "run_pipeline", "verify"]
+__all__ = ["CompilerError", "compile", "run_pipeline", "verify"]

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "coda/InitCoda.h"
+#include "coda/Pipelines/Compile.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -18,9 +19,11 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <optional>
 #include <stdexcept>
@@ -87,6 +90,7 @@ private:
     DialectRegistry registry;
     registerAllDialects(registry);
     registerAllExtensions(registry);
+    registerAllGPUToLLVMIRTranslations(registry);
     coda::registerCodaDialects(registry);
     return registry;
   }
@@ -121,6 +125,31 @@ std::string verify(const std::string &source) {
   return print(*module);
 }
 
+std::vector<std::string> compile(const std::string &source,
+                                 const std::string &directory, bool fuse,
+                                 const std::string &chip,
+                                 const std::string &format, int64_t tileM,
+                                 int64_t tileN, int64_t stages) {
+  Session session;
+  OwningOpRef<ModuleOp> module = session.parse(source);
+  if (!module)
+    session.fail("the input does not parse or verify");
+  coda::CompileOptions options;
+  options.fuse = fuse;
+  options.chip = chip;
+  options.format = format;
+  options.tileM = tileM;
+  options.tileN = tileN;
+  options.stages = stages;
+  std::string log;
+  llvm::raw_string_ostream logStream(log);
+  FailureOr<SmallVector<std::string>> written =
+      coda::compileToDirectory(*module, options, directory, logStream);
+  if (failed(written))
+    session.fail("compilation failed\n" + log);
+  return std::vector<std::string>(written->begin(), written->end());
+}
+
 } // namespace
 
 PYBIND11_MODULE(_coda_compiler, m) {
@@ -142,6 +171,13 @@ PYBIND11_MODULE(_coda_compiler, m) {
   m.def("run_pipeline", &runPipeline, py::arg("source"), py::arg("pipeline"),
         "Parse `source`, run the textual pass pipeline (for example "
         "'builtin.module(coda-lower-to-linalg)') and return the printed IR.");
+  m.def("compile", &compile, py::arg("source"), py::arg("directory"),
+        py::arg("fuse") = false, py::arg("chip") = "sm_90a",
+        py::arg("format") = "bin", py::arg("tile_m") = 128,
+        py::arg("tile_n") = 128, py::arg("stages") = 4,
+        "Compile `source` for the GPU into `directory` (what coda-compile "
+        "does): GPU binaries, manifest.json, host.mlir and, with fuse=True, "
+        "fusion-report.txt. Returns the written paths.");
   m.def("verify", &verify, py::arg("source"),
         "Parse and verify `source`; return it printed in canonical form.");
 }

@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "coda/InitCoda.h"
-#include "coda/Pipelines/Pipelines.h"
+#include "coda/Pipelines/Compile.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -54,19 +54,6 @@ static cl::opt<std::string> ptxasOptions("ptxas-options",
                                          cl::desc("extra ptxas options"),
                                          cl::init(""));
 
-static LogicalResult writeFile(StringRef path, StringRef data) {
-  std::string error;
-  std::unique_ptr<llvm::ToolOutputFile> file = openOutputFile(path, &error);
-  if (!file) {
-    llvm::errs() << "coda-compile: cannot write " << path << ": " << error
-                 << "\n";
-    return failure();
-  }
-  file->os() << data;
-  file->keep();
-  return success();
-}
-
 static int compile() {
   DialectRegistry registry;
   registerAllDialects(registry);
@@ -90,76 +77,17 @@ static int compile() {
   if (!module)
     return 1;
 
-  if (std::error_code ec = llvm::sys::fs::create_directories(outputDir)) {
-    llvm::errs() << "coda-compile: cannot create " << outputDir << ": "
-                 << ec.message() << "\n";
-    return 1;
-  }
-  SmallString<256> manifestPath(outputDir);
-  llvm::sys::path::append(manifestPath, "manifest.json");
-
-  SmallString<256> reportPath(outputDir);
-  llvm::sys::path::append(reportPath, "fusion-report.txt");
-  PassManager pm(&context, ModuleOp::getOperationName());
-  if (fuse && failed(parsePassPipeline(
-                  ("coda-fuse{report-file=" + reportPath + "}").str(), pm))) {
-    llvm::errs() << "coda-compile: cannot build the fusion pipeline\n";
-    return 1;
-  }
-  coda::CodaToGPUBinaryOptions options;
+  coda::CompileOptions options;
+  options.fuse = fuse;
   options.chip = chip;
   options.format = format;
   options.tileM = tileM;
   options.tileN = tileN;
   options.stages = stages;
-  options.manifest = std::string(manifestPath);
   options.ptxasOptions = ptxasOptions;
-  coda::buildCodaToGPUBinaryPipeline(pm, options);
-  llvm::errs() << "coda-compile: compiling for " << chip << " (" << format
-               << ")\n";
-  if (failed(pm.run(*module))) {
-    llvm::errs() << "coda-compile: compilation failed\n";
+  if (failed(coda::compileToDirectory(*module, options, outputDir,
+                                      llvm::errs())))
     return 1;
-  }
-
-  StringRef extension = format == "isa" ? ".ptx"
-                        : format == "bin" ? ".cubin"
-                                          : ".fatbin";
-  unsigned written = 0;
-  WalkResult walk = module->walk([&](gpu::BinaryOp binary) {
-    for (Attribute attr : binary.getObjects()) {
-      auto object = cast<gpu::ObjectAttr>(attr);
-      StringRef data = object.getObject().getValue();
-      if (format == "isa" && data.contains(".extern .func") &&
-          data.contains("__nv_")) {
-        llvm::errs() << "coda-compile: " << binary.getName()
-                     << " calls libdevice functions that were not linked; "
-                        "set CUDA_HOME to the CUDA toolkit\n";
-        return WalkResult::interrupt();
-      }
-      SmallString<256> path(outputDir);
-      llvm::sys::path::append(path, binary.getName() + extension);
-      if (failed(writeFile(path, data)))
-        return WalkResult::interrupt();
-      llvm::errs() << "coda-compile: wrote " << path << "\n";
-      ++written;
-    }
-    return WalkResult::advance();
-  });
-  if (walk.wasInterrupted())
-    return 1;
-  if (!written)
-    llvm::errs() << "coda-compile: warning: the input has no GPU code\n";
-
-  SmallString<256> hostPath(outputDir);
-  llvm::sys::path::append(hostPath, "host.mlir");
-  std::string host;
-  llvm::raw_string_ostream os(host);
-  module->print(os, OpPrintingFlags().elideLargeElementsAttrs());
-  if (failed(writeFile(hostPath, host)))
-    return 1;
-  llvm::errs() << "coda-compile: wrote " << manifestPath << " and "
-               << hostPath << "\n";
   return 0;
 }
 

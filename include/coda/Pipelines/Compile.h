@@ -1,0 +1,36 @@
+//===- Compile.h - compile a module to a directory of GPU binaries -*- C++ -*-===//
+//
+// What coda-compile and the Python package's `compile` share.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CODA_PIPELINES_COMPILE_H
+#define CODA_PIPELINES_COMPILE_H
+
+#include "coda/Pipelines/Pipelines.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+namespace mlir::coda {
+
+struct CompileOptions {
+  /// Run --coda-fuse first (linalg input) and write fusion-report.txt.
+  bool fuse = false;
+  std::string chip = "sm_90a";
+  /// bin (cubin), isa (PTX) or fatbin.
+  std::string format = "bin";
+  int64_t tileM = 128, tileN = 128, stages = 4;
+  std::string ptxasOptions;
+};
+
+/// Compiles `module` in place and writes `directory`: <module>.cubin (or .ptx,
+/// .fatbin) per GPU module, manifest.json, host.mlir and, with `fuse`,
+/// fusion-report.txt. Progress lines go to `log`; errors are reported as
+/// diagnostics (or on `log` for file system errors). Returns the written paths.
+FailureOr<SmallVector<std::string>>
+compileToDirectory(ModuleOp module, const CompileOptions &options,
+                   StringRef directory, llvm::raw_ostream &log);
+
+} // namespace mlir::coda
+
+#endif // CODA_PIPELINES_COMPILE_H
