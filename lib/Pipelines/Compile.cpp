@@ -56,6 +56,7 @@ mlir::coda::compileToDirectory(ModuleOp module, const CompileOptions &options,
   pipeline.tileM = options.tileM;
   pipeline.tileN = options.tileN;
   pipeline.stages = options.stages;
+  pipeline.warpSpecialized = options.warpSpecialized;
   pipeline.manifest = pathIn("manifest.json");
   pipeline.ptxasOptions = options.ptxasOptions;
   buildCodaToGPUBinaryPipeline(pm, pipeline);

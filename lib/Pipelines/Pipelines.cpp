@@ -55,6 +55,7 @@ void mlir::coda::buildCodaToGPUBinaryPipeline(
   gemm.tileM = options.tileM;
   gemm.tileN = options.tileN;
   gemm.stages = options.stages;
+  gemm.warpSpecialized = options.warpSpecialized;
   pm.addPass(createCodaToGPU(gemm));
   if (!options.manifest.empty()) {
     CodaExportKernelManifestOptions manifest;

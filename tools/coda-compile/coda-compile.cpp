@@ -50,6 +50,9 @@ static cl::opt<int64_t> tileN("tile-n", cl::desc("GEMM tile columns"),
                               cl::init(128));
 static cl::opt<int64_t> stages("stages", cl::desc("TMA ring slots"),
                                cl::init(4));
+static cl::opt<bool> warpSpecialized(
+    "warp-specialized",
+    cl::desc("producer warpgroup + two consumer warpgroups per CTA"));
 static cl::opt<std::string> ptxasOptions("ptxas-options",
                                          cl::desc("extra ptxas options"),
                                          cl::init(""));
@@ -84,6 +87,7 @@ static int compile() {
   options.tileM = tileM;
   options.tileN = tileN;
   options.stages = stages;
+  options.warpSpecialized = warpSpecialized;
   options.ptxasOptions = ptxasOptions;
   if (failed(coda::compileToDirectory(*module, options, outputDir,
                                       llvm::errs())))

@@ -92,7 +92,10 @@ def CodaToGPU : Pass<"coda-to-gpu", "ModuleOp"> {
     Option<"tileN", "tile-n", "int64_t", /*default=*/"128",
            "output tile columns per CTA (64, 128 or 256)">,
     Option<"stages", "stages", "int64_t", /*default=*/"4",
-           "shared-memory slots in the TMA ring">
+           "shared-memory slots in the TMA ring">,
+    Option<"warpSpecialized", "warp-specialized", "bool", /*default=*/"false",
+           "one producer warpgroup issuing TMA and two consumer warpgroups on "
+           "WGMMA (tile M 128)">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

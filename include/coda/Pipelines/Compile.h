@@ -20,6 +20,7 @@ struct CompileOptions {
   /// bin (cubin), isa (PTX) or fatbin.
   std::string format = "bin";
   int64_t tileM = 128, tileN = 128, stages = 4;
+  bool warpSpecialized = false;
   std::string ptxasOptions;
 };
 

@@ -31,6 +31,10 @@ struct CodaToGPUBinaryOptions
                         llvm::cl::init(128)};
   Option<int64_t> stages{*this, "stages", llvm::cl::desc("TMA ring slots"),
                          llvm::cl::init(4)};
+  Option<bool> warpSpecialized{
+      *this, "warp-specialized",
+      llvm::cl::desc("producer warpgroup + two consumer warpgroups"),
+      llvm::cl::init(false)};
   Option<std::string> manifest{
       *this, "manifest",
       llvm::cl::desc("write the kernels' JSON manifest to this file"),

@@ -93,7 +93,8 @@ LogicalResult checkTmaOperand(GemmOp op, StringRef name, Value operand) {
 /// Picks the tile shape for `op` and checks everything the kernel needs.
 FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
                                          int64_t tileM, int64_t tileN,
-                                         int64_t stages) {
+                                         int64_t stages,
+                                         bool warpSpecialized) {
   if (!op.hasPureBufferSemantics())
     return op.emitOpError("GPU lowering takes coda.gemm on memrefs; "
                           "bufferize first (one-shot-bufferize)");
@@ -138,8 +139,14 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
     config.tileN = *rowTile;
   if (colTile)
     config.tileM = *colTile;
-  else if (config.tileM * config.tileN > 128 * 128)
+  // Warp-specialized: two consumer warpgroups of 64 rows each.
+  config.warpSpecialized = warpSpecialized && config.tileM == 128;
+  if (config.warpSpecialized) {
+    config.numThreads = 384;
+    config.epilogueThreads = 256;
+  } else if (!colTile && config.tileM * config.tileN > 128 * 128) {
     config.tileM = 64;
+  }
 
   // The epilogue gives each row tileN / 8 consecutive lanes of one warp.
   if (config.tileN != 64 && config.tileN != 128 && config.tileN != 256)
@@ -687,12 +694,12 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
             b, rowLoop.getResult(colSlot + g * lanesPerGroup + l), scratch,
             ValueRange{threadRow, localCols[g][l]});
     colSlot += slotsPerThread;
-    gpu::BarrierOp::create(b);
+    frame.syncEpilogue(b);
     ReductionKind kind = getPartialKind(value);
     Type elementType = partialElementType(i);
     Value out = outputs[i];
     scf::ForOp::create(
-        b, frame.tid, index(b, config.tileN), index(b, config.numThreads),
+        b, frame.tid, index(b, config.tileN), index(b, config.epilogueThreads),
         ValueRange{},
         [&](OpBuilder &ob, Location loc, Value localCol, ValueRange) {
           ImplicitLocOpBuilder lb(loc, ob);
@@ -803,6 +810,8 @@ DictionaryAttr buildKernelAbi(OpBuilder &b, GemmOp op, func::FuncOp host,
       b.getNamedAttr("function", str(host.getSymName())),
       b.getNamedAttr("tile", i64s({config.tileM, config.tileN, config.tileK})),
       b.getNamedAttr("stages", b.getI64IntegerAttr(config.stages)),
+      b.getNamedAttr("warp_specialized",
+                     b.getBoolAttr(config.warpSpecialized)),
       b.getNamedAttr("transpose_b", b.getBoolAttr(config.rhsKMajor)),
       b.getNamedAttr("grid", b.getArrayAttr({str(gridX), str(gridY),
                                              str("1")})),
@@ -846,7 +855,7 @@ struct CodaToGPUPass : coda::impl::CodaToGPUBase<CodaToGPUPass> {
     bool failed = false;
     for (GemmOp op : gemms) {
       FailureOr<GemmKernelConfig> config =
-          chooseConfig(op, *target, tileM, tileN, stages);
+          chooseConfig(op, *target, tileM, tileN, stages, warpSpecialized);
       if (::mlir::failed(config)) {
         failed = true;
         continue;
@@ -1080,12 +1089,18 @@ struct CodaToGPUPass : coda::impl::CodaToGPUBase<CodaToGPUPass> {
                         MemRefLayoutAttrInterface(), workgroup),
         frame.shared, frame.sharedBase, ValueRange{});
 
-    target.emitMainloop(b, frame, config);
+    frame.syncEpilogue = [](ImplicitLocOpBuilder &sb) {
+      gpu::BarrierOp::create(sb);
+    };
+    std::optional<OpBuilder::InsertPoint> after =
+        target.emitMainloop(b, frame, config);
     unsigned numInputs = op.getEpilogueInputs().size();
     EpilogueBuilder epilogue(
         op, config, frame, entry.getArguments().slice(5, numInputs),
         entry.getArguments().slice(5 + numInputs));
     epilogue.build(b);
+    if (after)
+      b.restoreInsertionPoint(*after);
     gpu::ReturnOp::create(b);
 
     // Host: descriptors and the launch, in place of the op.

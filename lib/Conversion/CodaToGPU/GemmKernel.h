@@ -15,7 +15,9 @@
 
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 
+#include <functional>
 #include <memory>
+#include <optional>
 
 namespace mlir::coda::gpu_lowering {
 
@@ -27,7 +29,12 @@ constexpr int64_t kEpilogueColumnsPerThread = 8;
 /// plan that follows from them.
 struct GemmKernelConfig {
   int64_t tileM = 128, tileN = 128, tileK = 64, stages = 4;
+  /// Threads of a CTA, and those that run the epilogue (the consumer
+  /// warpgroups when warp-specialized).
   int64_t numThreads = 128;
+  int64_t epilogueThreads = 128;
+  /// One producer warpgroup issuing TMA, two consumer warpgroups on WGMMA.
+  bool warpSpecialized = false;
   Type operandType;
   int64_t operandBytes = 2;
   /// rhs is N x K (`transpose_b`): both operands are K-major in shared memory.
@@ -35,7 +42,6 @@ struct GemmKernelConfig {
   /// Number of col_reduce outputs (each needs a cross-warp scratch row).
   int64_t numColPartials = 0;
 
-  int64_t numWarps() const { return numThreads / 32; }
   /// f32 accumulator tile row stride in shared memory; the padding keeps rows
   /// 16-byte aligned and spreads rows over banks.
   int64_t accRowStride() const { return tileN + 4; }
@@ -45,7 +51,7 @@ struct GemmKernelConfig {
   int64_t accTileBytes() const { return tileM * accRowStride() * 4; }
   /// Rows the CTA covers at once in the epilogue.
   int64_t epilogueRowsPerPass() const {
-    return numThreads * kEpilogueColumnsPerThread / tileN;
+    return epilogueThreads * kEpilogueColumnsPerThread / tileN;
   }
   int64_t epilogueBytes() const {
     return accTileBytes() +
@@ -61,6 +67,8 @@ struct GemmKernelConfig {
 
 /// Values every part of the kernel body uses.
 struct KernelFrame {
+  /// Thread, warp and lane among the threads running the current part (the
+  /// consumers' own numbering in the epilogue of a warp-specialized kernel).
   Value tid, warp, lane;       // index
   Value tileRow, tileCol;      // this CTA's tile (index)
   Value blockM, blockN;        // tile origin in the output (index)
@@ -69,6 +77,8 @@ struct KernelFrame {
   Value shared;                // dynamic shared memory, memref<?xi8, 3>
   Value sharedBase;            // byte offset of the 1024-aligned base (index)
   Value accTile;               // f32 tile in shared memory after the mainloop
+  /// Synchronizes the threads that run the epilogue.
+  std::function<void(ImplicitLocOpBuilder &)> syncEpilogue;
 };
 
 /// A GPU architecture's GEMM mainloop.
@@ -85,9 +95,14 @@ public:
   virtual SmallVector<int64_t> getLhsBox(const GemmKernelConfig &c) const = 0;
   virtual SmallVector<int64_t> getRhsBox(const GemmKernelConfig &c) const = 0;
   /// Emits the mainloop over K; on return the f32 accumulator tile
-  /// (tileM x accRowStride) is in `frame.accTile` for every thread.
-  virtual void emitMainloop(ImplicitLocOpBuilder &b, const KernelFrame &frame,
-                            const GemmKernelConfig &config) const = 0;
+  /// (tileM x accRowStride) is in `frame.accTile` for the epilogue threads and
+  /// `b` is where the epilogue goes. A target may restrict the epilogue to
+  /// some threads (renumbering `frame.tid/warp/lane` and setting
+  /// `frame.syncEpilogue`); it then returns where code after the epilogue
+  /// goes.
+  virtual std::optional<OpBuilder::InsertPoint>
+  emitMainloop(ImplicitLocOpBuilder &b, KernelFrame &frame,
+               const GemmKernelConfig &config) const = 0;
 };
 
 /// The target for `chip`, or null when coda has no GEMM lowering for it.

@@ -52,6 +52,8 @@ nvgpu::TensorMapDescriptorType tensorMapType(MemRefType box) {
       nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
 }
 
+MLIRContext *ctxOf(OpBuilder &b) { return b.getContext(); }
+
 class HopperTarget : public GemmTarget {
 public:
   LogicalResult checkOperands(GemmOp op,
@@ -66,8 +68,10 @@ public:
              << kSwizzleBytes / config.operandBytes << " elements)";
     if (config.tileM % kWgmmaM != 0)
       return op.emitOpError("tile M must be a multiple of ") << kWgmmaM;
-    // Accumulator registers: tileM * tileN / 128 f32 per thread.
-    if (config.tileM * config.tileN > 128 * 128)
+    // Accumulator registers per thread: a warpgroup's rows (all of tile M,
+    // or 64 per consumer when warp-specialized) x tile N / 128.
+    int64_t rowsPerWarpgroup = config.warpSpecialized ? kWgmmaM : config.tileM;
+    if (rowsPerWarpgroup * config.tileN > 128 * 128)
       return op.emitOpError("a ")
              << config.tileM << "x" << config.tileN
              << " tile needs more than 128 accumulator registers per thread "
@@ -90,10 +94,10 @@ public:
     return {chunkElements(c), c.tileK};
   }
 
-  void emitMainloop(ImplicitLocOpBuilder &b, const KernelFrame &frame,
-                    const GemmKernelConfig &config) const override;
+  std::optional<OpBuilder::InsertPoint>
+  emitMainloop(ImplicitLocOpBuilder &b, KernelFrame &frame,
+               const GemmKernelConfig &config) const override;
 
-private:
   static int64_t chunkElements(const GemmKernelConfig &c) {
     return kChunkBytes / c.operandBytes;
   }
@@ -129,215 +133,401 @@ Value buildMatrixDescriptor(ImplicitLocOpBuilder &b, Value address,
   return arith::OrIOp::create(b, start, constant(int64_t(fields)));
 }
 
-void HopperTarget::emitMainloop(ImplicitLocOpBuilder &b,
-                                const KernelFrame &frame,
-                                const GemmKernelConfig &c) const {
-  MLIRContext *ctx = b.getContext();
-  Type f32 = b.getF32Type();
-  Type i64 = b.getI64Type();
-  auto index = [&](int64_t v) -> Value {
-    return arith::ConstantIndexOp::create(b, v);
-  };
-  auto i64Const = [&](int64_t v) -> Value {
-    return arith::ConstantIntOp::create(b, i64, v);
-  };
+/// The pieces both mainloop variants are made of: the TMA ring and its
+/// barriers, WGMMA steps over a ring slot, and the fragment store.
+class Mainloop {
+public:
+  Mainloop(ImplicitLocOpBuilder &b, const KernelFrame &frame,
+           const GemmKernelConfig &c)
+      : b(b), frame(frame), c(c), ctx(b.getContext()) {
+    lhsBox = sharedTileType(ctx, {c.tileM, c.tileK}, c.operandType);
+    rhsBox = c.rhsKMajor
+                 ? sharedTileType(ctx, {c.tileN, c.tileK}, c.operandType)
+                 : sharedTileType(ctx, {c.tileK, chunkElements()},
+                                  c.operandType);
+    fragmentType = LLVM::LLVMStructType::getLiteral(
+        ctx, SmallVector<Type>(c.tileN / 2, b.getF32Type()));
+    numK = arith::CeilDivUIOp::create(b, frame.sizeK, index(b, c.tileK));
+  }
 
-  auto barrierType = nvgpu::MBarrierGroupType::get(ctx, workgroupSpace(ctx),
-                                                   c.stages);
-  Value barriers = nvgpu::MBarrierCreateOp::create(b, barrierType);
-  Value isLeader = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
-                                         frame.tid, index(0));
-  Value numK = arith::CeilDivUIOp::create(b, frame.sizeK, index(c.tileK));
+  static Value index(OpBuilder &ob, Location loc, int64_t v) {
+    return arith::ConstantIndexOp::create(ob, loc, v);
+  }
+  Value index(ImplicitLocOpBuilder &ib, int64_t v) const {
+    return arith::ConstantIndexOp::create(ib, v);
+  }
+  int64_t chunkElements() const { return kChunkBytes / c.operandBytes; }
 
-  auto sharedView = [&](ImplicitLocOpBuilder &vb, Value byteOffset,
-                        MemRefType type) -> Value {
-    return memref::ViewOp::create(vb, type, frame.shared, byteOffset,
-                                  ValueRange{});
-  };
-  MemRefType lhsBox = lhsBoxType(c), rhsBox = rhsBoxType(c);
+  /// A group of `stages` mbarriers in shared memory, initialized by thread 0
+  /// with `count` arrivals per phase.
+  Value createBarriers(int64_t count) {
+    auto type = nvgpu::MBarrierGroupType::get(ctx, workgroupSpace(ctx),
+                                              c.stages);
+    Value group = nvgpu::MBarrierCreateOp::create(b, type);
+    initialized.push_back({group, count});
+    return group;
+  }
+  /// Initializes every barrier group, visible to all threads and to TMA.
+  void initBarriers() {
+    Value leader = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                         frame.tid, index(b, 0));
+    scf::IfOp::create(b, leader, [&](OpBuilder &ob, Location loc) {
+      for (auto [group, count] : initialized)
+        for (int64_t s = 0; s < c.stages; ++s)
+          nvgpu::MBarrierInitOp::create(ob, loc, group, index(ob, loc, count),
+                                        index(ob, loc, s), Value());
+      NVVM::FenceMbarrierInitOp::create(ob, loc);
+      scf::YieldOp::create(ob, loc);
+    });
+    gpu::BarrierOp::create(b);
+  }
 
-  // Loads k-tile `kt` into ring slot `slot` (both index values).
-  auto issueLoads = [&](OpBuilder &ob, Location loc, Value kt, Value slot) {
-    ImplicitLocOpBuilder lb(loc, ob);
-    auto idx = [&](int64_t v) -> Value {
-      return arith::ConstantIndexOp::create(lb, v);
-    };
+  /// TMA loads of k-tile `kt` into slot `slot`, completing on full[slot].
+  void issueLoads(ImplicitLocOpBuilder &lb, Value full, Value kt, Value slot) {
     Value slotBase = arith::AddIOp::create(
         lb, frame.sharedBase,
-        arith::MulIOp::create(lb, slot, idx(c.stageBytes())));
-    nvgpu::MBarrierArriveExpectTxOp::create(lb, barriers, idx(c.stageBytes()),
+        arith::MulIOp::create(lb, slot, index(lb, c.stageBytes())));
+    nvgpu::MBarrierArriveExpectTxOp::create(lb, full, index(lb, c.stageBytes()),
                                             slot, Value());
-    Value kOffset = arith::MulIOp::create(lb, kt, idx(c.tileK));
-    nvgpu::TmaAsyncLoadOp::create(lb, sharedView(lb, slotBase, lhsBox), barriers,
+    Value kOffset = arith::MulIOp::create(lb, kt, index(lb, c.tileK));
+    auto view = [&](Value offset, MemRefType type) -> Value {
+      return memref::ViewOp::create(lb, type, frame.shared, offset,
+                                    ValueRange{});
+    };
+    nvgpu::TmaAsyncLoadOp::create(lb, view(slotBase, lhsBox), full,
                                   frame.lhsMap,
                                   ValueRange{kOffset, frame.blockM}, slot,
                                   Value(), Value());
-    Value rhsBase = arith::AddIOp::create(lb, slotBase, idx(c.lhsTileBytes()));
+    Value rhsBase =
+        arith::AddIOp::create(lb, slotBase, index(lb, c.lhsTileBytes()));
     if (c.rhsKMajor) {
-      nvgpu::TmaAsyncLoadOp::create(lb, sharedView(lb, rhsBase, rhsBox), barriers,
+      nvgpu::TmaAsyncLoadOp::create(lb, view(rhsBase, rhsBox), full,
                                     frame.rhsMap,
                                     ValueRange{kOffset, frame.blockN}, slot,
                                     Value(), Value());
       return;
     }
-    int64_t chunk = chunkElements(c);
-    for (int64_t i = 0; i < c.tileN / chunk; ++i) {
-      Value dst = sharedView(
-          lb,
-          arith::AddIOp::create(lb, rhsBase, idx(i * c.tileK * kChunkBytes)),
-          rhsBox);
-      Value n = arith::AddIOp::create(lb, frame.blockN, idx(i * chunk));
-      nvgpu::TmaAsyncLoadOp::create(lb, dst, barriers, frame.rhsMap,
+    for (int64_t i = 0; i < c.tileN / chunkElements(); ++i) {
+      Value dst = view(arith::AddIOp::create(
+                           lb, rhsBase, index(lb, i * c.tileK * kChunkBytes)),
+                       rhsBox);
+      Value n = arith::AddIOp::create(lb, frame.blockN,
+                                      index(lb, i * chunkElements()));
+      nvgpu::TmaAsyncLoadOp::create(lb, dst, full, frame.rhsMap,
                                     ValueRange{n, kOffset}, slot, Value(),
                                     Value());
     }
-  };
+  }
 
-  // Barrier setup, visible to every thread and to the TMA unit.
-  scf::IfOp::create(b, isLeader, [&](OpBuilder &ob, Location loc) {
-    for (int64_t s = 0; s < c.stages; ++s)
-      nvgpu::MBarrierInitOp::create(
-          ob, loc, barriers, arith::ConstantIndexOp::create(ob, loc, 1),
-          arith::ConstantIndexOp::create(ob, loc, s), Value());
-    NVVM::FenceMbarrierInitOp::create(ob, loc);
-    scf::YieldOp::create(ob, loc);
-  });
-  gpu::BarrierOp::create(b);
+  /// Waits until barrier `group[slot]` completed the phase of round
+  /// kt / stages - roundsBack (each use of a slot is one round).
+  void waitRound(ImplicitLocOpBuilder &lb, Value group, Value kt, Value slot,
+                 int64_t roundsBack = 0) {
+    Value round = arith::DivUIOp::create(lb, kt, index(lb, c.stages));
+    if (roundsBack)
+      round = arith::SubIOp::create(lb, round, index(lb, roundsBack));
+    Value parity = arith::CmpIOp::create(
+        lb, arith::CmpIPredicate::ne,
+        arith::RemUIOp::create(lb, round, index(lb, 2)), index(lb, 0));
+    nvgpu::MBarrierTryWaitParityOp::create(lb, group, parity,
+                                           index(lb, 10000000), slot);
+  }
+
+  /// Descriptors of slot 0 (computed once, outside the loop).
+  void buildDescriptors() {
+    constexpr int64_t kRowGroupBytes = 8 * kSwizzleBytes;
+    Value address = arith::AddIOp::create(
+        b, memref::ExtractAlignedPointerAsIndexOp::create(b, frame.shared),
+        frame.sharedBase);
+    lhsDesc0 = buildMatrixDescriptor(b, address, 16, kRowGroupBytes);
+    rhsDesc0 = buildMatrixDescriptor(
+        b, arith::AddIOp::create(b, address, index(b, c.lhsTileBytes())),
+        c.rhsKMajor ? 16 : c.tileK * kChunkBytes, kRowGroupBytes);
+  }
+
+  /// One k-tile of WGMMA on slot `slot`: fragment f covers rows
+  /// firstRow + 64 f of the tile, moved down by `rowUnits` (a descriptor
+  /// offset, in 16-byte units) when given. Fenced and committed as one group.
+  SmallVector<Value> mmaStep(ImplicitLocOpBuilder &lb, Value slot,
+                             ValueRange accs, int64_t firstRow,
+                             Value rowUnits = Value()) {
+    Type i64 = lb.getI64Type();
+    auto i64Const = [&](int64_t v) -> Value {
+      return arith::ConstantIntOp::create(lb, i64, v);
+    };
+    Value slotUnits = arith::IndexCastUIOp::create(
+        lb, i64, arith::MulIOp::create(lb, slot, index(lb, c.stageBytes() >> 4)));
+    Value lhsDesc = arith::AddIOp::create(lb, lhsDesc0, slotUnits);
+    if (rowUnits)
+      lhsDesc = arith::AddIOp::create(lb, lhsDesc, rowUnits);
+    Value rhsDesc = arith::AddIOp::create(lb, rhsDesc0, slotUnits);
+    auto wgmmaType = c.operandType.isBF16() ? NVVM::WGMMATypes::bf16
+                                            : NVVM::WGMMATypes::f16;
+    int64_t kStep = 32 / c.operandBytes;
+    auto shape = NVVM::MMAShapeAttr::get(ctx, kWgmmaM, c.tileN, kStep);
+    NVVM::WgmmaFenceAlignedOp::create(lb);
+    SmallVector<Value> next(accs);
+    for (int64_t k = 0; k < c.tileK / kStep; ++k) {
+      int64_t rhsStep = c.rhsKMajor ? k * 32 : k * kStep * kChunkBytes;
+      Value rhsK = arith::AddIOp::create(lb, rhsDesc, i64Const(rhsStep >> 4));
+      for (size_t f = 0; f < next.size(); ++f) {
+        int64_t lhsStep = (firstRow + f * kWgmmaM) * kSwizzleBytes + k * 32;
+        Value lhsK = arith::AddIOp::create(lb, lhsDesc, i64Const(lhsStep >> 4));
+        next[f] = NVVM::WgmmaMmaAsyncOp::create(
+            lb, fragmentType, next[f], lhsK, rhsK, shape, wgmmaType, wgmmaType,
+            NVVM::WGMMATypes::f32, NVVM::WGMMAScaleOut::one,
+            NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
+            NVVM::MMALayout::row,
+            c.rhsKMajor ? NVVM::MMALayout::col : NVVM::MMALayout::row,
+            NVVM::MMAIntOverflowAttr());
+      }
+    }
+    NVVM::WgmmaGroupSyncAlignedOp::create(lb);
+    return next;
+  }
+
+  SmallVector<Value> zeroFragments(int64_t count) {
+    SmallVector<Value> zeros;
+    for (int64_t i = 0; i < count; ++i)
+      zeros.push_back(LLVM::ZeroOp::create(b, fragmentType));
+    return zeros;
+  }
+
+  /// WGMMA's m64nNk16 fragment: thread (warp w, lane l) of a warpgroup holds,
+  /// for each 8-column group j, rows 16w + l/4 (+8) and columns
+  /// 8j + 2(l mod 4) (+1). `warp` numbers warps from the tile's first row.
+  void storeFragments(ValueRange fragments, Value warp, Value lane) {
+    Value rowBase = arith::AddIOp::create(
+        b, arith::MulIOp::create(b, warp, index(b, 16)),
+        arith::DivUIOp::create(b, lane, index(b, 4)));
+    Value colBase = arith::MulIOp::create(
+        b, arith::RemUIOp::create(b, lane, index(b, 4)), index(b, 2));
+    for (auto [f, fragment] : llvm::enumerate(fragments))
+      for (int64_t j = 0; j < c.tileN / 8; ++j)
+        for (int64_t h = 0; h < 2; ++h)
+          for (int64_t e = 0; e < 2; ++e) {
+            Value v = LLVM::ExtractValueOp::create(b, fragment,
+                                                   j * 4 + h * 2 + e);
+            Value row = arith::AddIOp::create(
+                b, rowBase, index(b, int64_t(f) * kWgmmaM + 8 * h));
+            Value col = arith::AddIOp::create(b, colBase, index(b, 8 * j + e));
+            memref::StoreOp::create(b, v, frame.accTile, ValueRange{row, col});
+          }
+  }
+
+  ImplicitLocOpBuilder &b;
+  const KernelFrame &frame;
+  const GemmKernelConfig &c;
+  MLIRContext *ctx;
+  MemRefType lhsBox, rhsBox;
+  Type fragmentType;
+  Value numK, lhsDesc0, rhsDesc0;
+  SmallVector<std::pair<Value, int64_t>> initialized;
+};
+
+/// One warpgroup both loads and computes: thread 0 refills a slot once the
+/// WGMMA group that read it has retired (wait_group 1, then a CTA barrier).
+void emitSingleWarpgroup(ImplicitLocOpBuilder &b, const KernelFrame &frame,
+                         const GemmKernelConfig &c) {
+  Mainloop m(b, frame, c);
+  Value full = m.createBarriers(1);
+  m.initBarriers();
+  Value isLeader = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                         frame.tid, m.index(b, 0));
 
   // Prologue: fill every slot that has a k-tile.
   scf::IfOp::create(b, isLeader, [&](OpBuilder &ob, Location loc) {
-    nvgpu::TmaPrefetchOp::create(ob, loc, frame.lhsMap, Value());
-    nvgpu::TmaPrefetchOp::create(ob, loc, frame.rhsMap, Value());
+    ImplicitLocOpBuilder lb(loc, ob);
+    nvgpu::TmaPrefetchOp::create(lb, frame.lhsMap, Value());
+    nvgpu::TmaPrefetchOp::create(lb, frame.rhsMap, Value());
     for (int64_t s = 0; s < c.stages; ++s) {
-      Value slot = arith::ConstantIndexOp::create(ob, loc, s);
-      Value has = arith::CmpIOp::create(ob, loc, arith::CmpIPredicate::ult,
-                                        slot, numK);
-      scf::IfOp::create(ob, loc, has, [&](OpBuilder &ib, Location iloc) {
-        issueLoads(ib, iloc, slot, slot);
-        scf::YieldOp::create(ib, iloc);
+      Value slot = m.index(lb, s);
+      Value has =
+          arith::CmpIOp::create(lb, arith::CmpIPredicate::ult, slot, m.numK);
+      scf::IfOp::create(lb, has, [&](OpBuilder &ib, Location iloc) {
+        ImplicitLocOpBuilder bb(iloc, ib);
+        m.issueLoads(bb, full, slot, slot);
+        scf::YieldOp::create(bb);
       });
     }
-    scf::YieldOp::create(ob, loc);
+    scf::YieldOp::create(lb);
   });
 
-  // Descriptors of slot 0; a slot's are these plus its byte offset >> 4.
-  Value sharedAddress = arith::AddIOp::create(
-      b,
-      memref::ExtractAlignedPointerAsIndexOp::create(b, frame.shared),
-      frame.sharedBase);
-  constexpr int64_t kRowGroupBytes = 8 * kSwizzleBytes;
-  Value lhsDesc0 =
-      buildMatrixDescriptor(b, sharedAddress, /*leadingBytes=*/16,
-                            kRowGroupBytes);
-  Value rhsAddress =
-      arith::AddIOp::create(b, sharedAddress, index(c.lhsTileBytes()));
-  Value rhsDesc0 = buildMatrixDescriptor(
-      b, rhsAddress,
-      c.rhsKMajor ? 16 : c.tileK * kChunkBytes, kRowGroupBytes);
-
-  int64_t fragmentSize = c.tileN / 2;
-  auto fragmentType = LLVM::LLVMStructType::getLiteral(
-      ctx, SmallVector<Type>(fragmentSize, f32));
-  int64_t numFragments = c.tileM / kWgmmaM;
-  SmallVector<Value> zeros;
-  for (int64_t i = 0; i < numFragments; ++i)
-    zeros.push_back(LLVM::ZeroOp::create(b, fragmentType));
-
-  auto wgmmaType = c.operandType.isBF16() ? NVVM::WGMMATypes::bf16
-                                          : NVVM::WGMMATypes::f16;
-  int64_t kStep = 32 / c.operandBytes;
+  m.buildDescriptors();
   auto loop = scf::ForOp::create(
-      b, index(0), numK, index(1), zeros,
+      b, m.index(b, 0), m.numK, m.index(b, 1),
+      m.zeroFragments(c.tileM / kWgmmaM),
       [&](OpBuilder &ob, Location loc, Value kt, ValueRange accs) {
         ImplicitLocOpBuilder lb(loc, ob);
-        auto idx = [&](int64_t v) -> Value {
-          return arith::ConstantIndexOp::create(lb, v);
-        };
-        Value slot = arith::RemUIOp::create(lb, kt, idx(c.stages));
-        Value round = arith::DivUIOp::create(lb, kt, idx(c.stages));
-        Value parity = arith::CmpIOp::create(
-            lb, arith::CmpIPredicate::ne,
-            arith::RemUIOp::create(lb, round, idx(2)), idx(0));
-        nvgpu::MBarrierTryWaitParityOp::create(lb, barriers, parity,
-                                               idx(10000000), slot);
-
-        Value slotUnits = arith::IndexCastUIOp::create(
-            lb, i64,
-            arith::MulIOp::create(lb, slot, idx(c.stageBytes() >> 4)));
-        Value lhsDesc = arith::AddIOp::create(lb, lhsDesc0, slotUnits);
-        Value rhsDesc = arith::AddIOp::create(lb, rhsDesc0, slotUnits);
-        NVVM::WgmmaFenceAlignedOp::create(lb);
-        SmallVector<Value> next(accs);
-        auto shape = NVVM::MMAShapeAttr::get(ctx, kWgmmaM, c.tileN, kStep);
-        for (int64_t k = 0; k < c.tileK / kStep; ++k) {
-          int64_t rhsStep = c.rhsKMajor ? k * 32 : k * kStep * kChunkBytes;
-          Value rhsK = arith::AddIOp::create(lb, rhsDesc,
-                                             i64Const(rhsStep >> 4));
-          for (int64_t f = 0; f < numFragments; ++f) {
-            int64_t lhsStep = f * kWgmmaM * kSwizzleBytes + k * 32;
-            Value lhsK = arith::AddIOp::create(lb, lhsDesc,
-                                               i64Const(lhsStep >> 4));
-            next[f] = NVVM::WgmmaMmaAsyncOp::create(
-                lb, fragmentType, next[f], lhsK, rhsK, shape, wgmmaType,
-                wgmmaType, NVVM::WGMMATypes::f32, NVVM::WGMMAScaleOut::one,
-                NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
-                NVVM::MMALayout::row,
-                c.rhsKMajor ? NVVM::MMALayout::col : NVVM::MMALayout::row,
-                NVVM::MMAIntOverflowAttr());
-          }
-        }
-        NVVM::WgmmaGroupSyncAlignedOp::create(lb);
+        Value slot = arith::RemUIOp::create(lb, kt, m.index(lb, c.stages));
+        m.waitRound(lb, full, kt, slot);
+        SmallVector<Value> next = m.mmaStep(lb, slot, accs, /*firstRow=*/0);
         // The previous step's group has retired once every thread gets here:
         // its slot can be refilled.
         NVVM::WgmmaWaitGroupSyncOp::create(lb, 1);
         gpu::BarrierOp::create(lb);
-        Value previous = arith::SubIOp::create(lb, kt, idx(1));
-        Value refill = arith::AddIOp::create(lb, previous, idx(c.stages));
+        Value previous = arith::SubIOp::create(lb, kt, m.index(lb, 1));
+        Value refill = arith::AddIOp::create(lb, previous, m.index(lb, c.stages));
         Value due = arith::AndIOp::create(
             lb,
             arith::AndIOp::create(
                 lb, isLeader,
                 arith::CmpIOp::create(lb, arith::CmpIPredicate::uge, kt,
-                                      idx(1))),
+                                      m.index(lb, 1))),
             arith::CmpIOp::create(lb, arith::CmpIPredicate::ult, refill,
-                                  numK));
+                                  m.numK));
         scf::IfOp::create(lb, due, [&](OpBuilder &ib, Location iloc) {
-          Value prevSlot = arith::RemUIOp::create(
-              ib, iloc, previous,
-              arith::ConstantIndexOp::create(ib, iloc, c.stages));
-          issueLoads(ib, iloc, refill, prevSlot);
-          scf::YieldOp::create(ib, iloc);
+          ImplicitLocOpBuilder bb(iloc, ib);
+          Value prevSlot =
+              arith::RemUIOp::create(bb, previous, m.index(bb, c.stages));
+          m.issueLoads(bb, full, refill, prevSlot);
+          scf::YieldOp::create(bb);
         });
         scf::YieldOp::create(lb, next);
       });
   NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
   // Every warp is done with the ring before it becomes the accumulator tile.
   gpu::BarrierOp::create(b);
-
-  // WGMMA's m64nNk16 fragment: thread (warp w, lane l) holds, for each 8-column
-  // group j, rows 16w + l/4 (+8) and columns 8j + 2(l mod 4) (+1).
-  Value rowBase = arith::AddIOp::create(
-      b, arith::MulIOp::create(b, frame.warp, index(16)),
-      arith::DivUIOp::create(b, frame.lane, index(4)));
-  Value colBase = arith::MulIOp::create(
-      b, arith::RemUIOp::create(b, frame.lane, index(4)), index(2));
-  for (int64_t f = 0; f < numFragments; ++f) {
-    Value fragment = loop.getResult(f);
-    for (int64_t j = 0; j < c.tileN / 8; ++j)
-      for (int64_t h = 0; h < 2; ++h)
-        for (int64_t e = 0; e < 2; ++e) {
-          Value v = LLVM::ExtractValueOp::create(b, fragment,
-                                                 j * 4 + h * 2 + e);
-          Value row = arith::AddIOp::create(
-              b, rowBase, index(f * kWgmmaM + 8 * h));
-          Value col = arith::AddIOp::create(b, colBase, index(8 * j + e));
-          memref::StoreOp::create(b, v, frame.accTile, ValueRange{row, col});
-        }
-  }
+  m.storeFragments(loop.getResults(), frame.warp, frame.lane);
   gpu::BarrierOp::create(b);
 }
 
+/// Warpgroup 0 produces: one thread keeps the ring full, waiting on each
+/// slot's `empty` barrier before refilling it. Warpgroups 1 and 2 consume:
+/// each computes 64 rows of the tile, and releases a slot (one arrival per
+/// warpgroup on `empty`) once its WGMMA group on that slot has retired. No
+/// CTA-wide barrier inside the loop. Registers move from the producer to the
+/// consumers (setmaxnreg). Only the consumers run the epilogue.
+OpBuilder::InsertPoint emitWarpSpecialized(ImplicitLocOpBuilder &b,
+                                           KernelFrame &frame,
+                                           const GemmKernelConfig &c) {
+  Mainloop m(b, frame, c);
+  Value full = m.createBarriers(1);
+  Value empty = m.createBarriers(2);
+  m.initBarriers();
+  m.buildDescriptors();
+  // The warpgroup index, made warp-uniform for the compiler (a shuffle from
+  // lane 0) so that ptxas sees the role branches as uniform and does not
+  // serialize WGMMA around them.
+  Value warpgroup = arith::IndexCastUIOp::create(
+      b, b.getIndexType(),
+      gpu::ShuffleOp::create(
+          b,
+          arith::IndexCastUIOp::create(
+              b, b.getI32Type(),
+              arith::DivUIOp::create(b, frame.tid, m.index(b, 128))),
+          0, 32, gpu::ShuffleMode::IDX)
+          .getShuffleResult());
+  Value isProducer = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                           warpgroup, m.index(b, 0));
+
+  scf::IfOp::create(b, isProducer, [&](OpBuilder &ob, Location loc) {
+    ImplicitLocOpBuilder lb(loc, ob);
+    NVVM::SetMaxRegisterOp::create(lb, 40, NVVM::SetMaxRegisterAction::decrease);
+    Value leader = arith::CmpIOp::create(lb, arith::CmpIPredicate::eq,
+                                         frame.tid, m.index(lb, 0));
+    scf::IfOp::create(lb, leader, [&](OpBuilder &pb, Location ploc) {
+      ImplicitLocOpBuilder bb(ploc, pb);
+      nvgpu::TmaPrefetchOp::create(bb, frame.lhsMap, Value());
+      nvgpu::TmaPrefetchOp::create(bb, frame.rhsMap, Value());
+      scf::ForOp::create(
+          bb, m.index(bb, 0), m.numK, m.index(bb, 1), ValueRange{},
+          [&](OpBuilder &fb, Location floc, Value kt, ValueRange) {
+            ImplicitLocOpBuilder kb(floc, fb);
+            Value slot = arith::RemUIOp::create(kb, kt, m.index(kb, c.stages));
+            // From the second round on, wait for the consumers to release
+            // the slot's previous use.
+            Value reuse = arith::CmpIOp::create(kb, arith::CmpIPredicate::uge,
+                                                kt, m.index(kb, c.stages));
+            scf::IfOp::create(kb, reuse, [&](OpBuilder &wb, Location wloc) {
+              ImplicitLocOpBuilder ib(wloc, wb);
+              m.waitRound(ib, empty, kt, slot, /*roundsBack=*/1);
+              scf::YieldOp::create(ib);
+            });
+            m.issueLoads(kb, full, kt, slot);
+            scf::YieldOp::create(kb);
+          });
+      scf::YieldOp::create(bb);
+    });
+    scf::YieldOp::create(lb);
+  });
+
+  // The consumers: everything from here to the end of the epilogue.
+  auto consumer = scf::IfOp::create(
+      b, arith::CmpIOp::create(b, arith::CmpIPredicate::ne, warpgroup,
+                               m.index(b, 0)),
+      [&](OpBuilder &ob, Location loc) { scf::YieldOp::create(ob, loc); });
+  OpBuilder::InsertPoint after = b.saveInsertionPoint();
+  b.setInsertionPoint(consumer.thenBlock()->getTerminator());
+
+  NVVM::SetMaxRegisterOp::create(b, 232, NVVM::SetMaxRegisterAction::increase);
+  // Renumber the consumers 0..255 for the epilogue.
+  frame.tid = arith::SubIOp::create(b, frame.tid, m.index(b, 128));
+  frame.warp = arith::DivUIOp::create(b, frame.tid, m.index(b, 32));
+  frame.lane = arith::RemUIOp::create(b, frame.tid, m.index(b, 32));
+  Value consumerIndex =
+      arith::SubIOp::create(b, warpgroup, m.index(b, 1));
+  Value isReleaser = arith::CmpIOp::create(
+      b, arith::CmpIPredicate::eq,
+      arith::RemUIOp::create(b, frame.tid, m.index(b, 128)), m.index(b, 0));
+  // Each consumer's 64 rows start at 64 * consumerIndex: its lhs
+  // descriptors move down by that many rows.
+  Value rowUnits = arith::IndexCastUIOp::create(
+      b, b.getI64Type(),
+      arith::MulIOp::create(b, consumerIndex,
+                            m.index(b, kWgmmaM * kSwizzleBytes >> 4)));
+  auto loop = scf::ForOp::create(
+      b, m.index(b, 0), m.numK, m.index(b, 1), m.zeroFragments(1),
+      [&](OpBuilder &ob, Location loc, Value kt, ValueRange accs) {
+        ImplicitLocOpBuilder lb(loc, ob);
+        Value slot = arith::RemUIOp::create(lb, kt, m.index(lb, c.stages));
+        m.waitRound(lb, full, kt, slot);
+        SmallVector<Value> next =
+            m.mmaStep(lb, slot, accs, /*firstRow=*/0, rowUnits);
+        NVVM::WgmmaWaitGroupSyncOp::create(lb, 1);
+        // The previous k-tile's group has retired: release its slot.
+        Value release = arith::AndIOp::create(
+            lb, isReleaser,
+            arith::CmpIOp::create(lb, arith::CmpIPredicate::uge, kt,
+                                  m.index(lb, 1)));
+        scf::IfOp::create(lb, release, [&](OpBuilder &rb, Location rloc) {
+          ImplicitLocOpBuilder ib(rloc, rb);
+          Value previous = arith::RemUIOp::create(
+              ib, arith::SubIOp::create(ib, kt, m.index(ib, 1)),
+              m.index(ib, c.stages));
+          nvgpu::MBarrierArriveOp::create(
+              ib, nvgpu::MBarrierTokenType::get(ctxOf(ib)), empty, previous);
+          scf::YieldOp::create(ib);
+        });
+        scf::YieldOp::create(lb, next);
+      });
+  NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
+
+  // The ring becomes the accumulator tile once both consumers are done.
+  frame.syncEpilogue = [](ImplicitLocOpBuilder &sb) {
+    Type i32 = sb.getI32Type();
+    NVVM::BarrierOp::create(sb, Type(),
+                            arith::ConstantIntOp::create(sb, i32, 1),
+                            arith::ConstantIntOp::create(sb, i32, 256),
+                            NVVM::BarrierReductionAttr(), Value());
+  };
+  frame.syncEpilogue(b);
+  m.storeFragments(loop.getResults(), frame.warp, frame.lane);
+  frame.syncEpilogue(b);
+  return after;
+}
+
 } // namespace
+
+std::optional<OpBuilder::InsertPoint>
+HopperTarget::emitMainloop(ImplicitLocOpBuilder &b, KernelFrame &frame,
+                           const GemmKernelConfig &c) const {
+  if (!c.warpSpecialized) {
+    emitSingleWarpgroup(b, frame, c);
+    return std::nullopt;
+  }
+  return emitWarpSpecialized(b, frame, c);
+}
 
 std::unique_ptr<GemmTarget>
 mlir::coda::gpu_lowering::getGemmTarget(StringRef chip) {
