@@ -174,7 +174,7 @@ PYBIND11_MODULE(_coda_compiler, m) {
   m.def("compile", &compile, py::arg("source"), py::arg("directory"),
         py::arg("fuse") = false, py::arg("chip") = "sm_90a",
         py::arg("format") = "bin", py::arg("tile_m") = 128,
-        py::arg("tile_n") = 128, py::arg("stages") = 4,
+        py::arg("tile_n") = 256, py::arg("stages") = 4,
         "Compile `source` for the GPU into `directory` (what coda-compile "
         "does): GPU binaries, manifest.json, host.mlir and, with fuse=True, "
         "fusion-report.txt. Returns the written paths.");

@@ -181,7 +181,7 @@ def test_rejects_bad_arguments(prims):
 
 @pytest.mark.parametrize("m,n,k", SHAPES)
 def test_wide_tile(prims, m, n, k):
-    assert kernel_spec("wide_tile")["tile"][:2] == [64, 256]
+    assert kernel_spec("wide_tile")["tile"][1] == 256  # the reduction's tile
     a, b = rand(m, k), rand(n, k)
     tiles = math.ceil(n / 256)
     y, rs = poison(m, n, dtype=torch.bfloat16), poison(m, tiles)
@@ -194,7 +194,7 @@ def test_wide_tile(prims, m, n, k):
 
 @pytest.mark.parametrize("m,n,k", SHAPES)
 def test_short_tile(prims, m, n, k):
-    assert kernel_spec("short_tile")["tile"][:2] == [64, 128]
+    assert kernel_spec("short_tile")["tile"][0] == 64  # the reduction's tile
     a, b = rand(m, k), rand(n, k)
     tiles = math.ceil(m / 64)
     cs = poison(tiles, n)

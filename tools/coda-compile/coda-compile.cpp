@@ -47,12 +47,14 @@ static cl::opt<std::string>
 static cl::opt<int64_t> tileM("tile-m", cl::desc("GEMM tile rows"),
                               cl::init(128));
 static cl::opt<int64_t> tileN("tile-n", cl::desc("GEMM tile columns"),
-                              cl::init(128));
+                              cl::init(256));
 static cl::opt<int64_t> stages("stages", cl::desc("TMA ring slots"),
                                cl::init(4));
 static cl::opt<bool> warpSpecialized(
     "warp-specialized",
-    cl::desc("producer warpgroup + two consumer warpgroups per CTA"));
+    cl::desc("128 x 256 tiles as a producer warpgroup + two consumer "
+             "warpgroups per CTA"),
+    cl::init(true));
 static cl::opt<std::string> ptxasOptions("ptxas-options",
                                          cl::desc("extra ptxas options"),
                                          cl::init(""));

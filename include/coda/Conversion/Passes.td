@@ -89,13 +89,13 @@ def CodaToGPU : Pass<"coda-to-gpu", "ModuleOp"> {
            "GPU architecture to generate kernels for (sm_90a)">,
     Option<"tileM", "tile-m", "int64_t", /*default=*/"128",
            "output tile rows per CTA (64 or 128)">,
-    Option<"tileN", "tile-n", "int64_t", /*default=*/"128",
+    Option<"tileN", "tile-n", "int64_t", /*default=*/"256",
            "output tile columns per CTA (64, 128 or 256)">,
     Option<"stages", "stages", "int64_t", /*default=*/"4",
            "shared-memory slots in the TMA ring">,
-    Option<"warpSpecialized", "warp-specialized", "bool", /*default=*/"false",
-           "one producer warpgroup issuing TMA and two consumer warpgroups on "
-           "WGMMA (tile M 128)">
+    Option<"warpSpecialized", "warp-specialized", "bool", /*default=*/"true",
+           "128 x 256 tiles as one producer warpgroup issuing TMA and two "
+           "consumer warpgroups on WGMMA (otherwise one warpgroup per CTA)">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

@@ -19,8 +19,8 @@ struct CompileOptions {
   std::string chip = "sm_90a";
   /// bin (cubin), isa (PTX) or fatbin.
   std::string format = "bin";
-  int64_t tileM = 128, tileN = 128, stages = 4;
-  bool warpSpecialized = false;
+  int64_t tileM = 128, tileN = 256, stages = 4;
+  bool warpSpecialized = true;
   std::string ptxasOptions;
 };
 

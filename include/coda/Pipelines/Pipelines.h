@@ -28,13 +28,14 @@ struct CodaToGPUBinaryOptions
                         llvm::cl::init(128)};
   Option<int64_t> tileN{*this, "tile-n",
                         llvm::cl::desc("GEMM tile columns per CTA"),
-                        llvm::cl::init(128)};
+                        llvm::cl::init(256)};
   Option<int64_t> stages{*this, "stages", llvm::cl::desc("TMA ring slots"),
                          llvm::cl::init(4)};
   Option<bool> warpSpecialized{
       *this, "warp-specialized",
-      llvm::cl::desc("producer warpgroup + two consumer warpgroups"),
-      llvm::cl::init(false)};
+      llvm::cl::desc("128 x 256 tiles as a producer warpgroup + two consumer "
+                     "warpgroups"),
+      llvm::cl::init(true)};
   Option<std::string> manifest{
       *this, "manifest",
       llvm::cl::desc("write the kernels' JSON manifest to this file"),

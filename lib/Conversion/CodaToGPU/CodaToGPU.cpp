@@ -139,8 +139,10 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
     config.tileN = *rowTile;
   if (colTile)
     config.tileM = *colTile;
-  // Warp-specialized: two consumer warpgroups of 64 rows each.
-  config.warpSpecialized = warpSpecialized && config.tileM == 128;
+  // Warp-specialized (two consumer warpgroups of 64 rows each) where it pays:
+  // 128 x 256 tiles. Narrower tiles run one warpgroup per CTA.
+  config.warpSpecialized =
+      warpSpecialized && config.tileM == 128 && config.tileN == 256;
   if (config.warpSpecialized) {
     config.numThreads = 384;
     config.epilogueThreads = 256;

@@ -1,4 +1,4 @@
-// RUN: coda-opt %s --coda-to-gpu --split-input-file --verify-diagnostics
+// RUN: coda-opt %s --coda-to-gpu=tile-n=128 --split-input-file --verify-diagnostics
 // RUN: not coda-opt %s --coda-to-gpu=chip=sm_80 --split-input-file 2>&1 | FileCheck %s --check-prefix=CHIP
 
 // CHIP: error: coda-to-gpu: no GEMM lowering for chip 'sm_80' (supported: sm_90a)

@@ -14,9 +14,11 @@
 //       CHECK:   %[[EMPTY:.*]] = nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 4>
 //       CHECK:   nvgpu.mbarrier.init %[[FULL]]{{.*}}, %c1
 //       CHECK:   nvgpu.mbarrier.init %[[EMPTY]]{{.*}}, %c2
+// The warpgroup index, warp-uniform, picks the role.
+//       CHECK:   gpu.shuffle  idx
 // The producer.
 //       CHECK:   scf.if
-//       CHECK:     nvvm.setmaxregister  decrease 40
+//   CHECK-NOT:     nvvm.setmaxregister
 //       CHECK:     scf.for
 //       CHECK:       scf.if
 //       CHECK:         nvgpu.mbarrier.try_wait.parity %[[EMPTY]]
@@ -25,7 +27,6 @@
 //       CHECK:       nvgpu.tma.async.load
 // The consumers.
 //       CHECK:   scf.if
-//       CHECK:     nvvm.setmaxregister  increase 232
 //       CHECK:     scf.for
 //       CHECK:       nvgpu.mbarrier.try_wait.parity %[[FULL]]
 // CHECK-COUNT-4:     nvvm.wgmma.mma_async {{.*}}<m = 64, n = 256, k = 16>
