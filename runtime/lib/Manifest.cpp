@@ -123,6 +123,8 @@ Manifest Manifest::parse(const std::string &text) {
         param.rank = v->asInt(pctx + " rank");
       if (const json::Value *v = p.find("shape"))
         param.shape = intList(*v, pctx + " shape");
+      if (const json::Value *v = p.find("partial_tile"))
+        param.partialTile = v->asInt(pctx + " partial_tile");
       if (const json::Value *v = p.find("box"))
         param.box = intList(*v, pctx + " box");
       if (const json::Value *v = p.find("source"))

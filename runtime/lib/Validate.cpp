@@ -156,9 +156,9 @@ private:
     if (r == "pair")
       return {m, n / 2};
     if (r == "row_partials")
-      return {m, ceilDiv(n, kernel.tileN)};
+      return {m, ceilDiv(n, p.partialTile ? p.partialTile : kernel.tileN)};
     if (r == "col_partials")
-      return {ceilDiv(m, kernel.tileM), n};
+      return {ceilDiv(m, p.partialTile ? p.partialTile : kernel.tileM), n};
     return {};
   }
 

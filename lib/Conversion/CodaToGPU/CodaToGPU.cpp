@@ -135,8 +135,19 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
              << **slot << " and " << tile;
     *slot = tile;
   }
-  if (rowTile)
-    config.tileN = *rowTile;
+  // A row reduction's tile t: the CTA tile may span several partials when
+  // t divides it, each reduced by t / 8 consecutive lanes of a row; else the
+  // tile is t.
+  if (rowTile) {
+    int64_t lanes = *rowTile / kEpilogueColumnsPerThread;
+    bool divides = *rowTile % kEpilogueColumnsPerThread == 0 &&
+                   llvm::isPowerOf2_64(lanes) && config.tileN % *rowTile == 0;
+    if (std::optional<int64_t> stride = op.getPairStride())
+      divides = divides && *rowTile % (2 * *stride) == 0;
+    if (!divides)
+      config.tileN = *rowTile;
+    config.rowPartialTile = *rowTile;
+  }
   if (colTile)
     config.tileM = *colTile;
   // Warp-specialized (two consumer warpgroups of 64 rows each) where it pays:
@@ -575,8 +586,6 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
           evaluateEpilogueBody(lb, op, row, cols[g], lanes);
         }
 
-        Value isRowLeader = arith::CmpIOp::create(
-            lb, arith::CmpIPredicate::eq, laneInRow, index(lb, 0));
         unsigned colSlot = 0;
         for (auto [i, value] : llvm::enumerate(yielded)) {
           Value out = outputs[i];
@@ -621,15 +630,39 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
             if (kind != ReductionKind::logsumexp)
               for (Value v : masked)
                 acc = buildReductionCombine(lb, lb.getLoc(), kind, acc, v);
-            for (int32_t offset = threadsPerRow / 2; offset >= 1; offset /= 2) {
+            // A partial covers t / 8 consecutive lanes (t = its tile).
+            int64_t lanesPerPartial =
+                config.rowPartialTile / kColumnsPerThread;
+            for (int32_t offset = lanesPerPartial / 2; offset >= 1;
+                 offset /= 2) {
               Value other = gpu::ShuffleOp::create(lb, acc, offset, 32,
                                                    gpu::ShuffleMode::XOR)
                                 .getShuffleResult();
               acc = buildReductionCombine(lb, lb.getLoc(), kind, acc, other);
             }
-            storeIf(lb, arith::AndIOp::create(lb, isRowLeader, inRow),
+            int64_t partialsPerTile = config.tileN / config.rowPartialTile;
+            Value partialInTile =
+                arith::DivUIOp::create(lb, laneInRow, index(lb, lanesPerPartial));
+            Value partial = arith::AddIOp::create(
+                lb,
+                arith::MulIOp::create(lb, frame.tileCol,
+                                      index(lb, partialsPerTile)),
+                partialInTile);
+            // The partial's first lane writes it, unless the whole block of
+            // columns lies beyond N.
+            Value leads = arith::CmpIOp::create(
+                lb, arith::CmpIPredicate::eq,
+                arith::RemUIOp::create(lb, laneInRow, index(lb, lanesPerPartial)),
+                index(lb, 0));
+            Value blockStart = arith::MulIOp::create(
+                lb, partial, index(lb, config.rowPartialTile));
+            Value exists = arith::CmpIOp::create(
+                lb, arith::CmpIPredicate::ult, blockStart, frame.sizeN);
+            storeIf(lb,
+                    arith::AndIOp::create(
+                        lb, arith::AndIOp::create(lb, leads, inRow), exists),
                     fromF32(lb, acc, partialElementType(i)), out,
-                    {row, frame.tileCol});
+                    {row, partial});
             break;
           }
           case OutputRole::colPartials: {
@@ -802,8 +835,21 @@ DictionaryAttr buildKernelAbi(OpBuilder &b, GemmOp op, func::FuncOp host,
   for (auto [i, input] : llvm::enumerate(op.getEpilogueInputs()))
     shaped("input" + std::to_string(i), stringifyAccessForm(op.getInputForm(i)),
            input);
-  for (auto [i, output] : llvm::enumerate(op.getOutputs()))
+  for (auto [i, output] : llvm::enumerate(op.getOutputs())) {
     shaped("output" + std::to_string(i), stringifyRole(roles[i]), output);
+    // The columns (rows) each partial covers: its reduction's tile.
+    Operation *def = op.getYieldOp().getValues()[i].getDefiningOp();
+    int64_t tile = 0;
+    if (auto reduce = dyn_cast_or_null<RowReduceOp>(def))
+      tile = reduce.getTile();
+    else if (auto reduce = dyn_cast_or_null<ColReduceOp>(def))
+      tile = reduce.getTile();
+    if (tile) {
+      NamedAttrList entry(cast<DictionaryAttr>(params.back()));
+      entry.set("partial_tile", b.getI64IntegerAttr(tile));
+      params.back() = entry.getDictionary(b.getContext());
+    }
+  }
 
   std::string gridX = "ceildiv(N, " + std::to_string(config.tileN) + ")";
   std::string gridY = "ceildiv(M, " + std::to_string(config.tileM) + ")";

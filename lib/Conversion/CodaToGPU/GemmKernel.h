@@ -41,6 +41,9 @@ struct GemmKernelConfig {
   bool rhsKMajor = true;
   /// Number of col_reduce outputs (each needs a cross-warp scratch row).
   int64_t numColPartials = 0;
+  /// Columns per row partial (row_reduce's tile): tile N or a divisor of it,
+  /// so that a CTA writes tileN / rowPartialTile partials per row.
+  int64_t rowPartialTile = 0;
 
   /// f32 accumulator tile row stride in shared memory; the padding keeps rows
   /// 16-byte aligned and spreads rows over banks.

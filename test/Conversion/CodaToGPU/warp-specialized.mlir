@@ -1,4 +1,5 @@
-// RUN: coda-opt %s --coda-to-gpu="warp-specialized=1 tile-n=256" | FileCheck %s
+// RUN: coda-opt %s --coda-to-gpu="warp-specialized=1 tile-n=256" --split-input-file | FileCheck %s
+// RUN: coda-opt %s --coda-to-gpu --split-input-file | FileCheck %s --check-prefix=PARTIALS
 
 // Warp-specialized mainloop: warpgroup 0 keeps the TMA ring full (waiting on
 // each slot's `empty` barrier), warpgroups 1 and 2 each run WGMMA over 64
@@ -41,6 +42,26 @@ func.func @ws(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) 
       epilogue(%acc) outs(%y : memref<?x?xbf16>) {
     %t = arith.truncf %acc : f32 to bf16
     coda.yield %t : bf16
+  }
+  return
+}
+
+// -----
+
+// Row partials over 128 columns inside a 256-column tile: each CTA writes two
+// per row, from 16 lanes each.
+// PARTIALS-LABEL: gpu.func @partials_gemm0
+//  PARTIALS-SAME:   name = "output0", partial_tile = 128 : i64, rank = 2 : i64, role = "row_partials"
+//  PARTIALS-SAME:   tile = [128, 256, 64]
+//       PARTIALS:   gpu.shuffle  xor %{{.*}}, %c8_i32{{[_0-9]*}}, %c32_i32{{[_0-9]*}} : f32
+//       PARTIALS:   gpu.shuffle  xor %{{.*}}, %c1_i32{{[_0-9]*}}, %c32_i32{{[_0-9]*}} : f32
+//   PARTIALS-NOT:   gpu.shuffle  xor %{{.*}}, %c16_i32
+//       PARTIALS:   arith.divui %{{.*}}, %c16
+func.func @partials(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %p: memref<?x?xf32>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%p : memref<?x?xf32>) {
+    %s = coda.row_reduce sum %acc tile 128 : f32
+    coda.yield %s : !coda.partial<f32>
   }
   return
 }

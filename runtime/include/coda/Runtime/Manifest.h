@@ -38,6 +38,8 @@ struct ParamSpec {
   int64_t rank = 0;
   std::vector<int64_t> shape; // -1: dynamic
   std::vector<int64_t> box;   // tensormap, innermost first
+  /// row_partials / col_partials: the columns (rows) each partial covers.
+  int64_t partialTile = 0;
   /// The host function argument it is, or -1 for a temporary.
   int64_t source = -1;
 };
