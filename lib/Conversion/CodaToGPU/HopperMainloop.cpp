@@ -248,9 +248,12 @@ public:
   /// One k-tile of WGMMA on slot `slot`: fragment f covers rows
   /// firstRow + 64 f of the tile, moved down by `rowUnits` (a descriptor
   /// offset, in 16-byte units) when given. Fenced and committed as one group.
+  /// On the first k-tile the first WGMMA ignores the accumulators
+  /// (scale-d 0), so they never need zeroing in registers; zeroing them there
+  /// would make ptxas fence the WGMMAs (C7519).
   SmallVector<Value> mmaStep(ImplicitLocOpBuilder &lb, Value slot,
                              ValueRange accs, int64_t firstRow,
-                             Value rowUnits = Value()) {
+                             Value rowUnits, bool firstTile) {
     Type i64 = lb.getI64Type();
     auto i64Const = [&](int64_t v) -> Value {
       return arith::ConstantIntOp::create(lb, i64, v);
@@ -275,7 +278,9 @@ public:
         Value lhsK = arith::AddIOp::create(lb, lhsDesc, i64Const(lhsStep >> 4));
         next[f] = NVVM::WgmmaMmaAsyncOp::create(
             lb, fragmentType, next[f], lhsK, rhsK, shape, wgmmaType, wgmmaType,
-            NVVM::WGMMATypes::f32, NVVM::WGMMAScaleOut::one,
+            NVVM::WGMMATypes::f32,
+            firstTile && k == 0 ? NVVM::WGMMAScaleOut::zero
+                                : NVVM::WGMMAScaleOut::one,
             NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
             NVVM::MMALayout::row,
             c.rhsKMajor ? NVVM::MMALayout::col : NVVM::MMALayout::row,
@@ -284,6 +289,37 @@ public:
     }
     NVVM::WgmmaGroupSyncAlignedOp::create(lb);
     return next;
+  }
+
+  /// The K loop: k-tile 0 peeled (so that it can start the accumulators
+  /// with scale-d 0), then `step` for k-tiles 1..numK-1. With no k-tile the
+  /// accumulators are zero.
+  SmallVector<Value> kLoop(
+      int64_t numFragments,
+      function_ref<SmallVector<Value>(ImplicitLocOpBuilder &, Value, ValueRange,
+                                      bool)>
+          step) {
+    SmallVector<Type> types(numFragments, fragmentType);
+    Value any = arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, numK,
+                                      index(b, 0));
+    auto first = scf::IfOp::create(b, types, any, /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(first.thenBlock());
+      SmallVector<Value> undefined;
+      for (int64_t i = 0; i < numFragments; ++i)
+        undefined.push_back(LLVM::PoisonOp::create(b, fragmentType));
+      scf::YieldOp::create(b, step(b, index(b, 0), undefined, true));
+      b.setInsertionPointToStart(first.elseBlock());
+      scf::YieldOp::create(b, zeroFragments(numFragments));
+    }
+    auto loop = scf::ForOp::create(
+        b, index(b, 1), numK, index(b, 1), first.getResults(),
+        [&](OpBuilder &ob, Location loc, Value kt, ValueRange accs) {
+          ImplicitLocOpBuilder lb(loc, ob);
+          scf::YieldOp::create(lb, step(lb, kt, accs, false));
+        });
+    return SmallVector<Value>(loop.getResults());
   }
 
   SmallVector<Value> zeroFragments(int64_t count) {
@@ -354,26 +390,25 @@ void emitSingleWarpgroup(ImplicitLocOpBuilder &b, const KernelFrame &frame,
   });
 
   m.buildDescriptors();
-  auto loop = scf::ForOp::create(
-      b, m.index(b, 0), m.numK, m.index(b, 1),
-      m.zeroFragments(c.tileM / kWgmmaM),
-      [&](OpBuilder &ob, Location loc, Value kt, ValueRange accs) {
-        ImplicitLocOpBuilder lb(loc, ob);
+  SmallVector<Value> accs = m.kLoop(
+      c.tileM / kWgmmaM,
+      [&](ImplicitLocOpBuilder &lb, Value kt, ValueRange accs,
+          bool firstTile) -> SmallVector<Value> {
         Value slot = arith::RemUIOp::create(lb, kt, m.index(lb, c.stages));
         m.waitRound(lb, full, kt, slot);
-        SmallVector<Value> next = m.mmaStep(lb, slot, accs, /*firstRow=*/0);
+        SmallVector<Value> next =
+            m.mmaStep(lb, slot, accs, /*firstRow=*/0, Value(), firstTile);
         // The previous step's group has retired once every thread gets here:
         // its slot can be refilled.
         NVVM::WgmmaWaitGroupSyncOp::create(lb, 1);
         gpu::BarrierOp::create(lb);
+        if (firstTile)
+          return next;
         Value previous = arith::SubIOp::create(lb, kt, m.index(lb, 1));
-        Value refill = arith::AddIOp::create(lb, previous, m.index(lb, c.stages));
+        Value refill =
+            arith::AddIOp::create(lb, previous, m.index(lb, c.stages));
         Value due = arith::AndIOp::create(
-            lb,
-            arith::AndIOp::create(
-                lb, isLeader,
-                arith::CmpIOp::create(lb, arith::CmpIPredicate::uge, kt,
-                                      m.index(lb, 1))),
+            lb, isLeader,
             arith::CmpIOp::create(lb, arith::CmpIPredicate::ult, refill,
                                   m.numK));
         scf::IfOp::create(lb, due, [&](OpBuilder &ib, Location iloc) {
@@ -383,12 +418,12 @@ void emitSingleWarpgroup(ImplicitLocOpBuilder &b, const KernelFrame &frame,
           m.issueLoads(bb, full, refill, prevSlot);
           scf::YieldOp::create(bb);
         });
-        scf::YieldOp::create(lb, next);
+        return next;
       });
   NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
   // Every warp is done with the ring before it becomes the accumulator tile.
   gpu::BarrierOp::create(b);
-  m.storeFragments(loop.getResults(), frame.warp, frame.lane);
+  m.storeFragments(accs, frame.warp, frame.lane);
   gpu::BarrierOp::create(b);
 }
 
@@ -476,21 +511,18 @@ OpBuilder::InsertPoint emitWarpSpecialized(ImplicitLocOpBuilder &b,
       b, b.getI64Type(),
       arith::MulIOp::create(b, consumerIndex,
                             m.index(b, kWgmmaM * kSwizzleBytes >> 4)));
-  auto loop = scf::ForOp::create(
-      b, m.index(b, 0), m.numK, m.index(b, 1), m.zeroFragments(1),
-      [&](OpBuilder &ob, Location loc, Value kt, ValueRange accs) {
-        ImplicitLocOpBuilder lb(loc, ob);
+  SmallVector<Value> accs = m.kLoop(
+      1, [&](ImplicitLocOpBuilder &lb, Value kt, ValueRange accs,
+             bool firstTile) -> SmallVector<Value> {
         Value slot = arith::RemUIOp::create(lb, kt, m.index(lb, c.stages));
         m.waitRound(lb, full, kt, slot);
         SmallVector<Value> next =
-            m.mmaStep(lb, slot, accs, /*firstRow=*/0, rowUnits);
+            m.mmaStep(lb, slot, accs, /*firstRow=*/0, rowUnits, firstTile);
         NVVM::WgmmaWaitGroupSyncOp::create(lb, 1);
+        if (firstTile)
+          return next;
         // The previous k-tile's group has retired: release its slot.
-        Value release = arith::AndIOp::create(
-            lb, isReleaser,
-            arith::CmpIOp::create(lb, arith::CmpIPredicate::uge, kt,
-                                  m.index(lb, 1)));
-        scf::IfOp::create(lb, release, [&](OpBuilder &rb, Location rloc) {
+        scf::IfOp::create(lb, isReleaser, [&](OpBuilder &rb, Location rloc) {
           ImplicitLocOpBuilder ib(rloc, rb);
           Value previous = arith::RemUIOp::create(
               ib, arith::SubIOp::create(ib, kt, m.index(ib, 1)),
@@ -499,7 +531,7 @@ OpBuilder::InsertPoint emitWarpSpecialized(ImplicitLocOpBuilder &b,
               ib, nvgpu::MBarrierTokenType::get(ctxOf(ib)), empty, previous);
           scf::YieldOp::create(ib);
         });
-        scf::YieldOp::create(lb, next);
+        return next;
       });
   NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
 
@@ -512,7 +544,7 @@ OpBuilder::InsertPoint emitWarpSpecialized(ImplicitLocOpBuilder &b,
                             NVVM::BarrierReductionAttr(), Value());
   };
   frame.syncEpilogue(b);
-  m.storeFragments(loop.getResults(), frame.warp, frame.lane);
+  m.storeFragments(accs, frame.warp, frame.lane);
   frame.syncEpilogue(b);
   return after;
 }
