@@ -58,25 +58,30 @@ def CodaToGPU : Pass<"coda-to-gpu", "ModuleOp"> {
     Every `coda.gemm` on memrefs becomes a kernel in the `coda_kernels`
     `gpu.module` and, in its place, host code that creates the lhs and rhs TMA
     descriptors (`nvgpu.tma.create.descriptor`) and launches the kernel
-    (`gpu.launch_func`). One CTA (one warpgroup) computes a tile of the
-    output:
+    (`gpu.launch_func`). One CTA computes a tile of the output (CTAs walk
+    the tiles in groups of 8 tile rows, for L2 reuse):
 
     - mainloop (sm_90a): TMA loads of lhs and rhs tiles into a ring of
       `stages` shared-memory slots with 128-byte swizzle, each guarded by an
       mbarrier (`arrive.expect_tx`, `try_wait.parity`); `wgmma.mma_async`
-      (bf16/f16 in, f32 accumulators) with one group in flight; rhs K x N or
-      N x K (`transpose_b`).
-    - epilogue: the accumulator tile goes to shared memory; one warp per row
-      evaluates the epilogue region, reads row/column/tile/periodic inputs,
-      writes tile and pair outputs with bounds masks, reduces row partials with
-      warp shuffles and column partials through shared memory (fixed order, so
-      deterministic), and applies row selections. Each thread covers 8
-      consecutive columns of a row, so tile inputs and outputs move as
-      16-byte vectors where they are in bounds and aligned.
+      (bf16/f16 in, f32 accumulators) with one group in flight, the first
+      k-tile starting the accumulators with scale-d 0; rhs K x N or N x K
+      (`transpose_b`). 128 x 256 tiles are warp-specialized (a producer
+      warpgroup refills slots released through `empty` mbarriers, two
+      consumer warpgroups compute 64 rows each); other tiles run one
+      warpgroup.
+    - epilogue: the accumulator tile goes to shared memory; each thread
+      covers 8 consecutive columns of a row (a row's threads are consecutive
+      lanes), evaluates the epilogue region, reads row/column/tile/periodic
+      inputs, writes tile and pair outputs with bounds masks (16-byte vectors
+      where in bounds and aligned), reduces row partials with lane shuffles
+      and column partials through shared memory (fixed order, so
+      deterministic), and applies row selections.
 
     Any M, N, K: TMA fills out-of-bounds reads with zeros and stores are
-    masked. Block reductions fix the tile (a partial is one CTA's tile), so
-    `row_reduce tile t` sets tile N to t and `col_reduce tile t` tile M.
+    masked. Block reductions shape the tile: a `row_reduce tile t` needs
+    tile N to be a multiple of t (a CTA writes tile N / t partials per row;
+    otherwise tile N becomes t), a `col_reduce tile t` sets tile M to t.
     Unsupported operand types, misaligned static strides (TMA needs 16-byte
     aligned rows) and impossible tiles are reported on the op.
 

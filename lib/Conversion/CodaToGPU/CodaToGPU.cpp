@@ -4,11 +4,12 @@
 // and, in its place, host code that builds the two TMA descriptors and
 // launches it. One CTA computes one tileM x tileN output tile: the target's
 // mainloop (GemmTarget) leaves the f32 accumulator tile in shared memory, then
-// the epilogue below evaluates the epilogue region over it, one warp per row
-// and each lane a few column groups, reading epilogue inputs from global
-// memory and writing tile, pair, partial and selection outputs with bounds
-// masks. Row partials reduce across the warp with shuffles, column partials
-// across warps through shared memory, both in a fixed order (deterministic).
+// the epilogue below evaluates the epilogue region over it, each thread on 8
+// consecutive columns of a row (a row's threads are consecutive lanes),
+// reading epilogue inputs from global memory and writing tile, pair, partial
+// and selection outputs with bounds masks. Row partials reduce across lanes
+// with shuffles, column partials across rows through shared memory, both in a
+// fixed order (deterministic). CTAs map to tiles in groups of tile rows.
 //
 // The kernel's ABI is recorded on it as the `coda.kernel` attribute (see
 // docs/KernelABI.md); --coda-export-kernel-manifest writes it out as JSON.

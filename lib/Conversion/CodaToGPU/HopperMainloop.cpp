@@ -52,8 +52,6 @@ nvgpu::TensorMapDescriptorType tensorMapType(MemRefType box) {
       nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
 }
 
-MLIRContext *ctxOf(OpBuilder &b) { return b.getContext(); }
-
 class HopperTarget : public GemmTarget {
 public:
   LogicalResult checkOperands(GemmOp op,
@@ -140,11 +138,8 @@ public:
   Mainloop(ImplicitLocOpBuilder &b, const KernelFrame &frame,
            const GemmKernelConfig &c)
       : b(b), frame(frame), c(c), ctx(b.getContext()) {
-    lhsBox = sharedTileType(ctx, {c.tileM, c.tileK}, c.operandType);
-    rhsBox = c.rhsKMajor
-                 ? sharedTileType(ctx, {c.tileN, c.tileK}, c.operandType)
-                 : sharedTileType(ctx, {c.tileK, chunkElements()},
-                                  c.operandType);
+    lhsBox = HopperTarget::lhsBoxType(c);
+    rhsBox = HopperTarget::rhsBoxType(c);
     fragmentType = LLVM::LLVMStructType::getLiteral(
         ctx, SmallVector<Type>(c.tileN / 2, b.getF32Type()));
     numK = arith::CeilDivUIOp::create(b, frame.sizeK, index(b, c.tileK));
@@ -156,7 +151,13 @@ public:
   Value index(ImplicitLocOpBuilder &ib, int64_t v) const {
     return arith::ConstantIndexOp::create(ib, v);
   }
-  int64_t chunkElements() const { return kChunkBytes / c.operandBytes; }
+  int64_t chunkElements() const { return HopperTarget::chunkElements(c); }
+
+  /// Brings both TMA descriptors into cache before the first load.
+  void prefetchDescriptors(ImplicitLocOpBuilder &lb) {
+    nvgpu::TmaPrefetchOp::create(lb, frame.lhsMap, Value());
+    nvgpu::TmaPrefetchOp::create(lb, frame.rhsMap, Value());
+  }
 
   /// A group of `stages` mbarriers in shared memory, initialized by thread 0
   /// with `count` arrivals per phase.
@@ -374,8 +375,7 @@ void emitSingleWarpgroup(ImplicitLocOpBuilder &b, const KernelFrame &frame,
   // Prologue: fill every slot that has a k-tile.
   scf::IfOp::create(b, isLeader, [&](OpBuilder &ob, Location loc) {
     ImplicitLocOpBuilder lb(loc, ob);
-    nvgpu::TmaPrefetchOp::create(lb, frame.lhsMap, Value());
-    nvgpu::TmaPrefetchOp::create(lb, frame.rhsMap, Value());
+    m.prefetchDescriptors(lb);
     for (int64_t s = 0; s < c.stages; ++s) {
       Value slot = m.index(lb, s);
       Value has =
@@ -464,8 +464,7 @@ OpBuilder::InsertPoint emitWarpSpecialized(ImplicitLocOpBuilder &b,
                                          frame.tid, m.index(lb, 0));
     scf::IfOp::create(lb, leader, [&](OpBuilder &pb, Location ploc) {
       ImplicitLocOpBuilder bb(ploc, pb);
-      nvgpu::TmaPrefetchOp::create(bb, frame.lhsMap, Value());
-      nvgpu::TmaPrefetchOp::create(bb, frame.rhsMap, Value());
+      m.prefetchDescriptors(bb);
       scf::ForOp::create(
           bb, m.index(bb, 0), m.numK, m.index(bb, 1), ValueRange{},
           [&](OpBuilder &fb, Location floc, Value kt, ValueRange) {
@@ -528,7 +527,7 @@ OpBuilder::InsertPoint emitWarpSpecialized(ImplicitLocOpBuilder &b,
               ib, arith::SubIOp::create(ib, kt, m.index(ib, 1)),
               m.index(ib, c.stages));
           nvgpu::MBarrierArriveOp::create(
-              ib, nvgpu::MBarrierTokenType::get(ctxOf(ib)), empty, previous);
+              ib, nvgpu::MBarrierTokenType::get(ib.getContext()), empty, previous);
           scf::YieldOp::create(ib);
         });
         return next;
