@@ -57,6 +57,7 @@ mlir::coda::compileToDirectory(ModuleOp module, const CompileOptions &options,
   pipeline.tileN = options.tileN;
   pipeline.stages = options.stages;
   pipeline.warpSpecialized = options.warpSpecialized;
+  pipeline.persistent = options.persistent;
   pipeline.manifest = pathIn("manifest.json");
   pipeline.ptxasOptions = options.ptxasOptions;
   buildCodaToGPUBinaryPipeline(pm, pipeline);

@@ -56,6 +56,7 @@ void mlir::coda::buildCodaToGPUBinaryPipeline(
   gemm.tileN = options.tileN;
   gemm.stages = options.stages;
   gemm.warpSpecialized = options.warpSpecialized;
+  gemm.persistent = options.persistent;
   pm.addPass(createCodaToGPU(gemm));
   if (!options.manifest.empty()) {
     CodaExportKernelManifestOptions manifest;

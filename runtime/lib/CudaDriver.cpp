@@ -27,6 +27,8 @@ Driver loadDriver() {
   Driver d;
   lookup(library, d.cuInit, "cuInit");
   lookup(library, d.cuDeviceGet, "cuDeviceGet");
+  lookup(library, d.cuDeviceGetAttribute, "cuDeviceGetAttribute");
+  lookup(library, d.cuCtxGetDevice, "cuCtxGetDevice");
   lookup(library, d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
   lookup(library, d.cuCtxGetCurrent, "cuCtxGetCurrent");
   lookup(library, d.cuCtxSetCurrent, "cuCtxSetCurrent");

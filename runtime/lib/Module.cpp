@@ -51,6 +51,8 @@ struct Module::Impl {
   std::map<std::string, CUmodule> modules;
   std::map<std::string, CUfunction> functions;
   std::map<DescriptorKey, CUdeviceptr> descriptors;
+  /// Of the module's device: persistent kernels launch one CTA per SM.
+  int64_t multiprocessors = 1;
 
   CUdeviceptr descriptor(const ParamSpec &p, const TensorRef &t) {
     DescriptorKey key{t.data, t.sizes, t.strides, int(t.dtype), p.box};
@@ -95,6 +97,14 @@ std::unique_ptr<Module> Module::load(const std::string &directory,
     check(d.cuDevicePrimaryCtxRetain(&context, dev), "cuDevicePrimaryCtxRetain");
     check(d.cuCtxSetCurrent(context), "cuCtxSetCurrent");
   }
+  CUdevice current;
+  check(d.cuCtxGetDevice(&current), "cuCtxGetDevice");
+  int multiprocessors = 0;
+  check(d.cuDeviceGetAttribute(&multiprocessors,
+                               CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                               current),
+        "cuDeviceGetAttribute");
+  module->impl_->multiprocessors = multiprocessors;
   for (const KernelSpec &kernel : module->manifest_.kernels) {
     if (module->impl_->modules.count(kernel.module))
       continue;
@@ -131,7 +141,7 @@ void Module::launch(const std::string &name, const std::vector<Argument> &args,
   const KernelSpec &kernel = manifest_.kernel(name);
   GemmSizes sizes = validate(kernel, args);
   int64_t grid[3];
-  gridFor(kernel, sizes, grid);
+  gridFor(kernel, sizes, impl_->multiprocessors, grid);
   if (grid[0] == 0 || grid[1] == 0)
     return;
   bool dynamicShared = kernel.sharedMemoryBytes > 48 * 1024;

@@ -2,6 +2,7 @@
 
 #include "coda/Runtime/Validate.h"
 
+#include <algorithm>
 #include <sstream>
 
 using namespace coda::runtime;
@@ -250,7 +251,7 @@ GemmSizes coda::runtime::validate(const KernelSpec &kernel,
 }
 
 void coda::runtime::gridFor(const KernelSpec &kernel, const GemmSizes &sizes,
-                            int64_t grid[3]) {
+                            int64_t multiprocessors, int64_t grid[3]) {
   if (kernel.kind == KernelSpec::Kind::reducePartials) {
     grid[0] = ceilDiv(sizes.m, kernel.block[0]);
     grid[1] = grid[2] = 1;
@@ -259,4 +260,8 @@ void coda::runtime::gridFor(const KernelSpec &kernel, const GemmSizes &sizes,
   grid[0] = ceilDiv(sizes.n, kernel.tileN);
   grid[1] = ceilDiv(sizes.m, kernel.tileM);
   grid[2] = 1;
+  if (kernel.persistent) {
+    grid[0] = std::min(grid[0] * grid[1], multiprocessors);
+    grid[1] = grid[0] ? 1 : 0;
+  }
 }

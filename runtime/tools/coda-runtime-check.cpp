@@ -19,6 +19,10 @@
 
 using namespace coda::runtime;
 
+/// The grid printed for persistent kernels assumes an H100 SXM (132 SMs);
+/// the runtime uses the SM count of the device it launches on.
+static constexpr int64_t kH100Multiprocessors = 132;
+
 static std::vector<int64_t> parseList(const std::string &text) {
   std::vector<int64_t> out;
   size_t pos = 0;
@@ -79,7 +83,7 @@ int main(int argc, char **argv) {
       args.push_back(parseArgument(argv[i], i - 3));
     GemmSizes sizes = validate(kernel, args);
     int64_t grid[3];
-    gridFor(kernel, sizes, grid);
+    gridFor(kernel, sizes, kH100Multiprocessors, grid);
     std::cout << "ok: M=" << sizes.m << " N=" << sizes.n << " K=" << sizes.k
               << " grid=(" << grid[0] << ", " << grid[1] << ", " << grid[2]
               << ") block=(" << kernel.block[0] << ", " << kernel.block[1]

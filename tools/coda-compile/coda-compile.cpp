@@ -55,6 +55,11 @@ static cl::opt<bool> warpSpecialized(
     cl::desc("128 x 256 tiles as a producer warpgroup + two consumer "
              "warpgroups per CTA"),
     cl::init(true));
+static cl::opt<bool> persistent(
+    "persistent",
+    cl::desc("persistent warp-specialized kernels with an epilogue warpgroup "
+             "(128 x 128 tiles)"),
+    cl::init(false));
 static cl::opt<std::string> ptxasOptions("ptxas-options",
                                          cl::desc("extra ptxas options"),
                                          cl::init(""));
@@ -90,6 +95,7 @@ static int compile() {
   options.tileN = tileN;
   options.stages = stages;
   options.warpSpecialized = warpSpecialized;
+  options.persistent = persistent;
   options.ptxasOptions = ptxasOptions;
   if (failed(coda::compileToDirectory(*module, options, outputDir,
                                       llvm::errs())))

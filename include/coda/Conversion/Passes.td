@@ -100,7 +100,11 @@ def CodaToGPU : Pass<"coda-to-gpu", "ModuleOp"> {
            "shared-memory slots in the TMA ring">,
     Option<"warpSpecialized", "warp-specialized", "bool", /*default=*/"true",
            "128 x 256 tiles as one producer warpgroup issuing TMA and two "
-           "consumer warpgroups on WGMMA (otherwise one warpgroup per CTA)">
+           "consumer warpgroups on WGMMA (otherwise one warpgroup per CTA)">,
+    Option<"persistent", "persistent", "bool", /*default=*/"false",
+           "warp-specialized kernels as persistent CTAs with 128 x 128 tiles "
+           "and an epilogue warpgroup that overlaps each tile's epilogue "
+           "with the next tile's mainloop">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

@@ -21,6 +21,7 @@ struct CompileOptions {
   std::string format = "bin";
   int64_t tileM = 128, tileN = 256, stages = 4;
   bool warpSpecialized = true;
+  bool persistent = false;
   std::string ptxasOptions;
 };
 

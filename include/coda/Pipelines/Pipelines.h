@@ -36,6 +36,11 @@ struct CodaToGPUBinaryOptions
       llvm::cl::desc("128 x 256 tiles as a producer warpgroup + two consumer "
                      "warpgroups"),
       llvm::cl::init(true)};
+  Option<bool> persistent{
+      *this, "persistent",
+      llvm::cl::desc("persistent warp-specialized kernels with an epilogue "
+                     "warpgroup (128 x 128 tiles)"),
+      llvm::cl::init(false)};
   Option<std::string> manifest{
       *this, "manifest",
       llvm::cl::desc("write the kernels' JSON manifest to this file"),

@@ -49,6 +49,9 @@ namespace {
 constexpr StringLiteral kKernelModuleName = "coda_kernels";
 /// Rows of tiles a group of consecutive CTAs covers (grouped rasterization).
 constexpr int64_t kRasterGroup = 8;
+/// Persistent CTAs that host code (gpu.launch_func) launches: the SMs of an
+/// H100 SXM. The runtime launches one per SM of the device at hand.
+constexpr int64_t kHostLaunchSMs = 132;
 /// The largest dynamic shared memory an sm_90 CTA may request.
 constexpr int64_t kMaxSharedBytes = 227 * 1024;
 
@@ -91,11 +94,41 @@ LogicalResult checkTmaOperand(GemmOp op, StringRef name, Value operand) {
   return success();
 }
 
+} // namespace
+
+void mlir::coda::gpu_lowering::assignTile(ImplicitLocOpBuilder &b,
+                                          KernelFrame &frame,
+                                          const GemmKernelConfig &config,
+                                          Value linear) {
+  auto idx = [&](int64_t v) -> Value {
+    return arith::ConstantIndexOp::create(b, v);
+  };
+  Value tilesN = arith::CeilDivUIOp::create(b, frame.sizeN, idx(config.tileN));
+  Value tilesM = arith::CeilDivUIOp::create(b, frame.sizeM, idx(config.tileM));
+  // Consecutive tiles go kRasterGroup tile rows down M before moving along
+  // N, so that the tiles in flight share their lhs and rhs tiles in L2
+  // instead of streaming all of rhs once per row of tiles.
+  Value perGroup = arith::MulIOp::create(b, idx(kRasterGroup), tilesN);
+  Value group = arith::DivUIOp::create(b, linear, perGroup);
+  Value firstRow = arith::MulIOp::create(b, group, idx(kRasterGroup));
+  Value rows = arith::MinUIOp::create(
+      b, arith::SubIOp::create(b, tilesM, firstRow), idx(kRasterGroup));
+  Value within = arith::RemUIOp::create(b, linear, perGroup);
+  frame.tileRow = arith::AddIOp::create(
+      b, firstRow, arith::RemUIOp::create(b, within, rows));
+  frame.tileCol = arith::DivUIOp::create(b, within, rows);
+  frame.blockM = arith::MulIOp::create(b, frame.tileRow, idx(config.tileM));
+  frame.blockN = arith::MulIOp::create(b, frame.tileCol, idx(config.tileN));
+}
+
+namespace {
+
 /// Picks the tile shape for `op` and checks everything the kernel needs.
 FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
                                          int64_t tileM, int64_t tileN,
                                          int64_t stages,
-                                         bool warpSpecialized) {
+                                         bool warpSpecialized,
+                                         bool persistent) {
   if (!op.hasPureBufferSemantics())
     return op.emitOpError("GPU lowering takes coda.gemm on memrefs; "
                           "bufferize first (one-shot-bufferize)");
@@ -151,11 +184,26 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
   }
   if (colTile)
     config.tileM = *colTile;
-  // Warp-specialized (two consumer warpgroups of 64 rows each) where it pays:
-  // 128 x 256 tiles. Narrower tiles run one warpgroup per CTA.
+  // Persistent (the epilogue overlapped with the next tile's mainloop)
+  // where its 128 x 128 tile serves the epilogue: the staging tile and the
+  // ring have to fit in shared memory together.
+  constexpr int64_t kPersistentTileN = 128;
+  std::optional<int64_t> pairStride = op.getPairStride();
+  config.persistent =
+      persistent && warpSpecialized && config.tileM == 128 &&
+      config.tileN >= kPersistentTileN &&
+      (!rowTile || kPersistentTileN % *rowTile == 0) &&
+      (!pairStride || kPersistentTileN % (2 * *pairStride) == 0);
+  // Otherwise warp-specialized (two consumer warpgroups of 64 rows each)
+  // where it pays: 128 x 256 tiles. Narrower tiles run one warpgroup per CTA.
   config.warpSpecialized =
-      warpSpecialized && config.tileM == 128 && config.tileN == 256;
-  if (config.warpSpecialized) {
+      config.persistent ||
+      (warpSpecialized && config.tileM == 128 && config.tileN == 256);
+  if (config.persistent) {
+    config.tileN = kPersistentTileN;
+    config.numThreads = 512;
+    config.epilogueThreads = 128;
+  } else if (config.warpSpecialized) {
     config.numThreads = 384;
     config.epilogueThreads = 256;
   } else if (!colTile && config.tileM * config.tileN > 128 * 128) {
@@ -718,7 +766,7 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
   for (auto [i, value] : llvm::enumerate(yielded)) {
     if (roles[i] != OutputRole::colPartials)
       continue;
-    int64_t offset = config.accTileBytes() +
+    int64_t offset = config.epilogueOffset() + config.accTileBytes() +
                      scratchIndex++ * rowsPerPass * config.tileN * 4;
     Value scratch = memref::ViewOp::create(
         b, scratchType, frame.shared,
@@ -854,6 +902,10 @@ DictionaryAttr buildKernelAbi(OpBuilder &b, GemmOp op, func::FuncOp host,
 
   std::string gridX = "ceildiv(N, " + std::to_string(config.tileN) + ")";
   std::string gridY = "ceildiv(M, " + std::to_string(config.tileM) + ")";
+  if (config.persistent) {
+    gridX = "min(" + gridX + " * " + gridY + ", SMs)";
+    gridY = "1";
+  }
   return b.getDictionaryAttr({
       b.getNamedAttr("kind", str("gemm")),
       b.getNamedAttr("function", str(host.getSymName())),
@@ -861,6 +913,7 @@ DictionaryAttr buildKernelAbi(OpBuilder &b, GemmOp op, func::FuncOp host,
       b.getNamedAttr("stages", b.getI64IntegerAttr(config.stages)),
       b.getNamedAttr("warp_specialized",
                      b.getBoolAttr(config.warpSpecialized)),
+      b.getNamedAttr("persistent", b.getBoolAttr(config.persistent)),
       b.getNamedAttr("transpose_b", b.getBoolAttr(config.rhsKMajor)),
       b.getNamedAttr("grid", b.getArrayAttr({str(gridX), str(gridY),
                                              str("1")})),
@@ -904,7 +957,8 @@ struct CodaToGPUPass : coda::impl::CodaToGPUBase<CodaToGPUPass> {
     bool failed = false;
     for (GemmOp op : gemms) {
       FailureOr<GemmKernelConfig> config =
-          chooseConfig(op, *target, tileM, tileN, stages, warpSpecialized);
+          chooseConfig(op, *target, tileM, tileN, stages, warpSpecialized,
+                       persistent);
       if (::mlir::failed(config)) {
         failed = true;
         continue;
@@ -1096,29 +1150,6 @@ struct CodaToGPUPass : coda::impl::CodaToGPUBase<CodaToGPUPass> {
     frame.tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
     frame.warp = arith::DivUIOp::create(b, frame.tid, idx(32));
     frame.lane = arith::RemUIOp::create(b, frame.tid, idx(32));
-    // Grouped rasterization: consecutive CTAs take kRasterGroup tiles down M
-    // before moving along N, so that a wave shares its lhs and rhs tiles in
-    // L2 instead of streaming all of rhs once per row of tiles.
-    {
-      Value gridX = gpu::GridDimOp::create(b, gpu::Dimension::x);
-      Value gridY = gpu::GridDimOp::create(b, gpu::Dimension::y);
-      Value linear = arith::AddIOp::create(
-          b,
-          arith::MulIOp::create(b, gpu::BlockIdOp::create(b, gpu::Dimension::y),
-                                gridX),
-          gpu::BlockIdOp::create(b, gpu::Dimension::x));
-      Value perGroup = arith::MulIOp::create(b, idx(kRasterGroup), gridX);
-      Value group = arith::DivUIOp::create(b, linear, perGroup);
-      Value firstRow = arith::MulIOp::create(b, group, idx(kRasterGroup));
-      Value rows = arith::MinUIOp::create(
-          b, arith::SubIOp::create(b, gridY, firstRow), idx(kRasterGroup));
-      Value within = arith::RemUIOp::create(b, linear, perGroup);
-      frame.tileRow = arith::AddIOp::create(
-          b, firstRow, arith::RemUIOp::create(b, within, rows));
-      frame.tileCol = arith::DivUIOp::create(b, within, rows);
-    }
-    frame.blockM = arith::MulIOp::create(b, frame.tileRow, idx(config.tileM));
-    frame.blockN = arith::MulIOp::create(b, frame.tileCol, idx(config.tileN));
     Attribute workgroup =
         gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
     frame.shared = gpu::DynamicSharedMemoryOp::create(
@@ -1136,20 +1167,23 @@ struct CodaToGPUPass : coda::impl::CodaToGPUBase<CodaToGPUPass> {
         b,
         MemRefType::get({config.tileM, config.accRowStride()}, b.getF32Type(),
                         MemRefLayoutAttrInterface(), workgroup),
-        frame.shared, frame.sharedBase, ValueRange{});
+        frame.shared,
+        arith::AddIOp::create(b, frame.sharedBase,
+                              idx(config.epilogueOffset())),
+        ValueRange{});
 
     frame.syncEpilogue = [](ImplicitLocOpBuilder &sb) {
       gpu::BarrierOp::create(sb);
     };
-    std::optional<OpBuilder::InsertPoint> after =
-        target.emitMainloop(b, frame, config);
     unsigned numInputs = op.getEpilogueInputs().size();
-    EpilogueBuilder epilogue(
-        op, config, frame, entry.getArguments().slice(5, numInputs),
-        entry.getArguments().slice(5 + numInputs));
-    epilogue.build(b);
-    if (after)
-      b.restoreInsertionPoint(*after);
+    target.emitKernelBody(
+        b, frame, config,
+        [&](ImplicitLocOpBuilder &eb, const KernelFrame &tileFrame) {
+          EpilogueBuilder epilogue(
+              op, config, tileFrame, entry.getArguments().slice(5, numInputs),
+              entry.getArguments().slice(5 + numInputs));
+          epilogue.build(eb);
+        });
     gpu::ReturnOp::create(b);
 
     // Host: descriptors and the launch, in place of the op.
@@ -1183,6 +1217,13 @@ struct CodaToGPUPass : coda::impl::CodaToGPUBase<CodaToGPUPass> {
     llvm::append_range(args, op.getOutputs());
     Value gridX = arith::CeilDivUIOp::create(hb, sizeN, hidx(config.tileN));
     Value gridY = arith::CeilDivUIOp::create(hb, sizeM, hidx(config.tileM));
+    if (config.persistent) {
+      // Any grid is correct (CTAs stride over the tiles); one CTA per SM of
+      // an H100 SXM here, the device's SM count in the runtime.
+      gridX = arith::MinUIOp::create(hb, arith::MulIOp::create(hb, gridX, gridY),
+                                     hidx(kHostLaunchSMs));
+      gridY = hidx(1);
+    }
     Value sharedBytes = arith::ConstantIntOp::create(hb, hb.getI32Type(),
                                                      config.sharedBytes());
     gpu::LaunchFuncOp::create(

@@ -35,6 +35,10 @@ struct GemmKernelConfig {
   int64_t epilogueThreads = 128;
   /// One producer warpgroup issuing TMA, two consumer warpgroups on WGMMA.
   bool warpSpecialized = false;
+  /// Warp-specialized and persistent: each CTA loops over tiles, and a
+  /// fourth warpgroup runs the epilogue of one tile from its own shared
+  /// memory while the consumers compute the next.
+  bool persistent = false;
   Type operandType;
   int64_t operandBytes = 2;
   /// rhs is N x K (`transpose_b`): both operands are K-major in shared memory.
@@ -60,11 +64,16 @@ struct GemmKernelConfig {
     return accTileBytes() +
            numColPartials * epilogueRowsPerPass() * tileN * 4;
   }
-  /// Dynamic shared memory to request: the larger of the mainloop ring and the
-  /// epilogue staging (they reuse the same bytes), plus slack to align the
-  /// base to 1024 bytes as 128-byte swizzled TMA tiles require.
+  /// Where the epilogue's bytes start: after the ring in a persistent
+  /// kernel (both are live at once), else at the ring (which they reuse).
+  int64_t epilogueOffset() const { return persistent ? stages * stageBytes() : 0; }
+  /// Dynamic shared memory to request, plus slack to align the base to 1024
+  /// bytes as 128-byte swizzled TMA tiles require.
   int64_t sharedBytes() const {
-    return std::max(stages * stageBytes(), epilogueBytes()) + 1024;
+    int64_t ring = stages * stageBytes();
+    return (persistent ? ring + epilogueBytes()
+                       : std::max(ring, epilogueBytes())) +
+           1024;
   }
 };
 
@@ -84,6 +93,16 @@ struct KernelFrame {
   std::function<void(ImplicitLocOpBuilder &)> syncEpilogue;
 };
 
+/// Emits the epilogue of the tile that `frame` describes, at `b`.
+using EpilogueEmitter =
+    function_ref<void(ImplicitLocOpBuilder &b, const KernelFrame &frame)>;
+
+/// Sets frame.tileRow/tileCol/blockM/blockN for linear tile index `linear`
+/// of the ceil(M / tileM) x ceil(N / tileN) tiles, in grouped order (a few
+/// tile rows at a time) so that the tiles in flight share lhs and rhs in L2.
+void assignTile(ImplicitLocOpBuilder &b, KernelFrame &frame,
+                const GemmKernelConfig &config, Value linear);
+
 /// A GPU architecture's GEMM mainloop.
 class GemmTarget {
 public:
@@ -97,15 +116,14 @@ public:
   /// The TMA box of each descriptor, innermost dimension first.
   virtual SmallVector<int64_t> getLhsBox(const GemmKernelConfig &c) const = 0;
   virtual SmallVector<int64_t> getRhsBox(const GemmKernelConfig &c) const = 0;
-  /// Emits the mainloop over K; on return the f32 accumulator tile
-  /// (tileM x accRowStride) is in `frame.accTile` for the epilogue threads and
-  /// `b` is where the epilogue goes. A target may restrict the epilogue to
-  /// some threads (renumbering `frame.tid/warp/lane` and setting
-  /// `frame.syncEpilogue`); it then returns where code after the epilogue
-  /// goes.
-  virtual std::optional<OpBuilder::InsertPoint>
-  emitMainloop(ImplicitLocOpBuilder &b, KernelFrame &frame,
-               const GemmKernelConfig &config) const = 0;
+  /// Emits the kernel body: the mainloop over K of each of the CTA's tiles
+  /// (set with assignTile), then `epilogue` with the f32 accumulator tile
+  /// (tileM x accRowStride) in `frame.accTile`. A target may run the
+  /// epilogue on some threads only, renumbering `frame.tid/warp/lane` and
+  /// setting `frame.syncEpilogue` for them.
+  virtual void emitKernelBody(ImplicitLocOpBuilder &b, KernelFrame &frame,
+                              const GemmKernelConfig &config,
+                              EpilogueEmitter epilogue) const = 0;
 };
 
 /// The target for `chip`, or null when coda has no GEMM lowering for it.

@@ -69,6 +69,9 @@ public:
     // Accumulator registers per thread: a warpgroup's rows (all of tile M,
     // or 64 per consumer when warp-specialized) x tile N / 128.
     int64_t rowsPerWarpgroup = config.warpSpecialized ? kWgmmaM : config.tileM;
+    if (config.persistent && config.tileM != 2 * kWgmmaM)
+      return op.emitOpError("the persistent kernel's tile M must be ")
+             << 2 * kWgmmaM << " (one 64-row slab per consumer)";
     if (rowsPerWarpgroup * config.tileN > 128 * 128)
       return op.emitOpError("a ")
              << config.tileM << "x" << config.tileN
@@ -92,9 +95,9 @@ public:
     return {chunkElements(c), c.tileK};
   }
 
-  std::optional<OpBuilder::InsertPoint>
-  emitMainloop(ImplicitLocOpBuilder &b, KernelFrame &frame,
-               const GemmKernelConfig &config) const override;
+  void emitKernelBody(ImplicitLocOpBuilder &b, KernelFrame &frame,
+                      const GemmKernelConfig &config,
+                      EpilogueEmitter epilogue) const override;
 
   static int64_t chunkElements(const GemmKernelConfig &c) {
     return kChunkBytes / c.operandBytes;
@@ -159,13 +162,15 @@ public:
     nvgpu::TmaPrefetchOp::create(lb, frame.rhsMap, Value());
   }
 
-  /// A group of `stages` mbarriers in shared memory, initialized by thread 0
-  /// with `count` arrivals per phase.
-  Value createBarriers(int64_t count) {
-    auto type = nvgpu::MBarrierGroupType::get(ctx, workgroupSpace(ctx),
-                                              c.stages);
+  /// A group of `slots` mbarriers (one per ring slot by default) in shared
+  /// memory, initialized by thread 0 with `count` arrivals per phase.
+  Value createBarriers(int64_t count, int64_t slots = 0) {
+    if (!slots)
+      slots = c.stages;
+    auto type =
+        nvgpu::MBarrierGroupType::get(ctx, workgroupSpace(ctx), slots);
     Value group = nvgpu::MBarrierCreateOp::create(b, type);
-    initialized.push_back({group, count});
+    initialized.push_back({group, count, slots});
     return group;
   }
   /// Initializes every barrier group, visible to all threads and to TMA.
@@ -173,8 +178,8 @@ public:
     Value leader = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
                                          frame.tid, index(b, 0));
     scf::IfOp::create(b, leader, [&](OpBuilder &ob, Location loc) {
-      for (auto [group, count] : initialized)
-        for (int64_t s = 0; s < c.stages; ++s)
+      for (auto [group, count, slots] : initialized)
+        for (int64_t s = 0; s < slots; ++s)
           nvgpu::MBarrierInitOp::create(ob, loc, group, index(ob, loc, count),
                                         index(ob, loc, s), Value());
       NVVM::FenceMbarrierInitOp::create(ob, loc);
@@ -183,8 +188,14 @@ public:
     gpu::BarrierOp::create(b);
   }
 
-  /// TMA loads of k-tile `kt` into slot `slot`, completing on full[slot].
+  /// TMA loads of k-tile `kt` of the CTA's tile into slot `slot`,
+  /// completing on full[slot].
   void issueLoads(ImplicitLocOpBuilder &lb, Value full, Value kt, Value slot) {
+    issueLoads(lb, full, kt, slot, frame.blockM, frame.blockN);
+  }
+  /// The same for the tile at (blockM, blockN).
+  void issueLoads(ImplicitLocOpBuilder &lb, Value full, Value kt, Value slot,
+                  Value blockM, Value blockN) {
     Value slotBase = arith::AddIOp::create(
         lb, frame.sharedBase,
         arith::MulIOp::create(lb, slot, index(lb, c.stageBytes())));
@@ -197,14 +208,14 @@ public:
     };
     nvgpu::TmaAsyncLoadOp::create(lb, view(slotBase, lhsBox), full,
                                   frame.lhsMap,
-                                  ValueRange{kOffset, frame.blockM}, slot,
+                                  ValueRange{kOffset, blockM}, slot,
                                   Value(), Value());
     Value rhsBase =
         arith::AddIOp::create(lb, slotBase, index(lb, c.lhsTileBytes()));
     if (c.rhsKMajor) {
       nvgpu::TmaAsyncLoadOp::create(lb, view(rhsBase, rhsBox), full,
                                     frame.rhsMap,
-                                    ValueRange{kOffset, frame.blockN}, slot,
+                                    ValueRange{kOffset, blockN}, slot,
                                     Value(), Value());
       return;
     }
@@ -212,7 +223,7 @@ public:
       Value dst = view(arith::AddIOp::create(
                            lb, rhsBase, index(lb, i * c.tileK * kChunkBytes)),
                        rhsBox);
-      Value n = arith::AddIOp::create(lb, frame.blockN,
+      Value n = arith::AddIOp::create(lb, blockN,
                                       index(lb, i * chunkElements()));
       nvgpu::TmaAsyncLoadOp::create(lb, dst, full, frame.rhsMap,
                                     ValueRange{n, kOffset}, slot, Value(),
@@ -227,6 +238,11 @@ public:
     Value round = arith::DivUIOp::create(lb, kt, index(lb, c.stages));
     if (roundsBack)
       round = arith::SubIOp::create(lb, round, index(lb, roundsBack));
+    waitPhase(lb, group, round, slot);
+  }
+  /// Waits until barrier `group[slot]` completed its phase number `round`.
+  void waitPhase(ImplicitLocOpBuilder &lb, Value group, Value round,
+                 Value slot) {
     Value parity = arith::CmpIOp::create(
         lb, arith::CmpIPredicate::ne,
         arith::RemUIOp::create(lb, round, index(lb, 2)), index(lb, 0));
@@ -359,8 +375,21 @@ public:
   MemRefType lhsBox, rhsBox;
   Type fragmentType;
   Value numK, lhsDesc0, rhsDesc0;
-  SmallVector<std::pair<Value, int64_t>> initialized;
+  SmallVector<std::tuple<Value, int64_t, int64_t>> initialized;
 };
+
+/// The warpgroup index of thread `tid`, made warp-uniform for the compiler
+/// (a shuffle from lane 0) so that ptxas sees role branches as uniform and
+/// does not serialize WGMMA around them.
+Value uniformWarpgroup(ImplicitLocOpBuilder &b, Value tid) {
+  Value warpgroup = arith::DivUIOp::create(
+      b, tid, arith::ConstantIndexOp::create(b, 128));
+  Value i32 = arith::IndexCastUIOp::create(b, b.getI32Type(), warpgroup);
+  return arith::IndexCastUIOp::create(
+      b, b.getIndexType(),
+      gpu::ShuffleOp::create(b, i32, 0, 32, gpu::ShuffleMode::IDX)
+          .getShuffleResult());
+}
 
 /// One warpgroup both loads and computes: thread 0 refills a slot once the
 /// WGMMA group that read it has retired (wait_group 1, then a CTA barrier).
@@ -443,18 +472,7 @@ OpBuilder::InsertPoint emitWarpSpecialized(ImplicitLocOpBuilder &b,
   Value empty = m.createBarriers(2);
   m.initBarriers();
   m.buildDescriptors();
-  // The warpgroup index, made warp-uniform for the compiler (a shuffle from
-  // lane 0) so that ptxas sees the role branches as uniform and does not
-  // serialize WGMMA around them.
-  Value warpgroup = arith::IndexCastUIOp::create(
-      b, b.getIndexType(),
-      gpu::ShuffleOp::create(
-          b,
-          arith::IndexCastUIOp::create(
-              b, b.getI32Type(),
-              arith::DivUIOp::create(b, frame.tid, m.index(b, 128))),
-          0, 32, gpu::ShuffleMode::IDX)
-          .getShuffleResult());
+  Value warpgroup = uniformWarpgroup(b, frame.tid);
   Value isProducer = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
                                            warpgroup, m.index(b, 0));
 
@@ -548,16 +566,221 @@ OpBuilder::InsertPoint emitWarpSpecialized(ImplicitLocOpBuilder &b,
   return after;
 }
 
+
+/// `scf.for` over the CTA's tiles (blockIdx.x, + gridDim.x, ... below
+/// `numTiles`); `body` gets the linear tile index and the iteration number.
+void forEachTile(
+    ImplicitLocOpBuilder &b, Value numTiles,
+    function_ref<void(ImplicitLocOpBuilder &, Value tile, Value iteration)>
+        body) {
+  Value first = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+  Value stride = gpu::GridDimOp::create(b, gpu::Dimension::x);
+  scf::ForOp::create(
+      b, first, numTiles, stride, ValueRange{},
+      [&](OpBuilder &ob, Location loc, Value tile, ValueRange) {
+        ImplicitLocOpBuilder lb(loc, ob);
+        Value iteration = arith::DivUIOp::create(
+            lb, arith::SubIOp::create(lb, tile, first), stride);
+        body(lb, tile, iteration);
+        scf::YieldOp::create(lb);
+      });
+}
+
+/// Persistent and warp-specialized, 512 threads: each CTA loops over tiles
+/// (blockIdx.x, + gridDim.x, ...). Warpgroup 0's first thread streams the
+/// k-tiles of all of the CTA's tiles through the ring, running ahead across
+/// tile boundaries. Warpgroups 1 and 2 compute 64 rows each, then hand the
+/// accumulators over in a staging tile after the ring (`staged`, once the
+/// previous tile's epilogue has `drained` it) and go on with the next tile.
+/// Warpgroup 3 runs the epilogue from the staging tile meanwhile. Ring slots
+/// and staging phases are counted across tiles.
+void emitPersistent(ImplicitLocOpBuilder &b, KernelFrame &frame,
+                    const GemmKernelConfig &c, EpilogueEmitter epilogue) {
+  constexpr int64_t kConsumerThreads = 256, kEpilogueThreads = 128;
+  Mainloop m(b, frame, c);
+  Value full = m.createBarriers(1);
+  Value empty = m.createBarriers(2);
+  Value staged = m.createBarriers(kConsumerThreads, /*slots=*/1);
+  Value drained = m.createBarriers(kEpilogueThreads, /*slots=*/1);
+  m.initBarriers();
+  m.buildDescriptors();
+  Value warpgroup = uniformWarpgroup(b, frame.tid);
+  Value zero = m.index(b, 0);
+  Value numTiles = arith::MulIOp::create(
+      b, arith::CeilDivUIOp::create(b, frame.sizeM, m.index(b, c.tileM)),
+      arith::CeilDivUIOp::create(b, frame.sizeN, m.index(b, c.tileN)));
+  auto isWarpgroup = [&](int64_t i) -> Value {
+    return arith::CmpIOp::create(b, arith::CmpIPredicate::eq, warpgroup,
+                                 m.index(b, i));
+  };
+  auto ringIndex = [&](ImplicitLocOpBuilder &lb, Value iteration,
+                       Value kt) -> Value {
+    return arith::AddIOp::create(
+        lb, arith::MulIOp::create(lb, iteration, m.numK), kt);
+  };
+
+  // Producer.
+  Value isProducerLeader = arith::AndIOp::create(
+      b, isWarpgroup(0),
+      arith::CmpIOp::create(b, arith::CmpIPredicate::eq, frame.tid, zero));
+  scf::IfOp::create(b, isProducerLeader, [&](OpBuilder &ob, Location loc) {
+    ImplicitLocOpBuilder pb(loc, ob);
+    m.prefetchDescriptors(pb);
+    forEachTile(pb, numTiles,
+                [&](ImplicitLocOpBuilder &tb, Value tile, Value iteration) {
+      KernelFrame tileFrame = frame;
+      assignTile(tb, tileFrame, c, tile);
+      scf::ForOp::create(
+          tb, m.index(tb, 0), m.numK, m.index(tb, 1), ValueRange{},
+          [&](OpBuilder &fb, Location floc, Value kt, ValueRange) {
+            ImplicitLocOpBuilder kb(floc, fb);
+            Value g = ringIndex(kb, iteration, kt);
+            Value slot = arith::RemUIOp::create(kb, g, m.index(kb, c.stages));
+            Value reuse = arith::CmpIOp::create(kb, arith::CmpIPredicate::uge,
+                                                g, m.index(kb, c.stages));
+            scf::IfOp::create(kb, reuse, [&](OpBuilder &wb, Location wloc) {
+              ImplicitLocOpBuilder ib(wloc, wb);
+              m.waitRound(ib, empty, g, slot, /*roundsBack=*/1);
+              scf::YieldOp::create(ib);
+            });
+            m.issueLoads(kb, full, kt, slot, tileFrame.blockM,
+                         tileFrame.blockN);
+            scf::YieldOp::create(kb);
+          });
+    });
+    scf::YieldOp::create(pb);
+  });
+
+  // Consumers.
+  Value isConsumer = arith::AndIOp::create(
+      b,
+      arith::CmpIOp::create(b, arith::CmpIPredicate::uge, warpgroup,
+                            m.index(b, 1)),
+      arith::CmpIOp::create(b, arith::CmpIPredicate::ule, warpgroup,
+                            m.index(b, 2)));
+  scf::IfOp::create(b, isConsumer, [&](OpBuilder &ob, Location loc) {
+    ImplicitLocOpBuilder cb(loc, ob);
+    Value consumerTid = arith::SubIOp::create(cb, frame.tid, m.index(cb, 128));
+    Value warp = arith::DivUIOp::create(cb, consumerTid, m.index(cb, 32));
+    Value lane = arith::RemUIOp::create(cb, consumerTid, m.index(cb, 32));
+    Value isReleaser = arith::CmpIOp::create(
+        cb, arith::CmpIPredicate::eq,
+        arith::RemUIOp::create(cb, consumerTid, m.index(cb, 128)),
+        m.index(cb, 0));
+    Value rowUnits = arith::IndexCastUIOp::create(
+        cb, cb.getI64Type(),
+        arith::MulIOp::create(
+            cb, arith::SubIOp::create(cb, warpgroup, m.index(cb, 1)),
+            m.index(cb, kWgmmaM * kSwizzleBytes >> 4)));
+    auto release = [&](ImplicitLocOpBuilder &lb, Value g) {
+      scf::IfOp::create(lb, isReleaser, [&](OpBuilder &rb, Location rloc) {
+        ImplicitLocOpBuilder ib(rloc, rb);
+        nvgpu::MBarrierArriveOp::create(
+            ib, nvgpu::MBarrierTokenType::get(ib.getContext()), empty,
+            arith::RemUIOp::create(ib, g, m.index(ib, c.stages)));
+        scf::YieldOp::create(ib);
+      });
+    };
+    forEachTile(cb, numTiles,
+                [&](ImplicitLocOpBuilder &tb, Value tile, Value iteration) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(tb.getInsertionBlock(), tb.getInsertionPoint());
+      SmallVector<Value> accs = m.kLoop(
+          1, [&](ImplicitLocOpBuilder &lb, Value kt, ValueRange accs,
+                 bool firstTile) -> SmallVector<Value> {
+            Value g = ringIndex(lb, iteration, kt);
+            Value slot = arith::RemUIOp::create(lb, g, m.index(lb, c.stages));
+            m.waitRound(lb, full, g, slot);
+            SmallVector<Value> next =
+                m.mmaStep(lb, slot, accs, /*firstRow=*/0, rowUnits, firstTile);
+            NVVM::WgmmaWaitGroupSyncOp::create(lb, 1);
+            if (!firstTile)
+              release(lb, arith::SubIOp::create(lb, g, m.index(lb, 1)));
+            return next;
+          });
+      NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
+      // The last k-tile's slot, once its group has retired.
+      Value any = arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, m.numK,
+                                        m.index(b, 0));
+      scf::IfOp::create(b, any, [&](OpBuilder &ib, Location iloc) {
+        ImplicitLocOpBuilder lb(iloc, ib);
+        release(lb, arith::SubIOp::create(
+                        lb, ringIndex(lb, iteration, m.numK), m.index(lb, 1)));
+        scf::YieldOp::create(lb);
+      });
+      // The staging tile is free once the previous tile's epilogue is done.
+      Value reuse = arith::CmpIOp::create(b, arith::CmpIPredicate::ugt,
+                                          iteration, m.index(b, 0));
+      scf::IfOp::create(b, reuse, [&](OpBuilder &ib, Location iloc) {
+        ImplicitLocOpBuilder lb(iloc, ib);
+        m.waitPhase(lb, drained,
+                    arith::SubIOp::create(lb, iteration, m.index(lb, 1)),
+                    m.index(lb, 0));
+        scf::YieldOp::create(lb);
+      });
+      m.storeFragments(accs, warp, lane);
+      nvgpu::MBarrierArriveOp::create(
+          b, nvgpu::MBarrierTokenType::get(b.getContext()), staged,
+          m.index(b, 0));
+    });
+    scf::YieldOp::create(cb);
+  });
+
+  // Epilogue warpgroup, with its own numbering and named barrier.
+  scf::IfOp::create(b, isWarpgroup(3), [&](OpBuilder &ob, Location loc) {
+    ImplicitLocOpBuilder eb(loc, ob);
+    KernelFrame epilogueFrame = frame;
+    epilogueFrame.tid = arith::SubIOp::create(eb, frame.tid, m.index(eb, 384));
+    epilogueFrame.warp =
+        arith::DivUIOp::create(eb, epilogueFrame.tid, m.index(eb, 32));
+    epilogueFrame.lane =
+        arith::RemUIOp::create(eb, epilogueFrame.tid, m.index(eb, 32));
+    epilogueFrame.syncEpilogue = [](ImplicitLocOpBuilder &sb) {
+      Type i32 = sb.getI32Type();
+      NVVM::BarrierOp::create(
+          sb, Type(), arith::ConstantIntOp::create(sb, i32, 1),
+          arith::ConstantIntOp::create(sb, i32, kEpilogueThreads),
+          NVVM::BarrierReductionAttr(), Value());
+    };
+    forEachTile(eb, numTiles,
+                [&](ImplicitLocOpBuilder &tb, Value tile, Value iteration) {
+      assignTile(tb, epilogueFrame, c, tile);
+      m.waitPhase(tb, staged, iteration, m.index(tb, 0));
+      // The previous tile's epilogue is done with any scratch it shares.
+      epilogueFrame.syncEpilogue(tb);
+      epilogue(tb, epilogueFrame);
+      nvgpu::MBarrierArriveOp::create(
+          tb, nvgpu::MBarrierTokenType::get(tb.getContext()), drained,
+          m.index(tb, 0));
+    });
+    scf::YieldOp::create(eb);
+  });
+}
+
 } // namespace
 
-std::optional<OpBuilder::InsertPoint>
-HopperTarget::emitMainloop(ImplicitLocOpBuilder &b, KernelFrame &frame,
-                           const GemmKernelConfig &c) const {
+void HopperTarget::emitKernelBody(ImplicitLocOpBuilder &b, KernelFrame &frame,
+                                  const GemmKernelConfig &c,
+                                  EpilogueEmitter epilogue) const {
+  if (c.persistent) {
+    emitPersistent(b, frame, c, epilogue);
+    return;
+  }
+  // One tile per CTA: blockIdx.y * gridDim.x + blockIdx.x.
+  Value linear = arith::AddIOp::create(
+      b,
+      arith::MulIOp::create(b, gpu::BlockIdOp::create(b, gpu::Dimension::y),
+                            gpu::GridDimOp::create(b, gpu::Dimension::x)),
+      gpu::BlockIdOp::create(b, gpu::Dimension::x));
+  assignTile(b, frame, c, linear);
   if (!c.warpSpecialized) {
     emitSingleWarpgroup(b, frame, c);
-    return std::nullopt;
+    epilogue(b, frame);
+    return;
   }
-  return emitWarpSpecialized(b, frame, c);
+  OpBuilder::InsertPoint after = emitWarpSpecialized(b, frame, c);
+  epilogue(b, frame);
+  b.restoreInsertionPoint(after);
 }
 
 std::unique_ptr<GemmTarget>

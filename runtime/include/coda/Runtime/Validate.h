@@ -38,9 +38,10 @@ struct GemmSizes {
 /// problem found.
 GemmSizes validate(const KernelSpec &kernel, const std::vector<Argument> &args);
 
-/// Grid of a launch: (ceil(N / tile N), ceil(M / tile M), 1).
+/// Grid of a launch: (ceil(N / tile N), ceil(M / tile M), 1), or for a
+/// persistent kernel (min(tiles, multiprocessors), 1, 1).
 void gridFor(const KernelSpec &kernel, const GemmSizes &sizes,
-             int64_t grid[3]);
+             int64_t multiprocessors, int64_t grid[3]);
 
 } // namespace coda::runtime
 

@@ -1,0 +1,67 @@
+"""Plain-GEMM throughput of kernel variants (tile shape, stages, ...) against
+cuBLAS, side by side in one process: the data behind coda's per-shape
+configuration choice.
+
+  python3 benchmarks/gemm_configs.py --variant ws256=DIR --variant n128=DIR2 \
+      --out results.json
+
+Each DIR is a coda-compile output holding `plain_nt` (bf16, rhs N x K).
+"""
+
+import argparse
+import json
+
+import coda_runtime
+import torch
+
+from bench import median_ms, SIZES, TOKENS, VOCAB
+
+
+def block_shapes():
+    shapes = {(4096, 4096, 4096), (8192, 8192, 8192)}
+    for hidden, mlp in SIZES.items():
+        shapes |= {(TOKENS, hidden, hidden), (TOKENS, 3 * hidden, hidden),
+                   (TOKENS, 2 * mlp, hidden), (TOKENS, hidden, mlp),
+                   (TOKENS, VOCAB, hidden)}
+    return sorted(shapes)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--variant", action="append", required=True,
+                        help="NAME=DIR of a coda-compile output with plain_nt")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    stream = torch.cuda.current_stream().cuda_stream
+    variants = []
+    for spec in args.variant:
+        name, path = spec.split("=", 1)
+        module = coda_runtime.Module(path)
+        (kernel,) = module.kernels_of("plain_nt")
+        variants.append((name, module, kernel))
+    rows = []
+    for m, n, k in block_shapes():
+        a = torch.randn(m, k, device="cuda").bfloat16()
+        b = torch.randn(n, k, device="cuda").bfloat16()
+        y = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        want = (a @ b.T).float()
+        row = {"shape": {"M": m, "N": n, "K": k},
+               "cublas_ms": median_ms(lambda: torch.matmul(a, b.T)), "coda_ms": {}}
+        for name, module, kernel in variants:
+            y.zero_()
+            module.launch(kernel, [a, b, y], stream)
+            torch.testing.assert_close(y.float(), want, rtol=2e-2, atol=2e-1)
+            row["coda_ms"][name] = median_ms(lambda: module.launch(kernel, [a, b, y], stream))
+        rows.append(row)
+        print(f"{m}x{n}x{k}: cuBLAS {row['cublas_ms']:.3f} ms; " + ", ".join(
+            f"{name} {t:.3f} ({row['cublas_ms'] / t:.3f}x)" for name, t in row["coda_ms"].items()),
+            flush=True)
+        del a, b, y, want
+        torch.cuda.empty_cache()
+    with open(args.out, "w") as f:
+        json.dump({"device": torch.cuda.get_device_name(), "results": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
