@@ -586,21 +586,25 @@ void forEachTile(
       });
 }
 
-/// Persistent and warp-specialized, 512 threads: each CTA loops over tiles
-/// (blockIdx.x, + gridDim.x, ...). Warpgroup 0's first thread streams the
+/// Persistent and warp-specialized, 384 threads: each CTA loops over tiles
+/// (blockIdx.x, + gridDim.x, ...). The first thread of warp 0 streams the
 /// k-tiles of all of the CTA's tiles through the ring, running ahead across
 /// tile boundaries. Warpgroups 1 and 2 compute 64 rows each, then hand the
 /// accumulators over in a staging tile after the ring (`staged`, once the
-/// previous tile's epilogue has `drained` it) and go on with the next tile.
-/// Warpgroup 3 runs the epilogue from the staging tile meanwhile. Ring slots
-/// and staging phases are counted across tiles.
+/// previous hand-over has been `drained` by the epilogue) and go on with the
+/// next tile. Warps 1-3 run the epilogue from the staging tile meanwhile (a
+/// fourth warpgroup would leave the consumers too few registers).
+/// With two slabs (128 x 256 tiles) each consumer hands over its own 64 rows,
+/// the first consumer's first; with one, both hand over together. Ring slots
+/// and hand-overs are counted across tiles.
 void emitPersistent(ImplicitLocOpBuilder &b, KernelFrame &frame,
                     const GemmKernelConfig &c, EpilogueEmitter epilogue) {
-  constexpr int64_t kConsumerThreads = 256, kEpilogueThreads = 128;
+  constexpr int64_t kConsumerThreads = 256, kEpilogueThreads = 96;
   Mainloop m(b, frame, c);
   Value full = m.createBarriers(1);
   Value empty = m.createBarriers(2);
-  Value staged = m.createBarriers(kConsumerThreads, /*slots=*/1);
+  const int64_t slabs = c.epilogueSlabs;
+  Value staged = m.createBarriers(kConsumerThreads / slabs, /*slots=*/1);
   Value drained = m.createBarriers(kEpilogueThreads, /*slots=*/1);
   m.initBarriers();
   m.buildDescriptors();
@@ -618,6 +622,22 @@ void emitPersistent(ImplicitLocOpBuilder &b, KernelFrame &frame,
     return arith::AddIOp::create(
         lb, arith::MulIOp::create(lb, iteration, m.numK), kt);
   };
+
+  // Warp 0 of warpgroup 0 produces, its warps 1-3 run the epilogue; the
+  // warp index is made warp-uniform like the warpgroup's.
+  Value warpOfProducerGroup = arith::IndexCastUIOp::create(
+      b, b.getIndexType(),
+      gpu::ShuffleOp::create(
+          b,
+          arith::IndexCastUIOp::create(
+              b, b.getI32Type(),
+              arith::DivUIOp::create(b, frame.tid, m.index(b, 32))),
+          0, 32, gpu::ShuffleMode::IDX)
+          .getShuffleResult());
+  Value isEpilogue = arith::AndIOp::create(
+      b, isWarpgroup(0),
+      arith::CmpIOp::create(b, arith::CmpIPredicate::ne, warpOfProducerGroup,
+                            zero));
 
   // Producer.
   Value isProducerLeader = arith::AndIOp::create(
@@ -667,11 +687,15 @@ void emitPersistent(ImplicitLocOpBuilder &b, KernelFrame &frame,
         cb, arith::CmpIPredicate::eq,
         arith::RemUIOp::create(cb, consumerTid, m.index(cb, 128)),
         m.index(cb, 0));
+    Value consumer = arith::SubIOp::create(cb, warpgroup, m.index(cb, 1));
     Value rowUnits = arith::IndexCastUIOp::create(
         cb, cb.getI64Type(),
-        arith::MulIOp::create(
-            cb, arith::SubIOp::create(cb, warpgroup, m.index(cb, 1)),
-            m.index(cb, kWgmmaM * kSwizzleBytes >> 4)));
+        arith::MulIOp::create(cb, consumer,
+                              m.index(cb, kWgmmaM * kSwizzleBytes >> 4)));
+    // With slabs, each consumer's rows start the staging tile.
+    Value stagedWarp =
+        slabs == 1 ? warp
+                   : arith::RemUIOp::create(cb, warp, m.index(cb, 4));
     auto release = [&](ImplicitLocOpBuilder &lb, Value g) {
       scf::IfOp::create(lb, isReleaser, [&](OpBuilder &rb, Location rloc) {
         ImplicitLocOpBuilder ib(rloc, rb);
@@ -708,17 +732,21 @@ void emitPersistent(ImplicitLocOpBuilder &b, KernelFrame &frame,
                         lb, ringIndex(lb, iteration, m.numK), m.index(lb, 1)));
         scf::YieldOp::create(lb);
       });
-      // The staging tile is free once the previous tile's epilogue is done.
+      // The staging tile is free once the epilogue has drained the previous
+      // hand-over (number iteration * slabs + slab - 1).
+      Value handOver = arith::MulIOp::create(b, iteration, m.index(b, slabs));
+      if (slabs > 1)
+        handOver = arith::AddIOp::create(b, handOver, consumer);
       Value reuse = arith::CmpIOp::create(b, arith::CmpIPredicate::ugt,
-                                          iteration, m.index(b, 0));
+                                          handOver, m.index(b, 0));
       scf::IfOp::create(b, reuse, [&](OpBuilder &ib, Location iloc) {
         ImplicitLocOpBuilder lb(iloc, ib);
         m.waitPhase(lb, drained,
-                    arith::SubIOp::create(lb, iteration, m.index(lb, 1)),
+                    arith::SubIOp::create(lb, handOver, m.index(lb, 1)),
                     m.index(lb, 0));
         scf::YieldOp::create(lb);
       });
-      m.storeFragments(accs, warp, lane);
+      m.storeFragments(accs, stagedWarp, lane);
       nvgpu::MBarrierArriveOp::create(
           b, nvgpu::MBarrierTokenType::get(b.getContext()), staged,
           m.index(b, 0));
@@ -726,11 +754,11 @@ void emitPersistent(ImplicitLocOpBuilder &b, KernelFrame &frame,
     scf::YieldOp::create(cb);
   });
 
-  // Epilogue warpgroup, with its own numbering and named barrier.
-  scf::IfOp::create(b, isWarpgroup(3), [&](OpBuilder &ob, Location loc) {
+  // Epilogue warps, with their own numbering and named barrier.
+  scf::IfOp::create(b, isEpilogue, [&](OpBuilder &ob, Location loc) {
     ImplicitLocOpBuilder eb(loc, ob);
     KernelFrame epilogueFrame = frame;
-    epilogueFrame.tid = arith::SubIOp::create(eb, frame.tid, m.index(eb, 384));
+    epilogueFrame.tid = arith::SubIOp::create(eb, frame.tid, m.index(eb, 32));
     epilogueFrame.warp =
         arith::DivUIOp::create(eb, epilogueFrame.tid, m.index(eb, 32));
     epilogueFrame.lane =
@@ -745,13 +773,21 @@ void emitPersistent(ImplicitLocOpBuilder &b, KernelFrame &frame,
     forEachTile(eb, numTiles,
                 [&](ImplicitLocOpBuilder &tb, Value tile, Value iteration) {
       assignTile(tb, epilogueFrame, c, tile);
-      m.waitPhase(tb, staged, iteration, m.index(tb, 0));
-      // The previous tile's epilogue is done with any scratch it shares.
-      epilogueFrame.syncEpilogue(tb);
-      epilogue(tb, epilogueFrame);
-      nvgpu::MBarrierArriveOp::create(
-          tb, nvgpu::MBarrierTokenType::get(tb.getContext()), drained,
-          m.index(tb, 0));
+      Value tileM = epilogueFrame.blockM;
+      for (int64_t slab = 0; slab < slabs; ++slab) {
+        Value handOver = arith::AddIOp::create(
+            tb, arith::MulIOp::create(tb, iteration, m.index(tb, slabs)),
+            m.index(tb, slab));
+        m.waitPhase(tb, staged, handOver, m.index(tb, 0));
+        // The previous epilogue is done with any scratch it shares.
+        epilogueFrame.syncEpilogue(tb);
+        epilogueFrame.blockM = arith::AddIOp::create(
+            tb, tileM, m.index(tb, slab * c.stagedRows()));
+        epilogue(tb, epilogueFrame);
+        nvgpu::MBarrierArriveOp::create(
+            tb, nvgpu::MBarrierTokenType::get(tb.getContext()), drained,
+            m.index(tb, 0));
+      }
     });
     scf::YieldOp::create(eb);
   });
