@@ -23,8 +23,12 @@ import torch
 BUILD = os.environ.get("CODA_GPU_TESTS", os.path.join(
     os.path.dirname(__file__), "..", "..", "build", "gpu-tests"))
 
-SHAPES = [(128, 128, 64), (200, 328, 200), (1, 136, 64), (300, 512, 1000)]
-HEAD_SHAPES = [(128, 128, 64), (200, 384, 200), (1, 128, 64), (300, 512, 1000)]
+# Tails, one row, several k-tiles; and more tiles than an H100 has SMs with
+# one k-tile each, so that persistent CTAs hand over several tiles quickly.
+SHAPES = [(128, 128, 64), (200, 328, 200), (1, 136, 64), (300, 512, 1000),
+          (16896, 512, 64)]
+HEAD_SHAPES = [(128, 128, 64), (200, 384, 200), (1, 128, 64), (300, 512, 1000),
+               (16896, 512, 64)]
 
 
 @pytest.fixture(scope="module")

@@ -185,25 +185,24 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
   if (colTile)
     config.tileM = *colTile;
   // Persistent (each tile's epilogue overlapped with the next tile's
-  // mainloop) for 128-row tiles. The staging tile and the ring have to fit
-  // in shared memory together: 128 x 256 tiles are handed over as two 64-row
-  // slabs (each consumer's), which a column reduction over all 128 rows
-  // cannot take.
-  config.persistent = persistent && warpSpecialized && config.tileM == 128 &&
-                      (config.tileN == 128 ||
-                       (config.tileN == 256 && config.numColPartials == 0));
+  // mainloop) where its 128 x 128 tile serves: the f32 staging tile and the
+  // ring have to fit in shared memory together.
+  constexpr int64_t kPersistentTileN = 128;
+  std::optional<int64_t> pairStride = op.getPairStride();
+  config.persistent =
+      persistent && warpSpecialized && config.tileM == 128 &&
+      config.tileN >= kPersistentTileN &&
+      (!rowTile || kPersistentTileN % *rowTile == 0) &&
+      (!pairStride || kPersistentTileN % (2 * *pairStride) == 0);
   // Otherwise warp-specialized (two consumer warpgroups of 64 rows each)
   // where it pays: 128 x 256 tiles. Narrower tiles run one warpgroup per CTA.
   config.warpSpecialized =
       config.persistent ||
       (warpSpecialized && config.tileM == 128 && config.tileN == 256);
   if (config.persistent) {
+    config.tileN = kPersistentTileN;
     config.numThreads = 384;
     config.epilogueThreads = 96;
-    config.epilogueSlabs = config.tileN == 256 ? 2 : 1;
-    // As many ring slots as fit next to the staging tile, up to `stages`.
-    while (config.stages > 2 && config.sharedBytes() > kMaxSharedBytes)
-      --config.stages;
   } else if (config.warpSpecialized) {
     config.numThreads = 384;
     config.epilogueThreads = 256;
@@ -1166,8 +1165,7 @@ struct CodaToGPUPass : coda::impl::CodaToGPUBase<CodaToGPUPass> {
         idx(1024));
     frame.accTile = memref::ViewOp::create(
         b,
-        MemRefType::get({config.stagedRows(), config.accRowStride()},
-                        b.getF32Type(),
+        MemRefType::get({config.tileM, config.accRowStride()}, b.getF32Type(),
                         MemRefLayoutAttrInterface(), workgroup),
         frame.shared,
         arith::AddIOp::create(b, frame.sharedBase,
@@ -1178,15 +1176,11 @@ struct CodaToGPUPass : coda::impl::CodaToGPUBase<CodaToGPUPass> {
       gpu::BarrierOp::create(sb);
     };
     unsigned numInputs = op.getEpilogueInputs().size();
-    // The epilogue sees one staged slab of rows at a time as its tile.
-    GemmKernelConfig epilogueConfig = config;
-    epilogueConfig.tileM = config.stagedRows();
-    epilogueConfig.epilogueSlabs = 1;
     target.emitKernelBody(
         b, frame, config,
         [&](ImplicitLocOpBuilder &eb, const KernelFrame &tileFrame) {
           EpilogueBuilder epilogue(
-              op, epilogueConfig, tileFrame, entry.getArguments().slice(5, numInputs),
+              op, config, tileFrame, entry.getArguments().slice(5, numInputs),
               entry.getArguments().slice(5 + numInputs));
           epilogue.build(eb);
         });

@@ -45,9 +45,6 @@ struct GemmKernelConfig {
   bool rhsKMajor = true;
   /// Number of col_reduce outputs (each needs a cross-warp scratch row).
   int64_t numColPartials = 0;
-  /// Row slabs the accumulator tile is handed to the epilogue in (one at a
-  /// time through the staging tile) in a persistent kernel.
-  int64_t epilogueSlabs = 1;
   /// Columns per row partial (row_reduce's tile): tile N or a divisor of it,
   /// so that a CTA writes tileN / rowPartialTile partials per row.
   int64_t rowPartialTile = 0;
@@ -58,9 +55,7 @@ struct GemmKernelConfig {
   int64_t lhsTileBytes() const { return tileM * tileK * operandBytes; }
   int64_t rhsTileBytes() const { return tileN * tileK * operandBytes; }
   int64_t stageBytes() const { return lhsTileBytes() + rhsTileBytes(); }
-  /// Rows of the f32 accumulator tile in shared memory at once.
-  int64_t stagedRows() const { return tileM / epilogueSlabs; }
-  int64_t accTileBytes() const { return stagedRows() * accRowStride() * 4; }
+  int64_t accTileBytes() const { return tileM * accRowStride() * 4; }
   /// Rows the CTA covers at once in the epilogue.
   int64_t epilogueRowsPerPass() const {
     return epilogueThreads * kEpilogueColumnsPerThread / tileN;

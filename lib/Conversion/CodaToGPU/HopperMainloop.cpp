@@ -593,18 +593,16 @@ void forEachTile(
 /// accumulators over in a staging tile after the ring (`staged`, once the
 /// previous hand-over has been `drained` by the epilogue) and go on with the
 /// next tile. Warps 1-3 run the epilogue from the staging tile meanwhile (a
-/// fourth warpgroup would leave the consumers too few registers).
-/// With two slabs (128 x 256 tiles) each consumer hands over its own 64 rows,
-/// the first consumer's first; with one, both hand over together. Ring slots
-/// and hand-overs are counted across tiles.
+/// fourth warpgroup would leave the consumers too few registers). Ring slots
+/// and hand-overs are counted across tiles; each barrier is waited on for
+/// consecutive phases only, as parity waits require.
 void emitPersistent(ImplicitLocOpBuilder &b, KernelFrame &frame,
                     const GemmKernelConfig &c, EpilogueEmitter epilogue) {
   constexpr int64_t kConsumerThreads = 256, kEpilogueThreads = 96;
   Mainloop m(b, frame, c);
   Value full = m.createBarriers(1);
   Value empty = m.createBarriers(2);
-  const int64_t slabs = c.epilogueSlabs;
-  Value staged = m.createBarriers(kConsumerThreads / slabs, /*slots=*/1);
+  Value staged = m.createBarriers(kConsumerThreads, /*slots=*/1);
   Value drained = m.createBarriers(kEpilogueThreads, /*slots=*/1);
   m.initBarriers();
   m.buildDescriptors();
@@ -687,15 +685,11 @@ void emitPersistent(ImplicitLocOpBuilder &b, KernelFrame &frame,
         cb, arith::CmpIPredicate::eq,
         arith::RemUIOp::create(cb, consumerTid, m.index(cb, 128)),
         m.index(cb, 0));
-    Value consumer = arith::SubIOp::create(cb, warpgroup, m.index(cb, 1));
     Value rowUnits = arith::IndexCastUIOp::create(
         cb, cb.getI64Type(),
-        arith::MulIOp::create(cb, consumer,
-                              m.index(cb, kWgmmaM * kSwizzleBytes >> 4)));
-    // With slabs, each consumer's rows start the staging tile.
-    Value stagedWarp =
-        slabs == 1 ? warp
-                   : arith::RemUIOp::create(cb, warp, m.index(cb, 4));
+        arith::MulIOp::create(
+            cb, arith::SubIOp::create(cb, warpgroup, m.index(cb, 1)),
+            m.index(cb, kWgmmaM * kSwizzleBytes >> 4)));
     auto release = [&](ImplicitLocOpBuilder &lb, Value g) {
       scf::IfOp::create(lb, isReleaser, [&](OpBuilder &rb, Location rloc) {
         ImplicitLocOpBuilder ib(rloc, rb);
@@ -733,20 +727,17 @@ void emitPersistent(ImplicitLocOpBuilder &b, KernelFrame &frame,
         scf::YieldOp::create(lb);
       });
       // The staging tile is free once the epilogue has drained the previous
-      // hand-over (number iteration * slabs + slab - 1).
-      Value handOver = arith::MulIOp::create(b, iteration, m.index(b, slabs));
-      if (slabs > 1)
-        handOver = arith::AddIOp::create(b, handOver, consumer);
+      // tile's hand-over.
       Value reuse = arith::CmpIOp::create(b, arith::CmpIPredicate::ugt,
-                                          handOver, m.index(b, 0));
+                                          iteration, m.index(b, 0));
       scf::IfOp::create(b, reuse, [&](OpBuilder &ib, Location iloc) {
         ImplicitLocOpBuilder lb(iloc, ib);
         m.waitPhase(lb, drained,
-                    arith::SubIOp::create(lb, handOver, m.index(lb, 1)),
+                    arith::SubIOp::create(lb, iteration, m.index(lb, 1)),
                     m.index(lb, 0));
         scf::YieldOp::create(lb);
       });
-      m.storeFragments(accs, stagedWarp, lane);
+      m.storeFragments(accs, warp, lane);
       nvgpu::MBarrierArriveOp::create(
           b, nvgpu::MBarrierTokenType::get(b.getContext()), staged,
           m.index(b, 0));
@@ -773,21 +764,13 @@ void emitPersistent(ImplicitLocOpBuilder &b, KernelFrame &frame,
     forEachTile(eb, numTiles,
                 [&](ImplicitLocOpBuilder &tb, Value tile, Value iteration) {
       assignTile(tb, epilogueFrame, c, tile);
-      Value tileM = epilogueFrame.blockM;
-      for (int64_t slab = 0; slab < slabs; ++slab) {
-        Value handOver = arith::AddIOp::create(
-            tb, arith::MulIOp::create(tb, iteration, m.index(tb, slabs)),
-            m.index(tb, slab));
-        m.waitPhase(tb, staged, handOver, m.index(tb, 0));
-        // The previous epilogue is done with any scratch it shares.
-        epilogueFrame.syncEpilogue(tb);
-        epilogueFrame.blockM = arith::AddIOp::create(
-            tb, tileM, m.index(tb, slab * c.stagedRows()));
-        epilogue(tb, epilogueFrame);
-        nvgpu::MBarrierArriveOp::create(
-            tb, nvgpu::MBarrierTokenType::get(tb.getContext()), drained,
-            m.index(tb, 0));
-      }
+      m.waitPhase(tb, staged, iteration, m.index(tb, 0));
+      // The previous tile's epilogue is done with any scratch it shares.
+      epilogueFrame.syncEpilogue(tb);
+      epilogue(tb, epilogueFrame);
+      nvgpu::MBarrierArriveOp::create(
+          tb, nvgpu::MBarrierTokenType::get(tb.getContext()), drained,
+          m.index(tb, 0));
     });
     scf::YieldOp::create(eb);
   });
