@@ -4,7 +4,10 @@
 #define CODA_DIALECT_CODA_TRANSFORMS_PASSES_H
 
 #include "coda/Dialect/Coda/IR/Coda.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Pass/Pass.h"
 

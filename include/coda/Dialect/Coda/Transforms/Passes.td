@@ -148,6 +148,54 @@ def CodaFuseGathers : Pass<"coda-fuse-gathers"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def CodaDeriveBackward : Pass<"coda-derive-backward", "::mlir::ModuleOp"> {
+  let summary = "derive the backward program of functions of coda.gemm ops";
+  let description = [{
+    For a function `@f` on tensors whose body is `coda.gemm` ops (unbatched,
+    tile outputs), adds `@f_backward(f's arguments..., one upstream gradient
+    per result of f) -> (one gradient per float tensor argument of f)`,
+    itself made of `coda.gemm` ops: reverse-mode differentiation where each
+    GEMM's epilogue is differentiated in the epilogue of a GEMM that
+    recomputes its accumulator.
+
+    For each GEMM `Y_o = E_o(acc, inputs)`, `acc = A x B`, from the last to
+    the first:
+
+    - the adjoint GEMM recomputes `acc`; its epilogue copies `E`, then runs
+      `E`'s reverse sweep and yields `dAcc = sum_o dY_o dE_o/dacc`, each tile
+      input's gradient as a tile, and each row (column) input's gradient as
+      row (column) partials of `tile` columns (rows) that a
+      `coda.reduce_partials` finishes. Activation derivatives are recomputed
+      from `acc`, never stored. When `E` only rounds the accumulator,
+      `dAcc = dY` and there is no adjoint GEMM;
+    - `dA = dAcc x B^T` and `dB = A^T x dAcc` (K x N rhs) or `dAcc^T x A`
+      (N x K rhs, `transpose_b`), with a `linalg.transpose` of the operand;
+    - gradients of values used several times are summed.
+
+    Scalar inputs (such as an epsilon) are constants to the derivative.
+    Epilogue ops with a rule: arith add/sub/mul/div/neg, max/min, select,
+    extf/truncf, math exp/expm1/log/log1p/sqrt/rsqrt/tanh/erf/absf/fma;
+    anything else that a gradient reaches, other ops in the function, pair,
+    partial and row outputs, periodic inputs and batched GEMMs are reported.
+  }];
+  let options = [
+    Option<"function", "function", "std::string", /*default=*/"\"\"",
+           "the function to differentiate (default: every function with a "
+           "coda.gemm)">,
+    Option<"name", "name", "std::string", /*default=*/"\"\"",
+           "name of the backward function (with `function`; default "
+           "<function>_backward)">,
+    Option<"tile", "tile", "int64_t", "128",
+           "columns (rows) per partial of a row (column) input's gradient">
+  ];
+  let dependentDialects = ["::mlir::coda::CodaDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def CodaFuse : Pass<"coda-fuse", "::mlir::ModuleOp"> {
   let summary = "find memory-bound operators next to matmuls in linalg and "
                 "fuse them into coda.gemm epilogues";

@@ -1,0 +1,583 @@
+//===- DeriveBackward.cpp - backward programs of coda.gemm functions ------===//
+//
+// Reverse-mode differentiation of a function made of coda.gemm ops. For each
+// GEMM Y_o = E_o(acc, inputs), acc = A x B, walked from the last to the first:
+//
+//   adjoint GEMM  recomputes acc and runs E's reverse sweep in its epilogue:
+//                 dAcc = sum_o dY_o * dE_o/dacc as a tile, each tile input's
+//                 gradient as a tile, each row (column) input's gradient as
+//                 row (column) partials of dY * dE/dinput, then finished
+//   dA = dAcc x B^T and dB = A^T x dAcc (or dAcc^T x A for an N x K rhs)
+//
+// so the activations' derivatives are recomputed in an epilogue instead of
+// being stored. A GEMM whose epilogue only rounds the accumulator needs no
+// adjoint GEMM (dAcc = dY).
+//
+//===----------------------------------------------------------------------===//
+
+#include "EpilogueUtils.h"
+
+#include "coda/Dialect/Coda/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+
+namespace mlir::coda {
+#define GEN_PASS_DEF_CODADERIVEBACKWARD
+#include "coda/Dialect/Coda/Transforms/Passes.h.inc"
+} // namespace mlir::coda
+
+using namespace mlir;
+using namespace mlir::coda;
+
+namespace {
+
+bool isFloatTensor(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  return tensor && isa<FloatType>(tensor.getElementType());
+}
+
+//===----------------------------------------------------------------------===//
+// The reverse sweep of one epilogue (scalars).
+//===----------------------------------------------------------------------===//
+
+/// Adjoints of an epilogue's scalar values, built next to a copy of it.
+class EpilogueAdjoints {
+public:
+  EpilogueAdjoints(OpBuilder &b, Location loc, IRMapping &primal)
+      : b(b), loc(loc), primal(primal) {}
+
+  /// Adds `g` to the adjoint of `old` (a value of the original epilogue).
+  void accumulate(Value old, Value g) {
+    if (g.getType() != old.getType())
+      g = convert(g, old.getType());
+    auto [it, inserted] = adjoints.try_emplace(old, g);
+    if (!inserted)
+      it->second = arith::AddFOp::create(b, loc, it->second, g);
+  }
+  Value get(Value old) const { return adjoints.lookup(old); }
+
+  /// Propagates the adjoint of `op`'s result to its operands; fails for ops
+  /// that have no rule.
+  LogicalResult propagate(Operation *op) {
+    if (llvm::none_of(op->getResults(), [&](Value r) { return get(r); }))
+      return success();
+    if (op->getNumResults() != 1)
+      return op->emitOpError(
+          "has no derivative rule in --coda-derive-backward");
+    Value g = get(op->getResult(0));
+    if (!g || !isa<FloatType>(g.getType()))
+      return success();
+    Value y = primal.lookup(op->getResult(0));
+    auto in = [&](unsigned i) { return primal.lookup(op->getOperand(i)); };
+    auto mul = [&](Value x, Value z) -> Value {
+      return arith::MulFOp::create(b, loc, x, z);
+    };
+    auto div = [&](Value x, Value z) -> Value {
+      return arith::DivFOp::create(b, loc, x, z);
+    };
+    auto neg = [&](Value x) -> Value {
+      return arith::NegFOp::create(b, loc, x);
+    };
+    auto constant = [&](double v) -> Value {
+      return arith::ConstantOp::create(
+          b, loc, b.getFloatAttr(g.getType(), v));
+    };
+    auto select = [&](Value cond, Value t, Value f) -> Value {
+      return arith::SelectOp::create(b, loc, cond, t, f);
+    };
+    auto cmp = [&](arith::CmpFPredicate pred, Value x, Value z) -> Value {
+      return arith::CmpFOp::create(b, loc, pred, x, z);
+    };
+    return TypeSwitch<Operation *, LogicalResult>(op)
+        .Case<arith::AddFOp>([&](auto) {
+          accumulate(op->getOperand(0), g);
+          accumulate(op->getOperand(1), g);
+          return success();
+        })
+        .Case<arith::SubFOp>([&](auto) {
+          accumulate(op->getOperand(0), g);
+          accumulate(op->getOperand(1), neg(g));
+          return success();
+        })
+        .Case<arith::MulFOp>([&](auto) {
+          accumulate(op->getOperand(0), mul(g, in(1)));
+          accumulate(op->getOperand(1), mul(g, in(0)));
+          return success();
+        })
+        .Case<arith::DivFOp>([&](auto) {
+          // d(a/b) = da/b - (a/b) db/b.
+          accumulate(op->getOperand(0), div(g, in(1)));
+          accumulate(op->getOperand(1), neg(div(mul(g, y), in(1))));
+          return success();
+        })
+        .Case<arith::NegFOp>([&](auto) {
+          accumulate(op->getOperand(0), neg(g));
+          return success();
+        })
+        .Case<arith::MaximumFOp, arith::MaxNumFOp, arith::MinimumFOp,
+              arith::MinNumFOp>([&](auto) {
+          // The gradient goes to the operand that was picked (the first on
+          // ties).
+          bool max = isa<arith::MaximumFOp, arith::MaxNumFOp>(op);
+          Value first = cmp(max ? arith::CmpFPredicate::OGE
+                                : arith::CmpFPredicate::OLE,
+                            in(0), in(1));
+          Value zero = constant(0.0);
+          accumulate(op->getOperand(0), select(first, g, zero));
+          accumulate(op->getOperand(1), select(first, zero, g));
+          return success();
+        })
+        .Case<arith::SelectOp>([&](auto) {
+          Value zero = constant(0.0);
+          accumulate(op->getOperand(1), select(in(0), g, zero));
+          accumulate(op->getOperand(2), select(in(0), zero, g));
+          return success();
+        })
+        .Case<arith::ExtFOp, arith::TruncFOp>([&](auto) {
+          accumulate(op->getOperand(0), g);
+          return success();
+        })
+        .Case<math::ExpOp>([&](auto) {
+          accumulate(op->getOperand(0), mul(g, y));
+          return success();
+        })
+        .Case<math::ExpM1Op>([&](auto) {
+          accumulate(op->getOperand(0),
+                     mul(g, arith::AddFOp::create(b, loc, y, constant(1.0))));
+          return success();
+        })
+        .Case<math::LogOp>([&](auto) {
+          accumulate(op->getOperand(0), div(g, in(0)));
+          return success();
+        })
+        .Case<math::Log1pOp>([&](auto) {
+          accumulate(op->getOperand(0),
+                     div(g, arith::AddFOp::create(b, loc, in(0),
+                                                  constant(1.0))));
+          return success();
+        })
+        .Case<math::SqrtOp>([&](auto) {
+          accumulate(op->getOperand(0), div(mul(g, constant(0.5)), y));
+          return success();
+        })
+        .Case<math::RsqrtOp>([&](auto) {
+          // d(a^-1/2) = -1/2 a^-3/2 da.
+          accumulate(op->getOperand(0),
+                     mul(mul(g, constant(-0.5)), mul(y, mul(y, y))));
+          return success();
+        })
+        .Case<math::TanhOp>([&](auto) {
+          Value one = constant(1.0);
+          accumulate(op->getOperand(0),
+                     mul(g, arith::SubFOp::create(b, loc, one, mul(y, y))));
+          return success();
+        })
+        .Case<math::ErfOp>([&](auto) {
+          // d erf(a) = 2 / sqrt(pi) exp(-a^2) da.
+          Value a = in(0);
+          Value e = math::ExpOp::create(b, loc, neg(mul(a, a)));
+          accumulate(op->getOperand(0),
+                     mul(g, mul(e, constant(llvm::numbers::inv_sqrtpi * 2.0))));
+          return success();
+        })
+        .Case<math::AbsFOp>([&](auto) {
+          Value positive = cmp(arith::CmpFPredicate::OGE, in(0), constant(0.0));
+          accumulate(op->getOperand(0), select(positive, g, neg(g)));
+          return success();
+        })
+        .Case<math::FmaOp>([&](auto) {
+          accumulate(op->getOperand(0), mul(g, in(1)));
+          accumulate(op->getOperand(1), mul(g, in(0)));
+          accumulate(op->getOperand(2), g);
+          return success();
+        })
+        .Case<arith::ConstantOp, arith::SIToFPOp, arith::UIToFPOp>(
+            [&](auto) { return success(); })
+        .Default([&](Operation *) {
+          return op->emitOpError(
+              "has no derivative rule in --coda-derive-backward");
+        });
+  }
+
+  /// `v` as `type` (f32 <-> bf16/f16).
+  Value convert(Value v, Type type) {
+    if (v.getType() == type)
+      return v;
+    if (cast<FloatType>(type).getWidth() >
+        cast<FloatType>(v.getType()).getWidth())
+      return arith::ExtFOp::create(b, loc, type, v);
+    return arith::TruncFOp::create(b, loc, type, v);
+  }
+
+private:
+  OpBuilder &b;
+  Location loc;
+  IRMapping &primal;
+  DenseMap<Value, Value> adjoints;
+};
+
+//===----------------------------------------------------------------------===//
+// The backward function.
+//===----------------------------------------------------------------------===//
+
+class BackwardBuilder {
+public:
+  BackwardBuilder(IRRewriter &rewriter, int64_t tile)
+      : rewriter(rewriter), tile(tile) {}
+
+  /// Builds `name`(f's arguments..., one gradient per result of f) ->
+  /// (one gradient per float tensor argument of f) after `forward`.
+  FailureOr<func::FuncOp> build(func::FuncOp forward, StringRef name);
+
+private:
+  LogicalResult check(func::FuncOp forward);
+  LogicalResult differentiate(GemmOp gemm);
+  /// Adds `g` to the adjoint of tensor `value`.
+  void accumulate(Value value, Value g);
+  Value emptyLike(Value shapeSource, Type elementType);
+  Value transpose(Value matrix);
+  /// A GEMM with a trivial epilogue (the accumulator rounded to `element`).
+  Value plainGemm(Value lhs, Value rhs, bool transposeB, Type element);
+  Value zerosLike(Value value);
+
+  IRRewriter &rewriter;
+  int64_t tile;
+  DenseMap<Value, Value> adjoints;
+};
+
+LogicalResult BackwardBuilder::check(func::FuncOp forward) {
+  WalkResult result = forward.walk([&](Operation *op) {
+    if (isa<func::FuncOp, func::ReturnOp, tensor::EmptyOp, arith::ConstantOp>(
+            op) ||
+        op->getParentOfType<GemmOp>())
+      return WalkResult::advance();
+    auto gemm = dyn_cast<GemmOp>(op);
+    if (!gemm) {
+      op->emitOpError("is not differentiated by --coda-derive-backward (it "
+                      "takes functions of coda.gemm ops on tensors)");
+      return WalkResult::interrupt();
+    }
+    if (!gemm.getResults().size() || gemm.isBatched()) {
+      gemm.emitOpError("--coda-derive-backward takes unbatched coda.gemm on "
+                       "tensors");
+      return WalkResult::interrupt();
+    }
+    for (Value yielded : gemm.getYieldOp().getValues())
+      if (!isa<FloatType>(yielded.getType())) {
+        gemm.emitOpError("output of type ")
+            << yielded.getType()
+            << " is not differentiated by --coda-derive-backward (tile "
+               "outputs only)";
+        return WalkResult::interrupt();
+      }
+    for (unsigned i = 0, e = gemm.getEpilogueInputs().size(); i < e; ++i)
+      if (gemm.getInputForm(i) == AccessForm::periodic) {
+        gemm.emitOpError("periodic input ")
+            << i << " is not differentiated by --coda-derive-backward";
+        return WalkResult::interrupt();
+      }
+    return WalkResult::advance();
+  });
+  return failure(result.wasInterrupted());
+}
+
+Value BackwardBuilder::emptyLike(Value shapeSource, Type elementType) {
+  Location loc = shapeSource.getLoc();
+  SmallVector<OpFoldResult> sizes =
+      tensor::getMixedSizes(rewriter, loc, shapeSource);
+  return tensor::EmptyOp::create(rewriter, loc, sizes, elementType);
+}
+
+Value BackwardBuilder::zerosLike(Value value) {
+  Location loc = value.getLoc();
+  auto type = cast<RankedTensorType>(value.getType());
+  Value zero = arith::ConstantOp::create(
+      rewriter, loc, rewriter.getFloatAttr(type.getElementType(), 0.0));
+  return linalg::FillOp::create(rewriter, loc, zero,
+                                emptyLike(value, type.getElementType()))
+      .getResult(0);
+}
+
+Value BackwardBuilder::transpose(Value matrix) {
+  Location loc = matrix.getLoc();
+  auto type = cast<RankedTensorType>(matrix.getType());
+  SmallVector<OpFoldResult> sizes =
+      tensor::getMixedSizes(rewriter, loc, matrix);
+  std::swap(sizes[0], sizes[1]);
+  Value init = tensor::EmptyOp::create(rewriter, loc, sizes,
+                                       type.getElementType());
+  return linalg::TransposeOp::create(rewriter, loc, matrix, init,
+                                     ArrayRef<int64_t>{1, 0})
+      .getResult()[0];
+}
+
+Value BackwardBuilder::plainGemm(Value lhs, Value rhs, bool transposeB,
+                                 Type element) {
+  Location loc = lhs.getLoc();
+  MLIRContext *ctx = rewriter.getContext();
+  SmallVector<OpFoldResult> sizes = {
+      tensor::getMixedSize(rewriter, loc, lhs, 0),
+      tensor::getMixedSize(rewriter, loc, rhs, transposeB ? 0 : 1)};
+  Value init = tensor::EmptyOp::create(rewriter, loc, sizes, element);
+  auto gemm = GemmOp::create(rewriter, loc, TypeRange{init.getType()}, lhs,
+                             rhs, ValueRange{}, ValueRange{init},
+                             ArrayAttr::get(ctx, {}),
+                             transposeB ? rewriter.getUnitAttr() : UnitAttr());
+  OpBuilder::InsertionGuard guard(rewriter);
+  Block *body = rewriter.createBlock(&gemm.getEpilogue(), {},
+                                     {rewriter.getF32Type()}, {loc});
+  Value acc = body->getArgument(0);
+  if (element != acc.getType())
+    acc = arith::TruncFOp::create(rewriter, loc, element, acc);
+  YieldOp::create(rewriter, loc, ValueRange{acc});
+  return gemm.getResult(0);
+}
+
+void BackwardBuilder::accumulate(Value value, Value g) {
+  auto [it, inserted] = adjoints.try_emplace(value, g);
+  if (inserted)
+    return;
+  Location loc = value.getLoc();
+  auto type = cast<RankedTensorType>(g.getType());
+  Value init = emptyLike(g, type.getElementType());
+  it->second = linalg::AddOp::create(rewriter, loc, ValueRange{it->second, g},
+                                     ValueRange{init})
+                   .getResult(0);
+}
+
+/// True when `gemm`'s epilogue yields the accumulator, at most rounded.
+bool roundsAccumulatorOnly(GemmOp gemm) {
+  ValueRange yielded = gemm.getYieldOp().getValues();
+  if (yielded.size() != 1)
+    return false;
+  Value v = yielded[0];
+  while (auto cast = v.getDefiningOp<arith::TruncFOp>())
+    v = cast.getIn();
+  return v == gemm.getAccumulatorArg();
+}
+
+LogicalResult BackwardBuilder::differentiate(GemmOp gemm) {
+  // Upstream gradients of the outputs; outputs nobody uses contribute 0.
+  SmallVector<std::pair<unsigned, Value>> seeds;
+  for (OpResult result : gemm->getResults())
+    if (Value g = adjoints.lookup(result))
+      seeds.push_back({result.getResultNumber(), g});
+  if (seeds.empty())
+    return success();
+
+  Location loc = gemm.getLoc();
+  // After everything so far: the seeds come from later GEMMs' backward.
+  rewriter.setInsertionPointToEnd(gemm->getBlock());
+  Value lhs = gemm.getLhs(), rhs = gemm.getRhs();
+  Type operandElement = gemm.getLhsType().getElementType();
+  bool transposeB = gemm.getTransposeB();
+
+  Value dAcc;
+  if (roundsAccumulatorOnly(gemm) &&
+      getElementTypeOrSelf(seeds[0].second.getType()) == operandElement) {
+    dAcc = seeds[0].second;
+  } else {
+    // The adjoint GEMM: destinations for dAcc, then per input its gradient
+    // (tile: a tile; row / column: partials; scalars are not differentiated).
+    Value shape = seeds[0].second;
+    SmallVector<Value> outputs = {emptyLike(shape, operandElement)};
+    SmallVector<std::pair<unsigned, AccessForm>> inputGradients;
+    ValueRange inputs = gemm.getEpilogueInputs();
+    for (unsigned i = 0, e = inputs.size(); i < e; ++i) {
+      AccessForm form = gemm.getInputForm(i);
+      if (!isFloatTensor(inputs[i].getType()) || form == AccessForm::scalar)
+        continue;
+      inputGradients.push_back({i, form});
+      Type element = getElementTypeOrSelf(inputs[i].getType());
+      if (form == AccessForm::tile) {
+        outputs.push_back(emptyLike(inputs[i], element));
+        continue;
+      }
+      // Partials: M x ceil(N / tile) (rows) or ceil(M / tile) x N (columns).
+      bool rows = form == AccessForm::row;
+      SmallVector<OpFoldResult> sizes =
+          tensor::getMixedSizes(rewriter, loc, shape);
+      OpFoldResult &split = sizes[rows ? 1 : 0];
+      if (auto v = getConstantIntValue(split)) {
+        split = rewriter.getIndexAttr(llvm::divideCeil(*v, tile));
+      } else {
+        split = arith::CeilDivUIOp::create(
+                    rewriter, loc, cast<Value>(split),
+                    arith::ConstantIndexOp::create(rewriter, loc, tile))
+                    .getResult();
+      }
+      outputs.push_back(
+          tensor::EmptyOp::create(rewriter, loc, sizes, rewriter.getF32Type()));
+    }
+    SmallVector<EpilogueInput> added;
+    for (auto &[index, g] : seeds)
+      added.push_back({g, AccessForm::tile});
+
+    LogicalResult swept = success();
+    GemmOp adjoint = rebuildGemm(
+        rewriter, gemm, lhs, rhs, transposeB, added, outputs,
+        [&](OpBuilder &b, IRMapping &mapping,
+            ValueRange seedArgs) -> SmallVector<Value> {
+          Block &body = gemm.getBody();
+          EpilogueAdjoints sweep(b, loc, mapping);
+          ValueRange yielded = gemm.getYieldOp().getValues();
+          for (auto [seed, arg] : llvm::zip(seeds, seedArgs))
+            sweep.accumulate(yielded[seed.first], arg);
+          for (Operation &op :
+               llvm::reverse(body.without_terminator()))
+            if (failed(sweep.propagate(&op)))
+              swept = failure();
+          auto gradientOf = [&](Value old, Type type) -> Value {
+            Value g = sweep.get(old);
+            if (!g)
+              return arith::ConstantOp::create(b, loc,
+                                               b.getFloatAttr(type, 0.0));
+            return sweep.convert(g, type);
+          };
+          SmallVector<Value> results = {
+              gradientOf(gemm.getAccumulatorArg(), operandElement)};
+          for (auto [index, form] : inputGradients) {
+            BlockArgument arg = gemm.getInputArg(index);
+            if (form == AccessForm::tile) {
+              results.push_back(gradientOf(arg, arg.getType()));
+              continue;
+            }
+            Value g = gradientOf(arg, b.getF32Type());
+            results.push_back(
+                form == AccessForm::row
+                    ? RowReduceOp::create(b, loc, g, ReductionKind::sum, tile)
+                          .getResult()
+                    : ColReduceOp::create(b, loc, g, ReductionKind::sum, tile)
+                          .getResult());
+          }
+          return results;
+        });
+    if (failed(swept))
+      return failure();
+    dAcc = adjoint.getResult(0);
+    for (auto [k, entry] : llvm::enumerate(inputGradients)) {
+      auto [index, form] = entry;
+      Value input = inputs[index];
+      Value g = adjoint.getResult(k + 1);
+      if (form != AccessForm::tile) {
+        bool rows = form == AccessForm::row;
+        g = ReducePartialsOp::create(
+                rewriter, loc, g,
+                emptyLike(input, getElementTypeOrSelf(input.getType())),
+                ReductionKind::sum,
+                rows ? ReductionAxis::row : ReductionAxis::col)
+                .getResult();
+      }
+      accumulate(input, g);
+    }
+  }
+
+  // dA = dAcc x B^T; dB = A^T x dAcc (K x N rhs) or dAcc^T x A (N x K rhs).
+  accumulate(lhs, plainGemm(dAcc, rhs, !transposeB, operandElement));
+  Value dRhs = transposeB
+                   ? plainGemm(transpose(dAcc), lhs, false, operandElement)
+                   : plainGemm(transpose(lhs), dAcc, false, operandElement);
+  accumulate(rhs, dRhs);
+  return success();
+}
+
+FailureOr<func::FuncOp> BackwardBuilder::build(func::FuncOp forward,
+                                               StringRef name) {
+  if (failed(check(forward)))
+    return failure();
+  FunctionType type = forward.getFunctionType();
+  SmallVector<Type> inputs(type.getInputs());
+  llvm::append_range(inputs, type.getResults());
+  SmallVector<Type> results;
+  for (Type input : type.getInputs())
+    if (isFloatTensor(input))
+      results.push_back(input);
+
+  rewriter.setInsertionPointAfter(forward);
+  auto backward = func::FuncOp::create(
+      rewriter, forward.getLoc(), name,
+      rewriter.getFunctionType(inputs, results));
+  Block *entry = backward.addEntryBlock();
+  // The forward body, recomputed: the backward needs its GEMM operands.
+  IRMapping mapping;
+  for (auto [old, arg] :
+       llvm::zip(forward.getArguments(), entry->getArguments()))
+    mapping.map(old, arg);
+  rewriter.setInsertionPointToStart(entry);
+  func::ReturnOp forwardReturn;
+  for (Operation &op : forward.getBody().front()) {
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      forwardReturn = ret;
+      continue;
+    }
+    rewriter.clone(op, mapping);
+  }
+  ValueRange upstream =
+      entry->getArguments().drop_front(type.getNumInputs());
+  for (auto [value, g] : llvm::zip(forwardReturn.getOperands(), upstream))
+    accumulate(mapping.lookup(value), g);
+
+  SmallVector<GemmOp> gemms;
+  for (Operation &op : *entry)
+    if (auto gemm = dyn_cast<GemmOp>(op))
+      gemms.push_back(gemm);
+  for (GemmOp gemm : llvm::reverse(gemms))
+    if (failed(differentiate(gemm)))
+      return failure();
+
+  rewriter.setInsertionPointToEnd(entry);
+  SmallVector<Value> gradients;
+  for (BlockArgument arg : entry->getArguments().take_front(type.getNumInputs()))
+    if (isFloatTensor(arg.getType())) {
+      Value g = adjoints.lookup(arg);
+      gradients.push_back(g ? g : zerosLike(arg));
+    }
+  func::ReturnOp::create(rewriter, forward.getLoc(), gradients);
+  return backward;
+}
+
+struct CodaDeriveBackwardPass
+    : coda::impl::CodaDeriveBackwardBase<CodaDeriveBackwardPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<func::FuncOp> forwards;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      if (function.empty() ? !func.getOps<GemmOp>().empty()
+                           : func.getSymName() == function)
+        forwards.push_back(func);
+    }
+    if (!function.empty() && forwards.empty()) {
+      module.emitError("--coda-derive-backward: no function @") << function;
+      return signalPassFailure();
+    }
+    IRRewriter rewriter(&getContext());
+    SymbolTable symbols(module);
+    for (func::FuncOp forward : forwards) {
+      std::string target = name.empty() || !function.size()
+                               ? (forward.getSymName() + "_backward").str()
+                               : name.getValue();
+      if (symbols.lookup(target)) {
+        forward.emitError("--coda-derive-backward: @")
+            << target << " exists already";
+        return signalPassFailure();
+      }
+      BackwardBuilder builder(rewriter, tile);
+      FailureOr<func::FuncOp> backward = builder.build(forward, target);
+      if (failed(backward))
+        return signalPassFailure();
+      symbols.insert(*backward);
+    }
+  }
+};
+
+} // namespace
