@@ -42,6 +42,12 @@ bool isFloatTensor(Type type) {
   return tensor && isa<FloatType>(tensor.getElementType());
 }
 
+/// Epilogue inputs that the derivative treats as constants: scalars (an
+/// epsilon) and periodic tables (RoPE's cos / sin).
+bool isConstantForm(AccessForm form) {
+  return form == AccessForm::scalar || form == AccessForm::periodic;
+}
+
 //===----------------------------------------------------------------------===//
 // The reverse sweep of one epilogue (scalars).
 //===----------------------------------------------------------------------===//
@@ -67,6 +73,8 @@ public:
   LogicalResult propagate(Operation *op) {
     if (llvm::none_of(op->getResults(), [&](Value r) { return get(r); }))
       return success();
+    if (auto pairMap = dyn_cast<PairMapOp>(op))
+      return propagatePairMap(pairMap);
     if (op->getNumResults() != 1)
       return op->emitOpError(
           "has no derivative rule in --coda-derive-backward");
@@ -205,6 +213,72 @@ public:
         });
   }
 
+  /// The adjoint of a pair_map is a pair_map over the same pairs: its
+  /// operands are the primal operands and the results' adjoints; it
+  /// recomputes the forward map and yields, per float operand, the adjoints
+  /// at the pair's first and second column.
+  LogicalResult propagatePairMap(PairMapOp op) {
+    SmallVector<Value> operands;
+    for (Value operand : op.getPairOperands())
+      operands.push_back(primal.lookup(operand));
+    for (Value result : op.getResults()) {
+      Value g = get(result);
+      operands.push_back(g ? g
+                           : arith::ConstantOp::create(
+                                 b, loc, b.getFloatAttr(result.getType(), 0.0))
+                                 .getResult());
+    }
+    SmallVector<unsigned> differentiable;
+    SmallVector<Type> resultTypes;
+    for (auto [i, operand] : llvm::enumerate(op.getPairOperands()))
+      if (isa<FloatType>(operand.getType())) {
+        differentiable.push_back(i);
+        resultTypes.push_back(operand.getType());
+      }
+    SmallVector<Type> argTypes;
+    SmallVector<Location> argLocs;
+    for (Value operand : operands) {
+      argTypes.append(2, operand.getType());
+      argLocs.append(2, loc);
+    }
+    auto adjoint = PairMapOp::create(b, loc, resultTypes, operands,
+                                     op.getStride());
+    LogicalResult swept = success();
+    {
+      OpBuilder::InsertionGuard guard(b);
+      Block *pair =
+          b.createBlock(&adjoint.getBody(), {}, argTypes, argLocs);
+      Block &body = op.getBody().front();
+      IRMapping inner;
+      for (unsigned i = 0, e = body.getNumArguments(); i < e; ++i)
+        inner.map(body.getArgument(i), pair->getArgument(i));
+      for (Operation &bodyOp : body.without_terminator())
+        b.clone(bodyOp, inner);
+      EpilogueAdjoints sweep(b, loc, inner);
+      ValueRange seeds = pair->getArguments().drop_front(body.getNumArguments());
+      for (auto [yielded, seed] :
+           llvm::zip(body.getTerminator()->getOperands(), seeds))
+        sweep.accumulate(yielded, seed);
+      for (Operation &bodyOp : llvm::reverse(body.without_terminator()))
+        if (failed(sweep.propagate(&bodyOp)))
+          swept = failure();
+      SmallVector<Value> yields;
+      for (unsigned i : differentiable)
+        for (unsigned half = 0; half < 2; ++half) {
+          BlockArgument arg = body.getArgument(2 * i + half);
+          Value g = sweep.get(arg);
+          yields.push_back(g ? g
+                             : arith::ConstantOp::create(
+                                   b, loc, b.getFloatAttr(arg.getType(), 0.0))
+                                   .getResult());
+        }
+      YieldOp::create(b, loc, yields);
+    }
+    for (auto [k, i] : llvm::enumerate(differentiable))
+      accumulate(op.getPairOperands()[i], adjoint.getResult(k));
+    return swept;
+  }
+
   /// `v` as `type` (f32 <-> bf16/f16).
   Value convert(Value v, Type type) {
     if (v.getType() == type)
@@ -232,12 +306,21 @@ public:
       : rewriter(rewriter), tile(tile) {}
 
   /// Builds `name`(f's arguments..., one gradient per result of f) ->
-  /// (one gradient per float tensor argument of f) after `forward`.
+  /// (one gradient per differentiated argument of f) after `forward`.
   FailureOr<func::FuncOp> build(func::FuncOp forward, StringRef name);
 
 private:
+  /// What the backward knows of a block reduction's partials: the gradient
+  /// of the finished vector and the vector itself.
+  struct FinishedPartials {
+    Value gradient, finished;
+    ReductionKind kind;
+  };
+
   LogicalResult check(func::FuncOp forward);
   LogicalResult differentiate(GemmOp gemm);
+  LogicalResult differentiate(linalg::GenericOp generic);
+  void differentiate(ReducePartialsOp reduce);
   /// Adds `g` to the adjoint of tensor `value`.
   void accumulate(Value value, Value g);
   Value emptyLike(Value shapeSource, Type elementType);
@@ -245,22 +328,59 @@ private:
   /// A GEMM with a trivial epilogue (the accumulator rounded to `element`).
   Value plainGemm(Value lhs, Value rhs, bool transposeB, Type element);
   Value zerosLike(Value value);
+  /// Partials of one per `tile` columns (rows) of an M x N output.
+  Value partialsDestination(GemmOp gemm, bool rows);
+  SmallVector<OpFoldResult> outputSizes(GemmOp gemm);
 
   IRRewriter &rewriter;
   int64_t tile;
   DenseMap<Value, Value> adjoints;
+  DenseMap<Value, FinishedPartials> finishedPartials;
 };
+
+/// An elementwise linalg.generic the backward can differentiate: parallel
+/// loops, identity output maps, projected-permutation input maps.
+bool isDifferentiableGeneric(linalg::GenericOp generic) {
+  if (!isElementwise(generic) || !hasOnlyEpilogueComputeOps(
+                                     *generic.getBlock(), /*allowIndex=*/false))
+    return false;
+  for (OpOperand &init : generic.getDpsInitsMutable())
+    if (!generic.getMatchingIndexingMap(&init).isIdentity())
+      return false;
+  return llvm::all_of(generic.getDpsInputOperands(), [&](OpOperand *input) {
+    return generic.getMatchingIndexingMap(input).isProjectedPermutation();
+  });
+}
 
 LogicalResult BackwardBuilder::check(func::FuncOp forward) {
   WalkResult result = forward.walk([&](Operation *op) {
-    if (isa<func::FuncOp, func::ReturnOp, tensor::EmptyOp, arith::ConstantOp>(
-            op) ||
-        op->getParentOfType<GemmOp>())
+    if (isa<func::FuncOp, func::ReturnOp, tensor::EmptyOp, arith::ConstantOp,
+            linalg::FillOp>(op) ||
+        op->getParentOfType<GemmOp>() ||
+        op->getParentOfType<linalg::GenericOp>())
       return WalkResult::advance();
+    if (auto reduce = dyn_cast<ReducePartialsOp>(op)) {
+      if (reduce.getKind() == ReductionKind::max) {
+        reduce.emitOpError("max partials are not differentiated by "
+                           "--coda-derive-backward");
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
+    }
+    if (auto generic = dyn_cast<linalg::GenericOp>(op)) {
+      if (!isDifferentiableGeneric(generic)) {
+        generic.emitOpError("is not differentiated by --coda-derive-backward "
+                            "(elementwise generics with broadcast inputs "
+                            "only)");
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
+    }
     auto gemm = dyn_cast<GemmOp>(op);
     if (!gemm) {
       op->emitOpError("is not differentiated by --coda-derive-backward (it "
-                      "takes functions of coda.gemm ops on tensors)");
+                      "takes functions of coda.gemm, coda.reduce_partials and "
+                      "elementwise linalg.generic ops on tensors)");
       return WalkResult::interrupt();
     }
     if (!gemm.getResults().size() || gemm.isBatched()) {
@@ -268,20 +388,33 @@ LogicalResult BackwardBuilder::check(func::FuncOp forward) {
                        "tensors");
       return WalkResult::interrupt();
     }
-    for (Value yielded : gemm.getYieldOp().getValues())
-      if (!isa<FloatType>(yielded.getType())) {
-        gemm.emitOpError("output of type ")
-            << yielded.getType()
-            << " is not differentiated by --coda-derive-backward (tile "
-               "outputs only)";
+    for (auto [result, yielded] :
+         llvm::zip(gemm->getResults(), gemm.getYieldOp().getValues())) {
+      if (isa<PairType>(yielded.getType())) {
+        gemm.emitOpError("pair outputs are not differentiated by "
+                         "--coda-derive-backward");
         return WalkResult::interrupt();
       }
-    for (unsigned i = 0, e = gemm.getEpilogueInputs().size(); i < e; ++i)
-      if (gemm.getInputForm(i) == AccessForm::periodic) {
-        gemm.emitOpError("periodic input ")
-            << i << " is not differentiated by --coda-derive-backward";
+      if (!isa<PartialType>(yielded.getType()))
+        continue;
+      // Partials: the backward of their finish is known, so they must be
+      // finished by one coda.reduce_partials of the same kind and axis.
+      auto reduce = dyn_cast_or_null<ReducePartialsOp>(
+          result.hasOneUse() ? *result.getUsers().begin() : nullptr);
+      Operation *def = yielded.getDefiningOp();
+      bool rows = isa<RowReduceOp>(def);
+      ReductionKind kind = rows ? cast<RowReduceOp>(def).getKind()
+                                : cast<ColReduceOp>(def).getKind();
+      if (!reduce || reduce.getPartials() != result ||
+          reduce.getKind() != kind ||
+          reduce.getAxis() != (rows ? ReductionAxis::row : ReductionAxis::col)) {
+        gemm.emitOpError("partials output ")
+            << result.getResultNumber()
+            << " must be finished by one coda.reduce_partials of the same "
+               "kind and axis to be differentiated";
         return WalkResult::interrupt();
       }
+    }
     return WalkResult::advance();
   });
   return failure(result.wasInterrupted());
@@ -315,6 +448,28 @@ Value BackwardBuilder::transpose(Value matrix) {
   return linalg::TransposeOp::create(rewriter, loc, matrix, init,
                                      ArrayRef<int64_t>{1, 0})
       .getResult()[0];
+}
+
+SmallVector<OpFoldResult> BackwardBuilder::outputSizes(GemmOp gemm) {
+  Location loc = gemm.getLoc();
+  return {tensor::getMixedSize(rewriter, loc, gemm.getLhs(), 0),
+          tensor::getMixedSize(rewriter, loc, gemm.getRhs(),
+                               gemm.getTransposeB() ? 0 : 1)};
+}
+
+Value BackwardBuilder::partialsDestination(GemmOp gemm, bool rows) {
+  Location loc = gemm.getLoc();
+  SmallVector<OpFoldResult> sizes = outputSizes(gemm);
+  OpFoldResult &split = sizes[rows ? 1 : 0];
+  if (auto v = getConstantIntValue(split)) {
+    split = rewriter.getIndexAttr(llvm::divideCeil(*v, tile));
+  } else {
+    split = arith::CeilDivUIOp::create(
+                rewriter, loc, cast<Value>(split),
+                arith::ConstantIndexOp::create(rewriter, loc, tile))
+                .getResult();
+  }
+  return tensor::EmptyOp::create(rewriter, loc, sizes, rewriter.getF32Type());
 }
 
 Value BackwardBuilder::plainGemm(Value lhs, Value rhs, bool transposeB,
@@ -362,75 +517,128 @@ bool roundsAccumulatorOnly(GemmOp gemm) {
   return v == gemm.getAccumulatorArg();
 }
 
-LogicalResult BackwardBuilder::differentiate(GemmOp gemm) {
-  // Upstream gradients of the outputs; outputs nobody uses contribute 0.
-  SmallVector<std::pair<unsigned, Value>> seeds;
-  for (OpResult result : gemm->getResults())
-    if (Value g = adjoints.lookup(result))
-      seeds.push_back({result.getResultNumber(), g});
-  if (seeds.empty())
-    return success();
+void BackwardBuilder::differentiate(ReducePartialsOp reduce) {
+  if (Value g = adjoints.lookup(reduce.getResult()))
+    finishedPartials[reduce.getPartials()] = {g, reduce.getResult(),
+                                              reduce.getKind()};
+}
 
+LogicalResult BackwardBuilder::differentiate(GemmOp gemm) {
   Location loc = gemm.getLoc();
-  // After everything so far: the seeds come from later GEMMs' backward.
+  // After everything so far: the seeds come from later ops' backward.
   rewriter.setInsertionPointToEnd(gemm->getBlock());
   Value lhs = gemm.getLhs(), rhs = gemm.getRhs();
   Type operandElement = gemm.getLhsType().getElementType();
   bool transposeB = gemm.getTransposeB();
 
+  // What flows back into the epilogue, per output: a tile gradient (tile),
+  // the finished vector's gradient and the vector (partials), the gradient
+  // of the selected values (row_select). Outputs nobody uses contribute 0.
+  struct Seed {
+    unsigned output;
+    SmallVector<unsigned> args; // indices among the added inputs
+  };
+  SmallVector<Seed> seeds;
+  SmallVector<EpilogueInput> added;
+  ValueRange yielded = gemm.getYieldOp().getValues();
+  for (OpResult result : gemm->getResults()) {
+    Value value = yielded[result.getResultNumber()];
+    Seed seed{result.getResultNumber(), {}};
+    if (isa<PartialType>(value.getType())) {
+      auto it = finishedPartials.find(result);
+      if (it == finishedPartials.end())
+        continue;
+      AccessForm form = isa<RowReduceOp>(value.getDefiningOp())
+                            ? AccessForm::row
+                            : AccessForm::col;
+      seed.args.push_back(added.size());
+      added.push_back({it->second.gradient, form});
+      if (it->second.kind == ReductionKind::logsumexp) {
+        seed.args.push_back(added.size());
+        added.push_back({it->second.finished, form});
+      }
+    } else if (Value g = adjoints.lookup(result)) {
+      seed.args.push_back(added.size());
+      added.push_back({g, isa<RowType>(value.getType()) ? AccessForm::row
+                                                        : AccessForm::tile});
+    } else {
+      continue;
+    }
+    seeds.push_back(seed);
+  }
+  if (seeds.empty())
+    return success();
+
   Value dAcc;
+  Value firstSeed = added[0].value;
   if (roundsAccumulatorOnly(gemm) &&
-      getElementTypeOrSelf(seeds[0].second.getType()) == operandElement) {
-    dAcc = seeds[0].second;
+      getElementTypeOrSelf(firstSeed.getType()) == operandElement) {
+    dAcc = firstSeed;
   } else {
     // The adjoint GEMM: destinations for dAcc, then per input its gradient
-    // (tile: a tile; row / column: partials; scalars are not differentiated).
-    Value shape = seeds[0].second;
-    SmallVector<Value> outputs = {emptyLike(shape, operandElement)};
+    // (tile: a tile; row / column: partials).
+    SmallVector<Value> outputs = {tensor::EmptyOp::create(
+        rewriter, loc, outputSizes(gemm), operandElement)};
     SmallVector<std::pair<unsigned, AccessForm>> inputGradients;
     ValueRange inputs = gemm.getEpilogueInputs();
     for (unsigned i = 0, e = inputs.size(); i < e; ++i) {
       AccessForm form = gemm.getInputForm(i);
-      if (!isFloatTensor(inputs[i].getType()) || form == AccessForm::scalar)
+      if (!isFloatTensor(inputs[i].getType()) || isConstantForm(form))
         continue;
       inputGradients.push_back({i, form});
-      Type element = getElementTypeOrSelf(inputs[i].getType());
-      if (form == AccessForm::tile) {
-        outputs.push_back(emptyLike(inputs[i], element));
-        continue;
-      }
-      // Partials: M x ceil(N / tile) (rows) or ceil(M / tile) x N (columns).
-      bool rows = form == AccessForm::row;
-      SmallVector<OpFoldResult> sizes =
-          tensor::getMixedSizes(rewriter, loc, shape);
-      OpFoldResult &split = sizes[rows ? 1 : 0];
-      if (auto v = getConstantIntValue(split)) {
-        split = rewriter.getIndexAttr(llvm::divideCeil(*v, tile));
-      } else {
-        split = arith::CeilDivUIOp::create(
-                    rewriter, loc, cast<Value>(split),
-                    arith::ConstantIndexOp::create(rewriter, loc, tile))
-                    .getResult();
-      }
-      outputs.push_back(
-          tensor::EmptyOp::create(rewriter, loc, sizes, rewriter.getF32Type()));
+      if (form == AccessForm::tile)
+        outputs.push_back(
+            emptyLike(inputs[i], getElementTypeOrSelf(inputs[i].getType())));
+      else
+        outputs.push_back(
+            partialsDestination(gemm, form == AccessForm::row));
     }
-    SmallVector<EpilogueInput> added;
-    for (auto &[index, g] : seeds)
-      added.push_back({g, AccessForm::tile});
 
     LogicalResult swept = success();
     GemmOp adjoint = rebuildGemm(
         rewriter, gemm, lhs, rhs, transposeB, added, outputs,
         [&](OpBuilder &b, IRMapping &mapping,
-            ValueRange seedArgs) -> SmallVector<Value> {
-          Block &body = gemm.getBody();
+            ValueRange addedArgs) -> SmallVector<Value> {
           EpilogueAdjoints sweep(b, loc, mapping);
-          ValueRange yielded = gemm.getYieldOp().getValues();
-          for (auto [seed, arg] : llvm::zip(seeds, seedArgs))
-            sweep.accumulate(yielded[seed.first], arg);
+          for (const Seed &seed : seeds) {
+            Value value = yielded[seed.output];
+            Operation *def = value.getDefiningOp();
+            Value g = addedArgs[seed.args[0]];
+            if (auto select = dyn_cast_or_null<RowSelectOp>(def)) {
+              // Only the selected column gets the row's gradient.
+              Value column = mapping.lookup(select.getColumn());
+              if (!column.getType().isIndex())
+                column = arith::IndexCastOp::create(b, loc, b.getIndexType(),
+                                                    column);
+              Value hit = arith::CmpIOp::create(
+                  b, loc, arith::CmpIPredicate::eq,
+                  ColIndexOp::create(b, loc), column);
+              Value zero = arith::ConstantOp::create(
+                  b, loc, b.getFloatAttr(g.getType(), 0.0));
+              sweep.accumulate(select.getValue(),
+                               arith::SelectOp::create(b, loc, hit, g, zero));
+              continue;
+            }
+            if (isa_and_nonnull<RowReduceOp, ColReduceOp>(def)) {
+              // sum: every summand gets the total's gradient; logsumexp:
+              // its softmax weight exp(v - lse) of it.
+              Value summand = def->getOperand(0);
+              Value v = mapping.lookup(summand);
+              g = sweep.convert(g, v.getType());
+              if (seed.args.size() > 1) {
+                Value lse =
+                    sweep.convert(addedArgs[seed.args[1]], v.getType());
+                Value weight = math::ExpOp::create(
+                    b, loc, arith::SubFOp::create(b, loc, v, lse));
+                g = arith::MulFOp::create(b, loc, g, weight);
+              }
+              sweep.accumulate(summand, g);
+              continue;
+            }
+            sweep.accumulate(value, g);
+          }
           for (Operation &op :
-               llvm::reverse(body.without_terminator()))
+               llvm::reverse(gemm.getBody().without_terminator()))
             if (failed(sweep.propagate(&op)))
               swept = failure();
           auto gradientOf = [&](Value old, Type type) -> Value {
@@ -487,17 +695,116 @@ LogicalResult BackwardBuilder::differentiate(GemmOp gemm) {
   return success();
 }
 
+LogicalResult BackwardBuilder::differentiate(linalg::GenericOp generic) {
+  SmallVector<std::pair<unsigned, Value>> seeds;
+  for (OpResult result : generic->getResults())
+    if (Value g = adjoints.lookup(result))
+      seeds.push_back({result.getResultNumber(), g});
+  if (seeds.empty())
+    return success();
+  Location loc = generic.getLoc();
+  rewriter.setInsertionPointToEnd(generic->getBlock());
+  MLIRContext *ctx = rewriter.getContext();
+  Block &body = *generic.getBlock();
+  unsigned numLoops = generic.getNumLoops();
+
+  // One generic per float tensor input over the forward's iteration space:
+  // the forward body, its reverse sweep, and the input's adjoint added into
+  // an accumulator read with the input's map (so broadcast dimensions are
+  // reduced).
+  for (OpOperand *input : generic.getDpsInputOperands()) {
+    Value value = input->get();
+    if (!isFloatTensor(value.getType()))
+      continue;
+    Type element = getElementTypeOrSelf(value.getType());
+    AffineMap inputMap = generic.getMatchingIndexingMap(input);
+    SmallVector<Value> ins(generic.getDpsInputs());
+    SmallVector<AffineMap> maps;
+    for (OpOperand *operand : generic.getDpsInputOperands())
+      maps.push_back(generic.getMatchingIndexingMap(operand));
+    for (auto &[index, g] : seeds) {
+      ins.push_back(g);
+      maps.push_back(generic.getIndexingMapsArray()[generic.getNumDpsInputs() +
+                                                    index]);
+    }
+    maps.push_back(inputMap);
+    SmallVector<utils::IteratorType> iterators(numLoops,
+                                               utils::IteratorType::reduction);
+    for (AffineExpr expr : inputMap.getResults())
+      iterators[cast<AffineDimExpr>(expr).getPosition()] =
+          utils::IteratorType::parallel;
+    unsigned position = input->getOperandNumber();
+    LogicalResult swept = success();
+    auto adjoint = linalg::GenericOp::create(
+        rewriter, loc, TypeRange{value.getType()}, ins,
+        ValueRange{zerosLike(value)}, maps, iterators,
+        [&](OpBuilder &b, Location l, ValueRange args) {
+          IRMapping mapping;
+          for (unsigned i = 0, e = generic.getNumDpsInputs(); i < e; ++i)
+            mapping.map(body.getArgument(i), args[i]);
+          cloneCapturedConstants(b, body, mapping);
+          for (Operation &op : body.without_terminator())
+            b.clone(op, mapping);
+          EpilogueAdjoints sweep(b, l, mapping);
+          ValueRange yields = body.getTerminator()->getOperands();
+          for (auto [k, seed] : llvm::enumerate(seeds))
+            sweep.accumulate(yields[seed.first],
+                             args[generic.getNumDpsInputs() + k]);
+          for (Operation &op : llvm::reverse(body.without_terminator()))
+            if (failed(sweep.propagate(&op)))
+              swept = failure();
+          Value g = sweep.get(body.getArgument(position));
+          Value total = args.back();
+          if (g)
+            total = arith::AddFOp::create(b, l, total,
+                                          sweep.convert(g, element));
+          linalg::YieldOp::create(b, l, total);
+        });
+    (void)ctx;
+    if (failed(swept))
+      return failure();
+    accumulate(value, adjoint.getResult(0));
+  }
+  return success();
+}
+
 FailureOr<func::FuncOp> BackwardBuilder::build(func::FuncOp forward,
                                                StringRef name) {
   if (failed(check(forward)))
     return failure();
   FunctionType type = forward.getFunctionType();
+
+  // Arguments only read as scalar or periodic epilogue inputs (an epsilon,
+  // RoPE tables) are constants to the derivative and get no gradient.
+  SmallVector<unsigned> differentiated;
+  for (BlockArgument arg : forward.getArguments()) {
+    if (!isFloatTensor(arg.getType()))
+      continue;
+    unsigned constantUses = 0, uses = 0;
+    for (OpOperand &use : arg.getUses()) {
+      ++uses;
+      auto gemm = dyn_cast<GemmOp>(use.getOwner());
+      unsigned first = gemm ? gemm.getEpilogueInputs().getBeginOperandIndex()
+                            : 0;
+      if (gemm && use.getOperandNumber() >= first &&
+          use.getOperandNumber() < first + gemm.getEpilogueInputs().size() &&
+          isConstantForm(gemm.getInputForm(use.getOperandNumber() - first)))
+        ++constantUses;
+    }
+    if (constantUses && constantUses != uses)
+      return forward.emitError("--coda-derive-backward: argument ")
+             << arg.getArgNumber()
+             << " is read as a scalar or periodic epilogue input (a constant "
+                "to the derivative) and also differentiated";
+    if (!constantUses)
+      differentiated.push_back(arg.getArgNumber());
+  }
+
   SmallVector<Type> inputs(type.getInputs());
   llvm::append_range(inputs, type.getResults());
   SmallVector<Type> results;
-  for (Type input : type.getInputs())
-    if (isFloatTensor(input))
-      results.push_back(input);
+  for (unsigned i : differentiated)
+    results.push_back(type.getInput(i));
 
   rewriter.setInsertionPointAfter(forward);
   auto backward = func::FuncOp::create(
@@ -511,33 +818,40 @@ FailureOr<func::FuncOp> BackwardBuilder::build(func::FuncOp forward,
     mapping.map(old, arg);
   rewriter.setInsertionPointToStart(entry);
   func::ReturnOp forwardReturn;
+  SmallVector<Operation *> recomputed;
   for (Operation &op : forward.getBody().front()) {
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       forwardReturn = ret;
       continue;
     }
-    rewriter.clone(op, mapping);
+    recomputed.push_back(rewriter.clone(op, mapping));
   }
   ValueRange upstream =
       entry->getArguments().drop_front(type.getNumInputs());
   for (auto [value, g] : llvm::zip(forwardReturn.getOperands(), upstream))
     accumulate(mapping.lookup(value), g);
 
-  SmallVector<GemmOp> gemms;
-  for (Operation &op : *entry)
-    if (auto gemm = dyn_cast<GemmOp>(op))
-      gemms.push_back(gemm);
-  for (GemmOp gemm : llvm::reverse(gemms))
-    if (failed(differentiate(gemm)))
+  for (Operation *op : llvm::reverse(recomputed)) {
+    LogicalResult result =
+        TypeSwitch<Operation *, LogicalResult>(op)
+            .Case<GemmOp, linalg::GenericOp>(
+                [&](auto typed) { return differentiate(typed); })
+            .Case<ReducePartialsOp>([&](ReducePartialsOp reduce) {
+              differentiate(reduce);
+              return success();
+            })
+            .Default([](Operation *) { return success(); });
+    if (failed(result))
       return failure();
+  }
 
   rewriter.setInsertionPointToEnd(entry);
   SmallVector<Value> gradients;
-  for (BlockArgument arg : entry->getArguments().take_front(type.getNumInputs()))
-    if (isFloatTensor(arg.getType())) {
-      Value g = adjoints.lookup(arg);
-      gradients.push_back(g ? g : zerosLike(arg));
-    }
+  for (unsigned i : differentiated) {
+    BlockArgument arg = entry->getArgument(i);
+    Value g = adjoints.lookup(arg);
+    gradients.push_back(g ? g : zerosLike(arg));
+  }
   func::ReturnOp::create(rewriter, forward.getLoc(), gradients);
   return backward;
 }
