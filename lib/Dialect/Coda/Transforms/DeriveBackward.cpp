@@ -353,12 +353,12 @@ bool isDifferentiableGeneric(linalg::GenericOp generic) {
 }
 
 LogicalResult BackwardBuilder::check(func::FuncOp forward) {
-  WalkResult result = forward.walk([&](Operation *op) {
-    if (isa<func::FuncOp, func::ReturnOp, tensor::EmptyOp, arith::ConstantOp,
-            linalg::FillOp>(op) ||
-        op->getParentOfType<GemmOp>() ||
-        op->getParentOfType<linalg::GenericOp>())
+  WalkResult result = forward.walk<WalkOrder::PreOrder>([&](Operation *op) {
+    if (isa<func::FuncOp, func::ReturnOp, tensor::EmptyOp, arith::ConstantOp>(
+            op))
       return WalkResult::advance();
+    if (isa<linalg::FillOp>(op))
+      return WalkResult::skip();
     if (auto reduce = dyn_cast<ReducePartialsOp>(op)) {
       if (reduce.getKind() == ReductionKind::max) {
         reduce.emitOpError("max partials are not differentiated by "
@@ -374,7 +374,7 @@ LogicalResult BackwardBuilder::check(func::FuncOp forward) {
                             "only)");
         return WalkResult::interrupt();
       }
-      return WalkResult::advance();
+      return WalkResult::skip();
     }
     auto gemm = dyn_cast<GemmOp>(op);
     if (!gemm) {
@@ -415,7 +415,7 @@ LogicalResult BackwardBuilder::check(func::FuncOp forward) {
         return WalkResult::interrupt();
       }
     }
-    return WalkResult::advance();
+    return WalkResult::skip();
   });
   return failure(result.wasInterrupted());
 }
