@@ -607,6 +607,27 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
             }
             continue;
           }
+          if (form == AccessForm::pair) {
+            // Both lanes of a group read their pair's element: pair j of
+            // the tile is column blockN / 2 + j (clamped like the rows).
+            Value lastPair = arith::SubIOp::create(
+                lb, arith::DivUIOp::create(lb, frame.sizeN, index(lb, 2)),
+                one);
+            for (int64_t g = 0; g < groupsPerThread; ++g) {
+              Value pairCol = arith::MinUIOp::create(
+                  lb,
+                  arith::AddIOp::create(
+                      lb,
+                      arith::DivUIOp::create(lb, frame.blockN, index(lb, 2)),
+                      groups[g]),
+                  lastPair);
+              Value value = memref::LoadOp::create(
+                  lb, input, ValueRange{rowClamped, pairCol});
+              for (int64_t l = 0; l < lanesPerGroup; ++l)
+                mappingOf({g, l}).map(arg, value);
+            }
+            continue;
+          }
           Value shared;
           if (form == AccessForm::row)
             shared = memref::LoadOp::create(lb, input, ValueRange{rowClamped});

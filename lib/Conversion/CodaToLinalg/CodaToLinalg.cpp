@@ -192,6 +192,9 @@ public:
         case AccessForm::scalar:
           element = input;
           break;
+        case AccessForm::pair:
+          element = access.read(b, loc, input, withBatch({row, group}));
+          break;
         case AccessForm::periodic: {
           auto type = cast<ShapedType>(input.getType());
           Value period =

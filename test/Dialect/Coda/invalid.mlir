@@ -660,3 +660,27 @@ func.func @pair_stride_not_positive(%a: tensor<64x32xf32>, %b: tensor<32x96xf32>
   }
   return
 }
+
+// -----
+
+func.func @pair_input_without_pairs(%a: tensor<4x8xf32>, %b: tensor<8x6xf32>, %g: tensor<4x3xf32>, %o: tensor<4x6xf32>) -> tensor<4x6xf32> {
+  // expected-error @+1 {{'coda.gemm' op expects pairwise ops in the epilogue to read epilogue input #0 (pair) at their pairs}}
+  %y = coda.gemm %a, %b : tensor<4x8xf32>, tensor<8x6xf32> epilogue(%acc, pair %gv = %g : tensor<4x3xf32>) outs(%o : tensor<4x6xf32>) {
+    %s = arith.mulf %acc, %gv : f32
+    coda.yield %s : f32
+  }
+  return %y : tensor<4x6xf32>
+}
+
+// -----
+
+func.func @pair_input_shape(%a: tensor<4x8xf32>, %b: tensor<8x6xf32>, %g: tensor<4x6xf32>, %o: tensor<4x6xf32>) -> tensor<4x6xf32> {
+  // expected-error @+1 {{'coda.gemm' op expects epilogue input #0 (pair) of shape 4x3, got 4x6}}
+  %y = coda.gemm %a, %b : tensor<4x8xf32>, tensor<8x6xf32> epilogue(%acc, pair %gv = %g : tensor<4x6xf32>) outs(%o : tensor<4x6xf32>) {
+    %m = coda.pair_map (%x0, %x1) = %acc, (%g0, %g1) = %gv : f32, f32 -> f32 {
+      coda.yield %g0, %x1 : f32, f32
+    }
+    coda.yield %m : f32
+  }
+  return %y : tensor<4x6xf32>
+}

@@ -324,7 +324,12 @@ LogicalResult GemmOp::verify() {
       expected = withBatch({m});
     else if (form == AccessForm::col)
       expected = {n};
-    else {
+    else if (form == AccessForm::pair) {
+      if (!getPairStride())
+        return emitOpError() << "expects pairwise ops in the epilogue to read "
+                             << what << " at their pairs";
+      expected = withBatch({m, ShapedType::isDynamic(n) ? n : n / 2});
+    } else {
       // periodic: [B x] M x P with P dividing N.
       int64_t period = shaped.getRank() > 0
                            ? shaped.getDimSize(shaped.getRank() - 1)

@@ -24,6 +24,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 
@@ -60,8 +61,13 @@ public:
 
   /// Adds `g` to the adjoint of `old` (a value of the original epilogue).
   void accumulate(Value old, Value g) {
-    if (g.getType() != old.getType())
-      g = convert(g, old.getType());
+    Type type = old.getType();
+    // A pair_contract result's adjoint is the per-element gradient of the
+    // pair (both columns of a pair see the same).
+    if (auto pair = dyn_cast<PairType>(type))
+      type = pair.getElementType();
+    if (g.getType() != type)
+      g = convert(g, type);
     auto [it, inserted] = adjoints.try_emplace(old, g);
     if (!inserted)
       it->second = arith::AddFOp::create(b, loc, it->second, g);
@@ -73,8 +79,8 @@ public:
   LogicalResult propagate(Operation *op) {
     if (llvm::none_of(op->getResults(), [&](Value r) { return get(r); }))
       return success();
-    if (auto pairMap = dyn_cast<PairMapOp>(op))
-      return propagatePairMap(pairMap);
+    if (isa<PairMapOp, PairContractOp>(op))
+      return propagatePairOp(op);
     if (op->getNumResults() != 1)
       return op->emitOpError(
           "has no derivative rule in --coda-derive-backward");
@@ -213,24 +219,31 @@ public:
         });
   }
 
-  /// The adjoint of a pair_map is a pair_map over the same pairs: its
-  /// operands are the primal operands and the results' adjoints; it
-  /// recomputes the forward map and yields, per float operand, the adjoints
-  /// at the pair's first and second column.
-  LogicalResult propagatePairMap(PairMapOp op) {
+  /// The adjoint of a pair_map or pair_contract is a pair_map over the same
+  /// pairs: its operands are the primal operands and the results' adjoints
+  /// (a pair_map result's at each column; a pair_contract result's, the
+  /// pair's, at both); it recomputes the forward body and yields, per float
+  /// operand, the adjoints at the pair's first and second column.
+  LogicalResult propagatePairOp(Operation *op) {
+    ValueRange pairOperands = op->getOperands();
+    Block &body = op->getRegion(0).front();
+    bool contract = isa<PairContractOp>(op);
     SmallVector<Value> operands;
-    for (Value operand : op.getPairOperands())
+    for (Value operand : pairOperands)
       operands.push_back(primal.lookup(operand));
-    for (Value result : op.getResults()) {
+    for (Value result : op->getResults()) {
+      Type type = result.getType();
+      if (auto pair = dyn_cast<PairType>(type))
+        type = pair.getElementType();
       Value g = get(result);
-      operands.push_back(g ? g
-                           : arith::ConstantOp::create(
-                                 b, loc, b.getFloatAttr(result.getType(), 0.0))
-                                 .getResult());
+      operands.push_back(
+          g ? g
+            : arith::ConstantOp::create(b, loc, b.getFloatAttr(type, 0.0))
+                  .getResult());
     }
     SmallVector<unsigned> differentiable;
     SmallVector<Type> resultTypes;
-    for (auto [i, operand] : llvm::enumerate(op.getPairOperands()))
+    for (auto [i, operand] : llvm::enumerate(pairOperands))
       if (isa<FloatType>(operand.getType())) {
         differentiable.push_back(i);
         resultTypes.push_back(operand.getType());
@@ -241,24 +254,29 @@ public:
       argTypes.append(2, operand.getType());
       argLocs.append(2, loc);
     }
-    auto adjoint = PairMapOp::create(b, loc, resultTypes, operands,
-                                     op.getStride());
+    int64_t stride = contract ? cast<PairContractOp>(op).getStride()
+                              : cast<PairMapOp>(op).getStride();
+    auto adjoint = PairMapOp::create(b, loc, resultTypes, operands, stride);
     LogicalResult swept = success();
     {
       OpBuilder::InsertionGuard guard(b);
       Block *pair =
           b.createBlock(&adjoint.getBody(), {}, argTypes, argLocs);
-      Block &body = op.getBody().front();
       IRMapping inner;
       for (unsigned i = 0, e = body.getNumArguments(); i < e; ++i)
         inner.map(body.getArgument(i), pair->getArgument(i));
       for (Operation &bodyOp : body.without_terminator())
         b.clone(bodyOp, inner);
       EpilogueAdjoints sweep(b, loc, inner);
+      // Two block arguments per result adjoint: its value at the first and
+      // the second column. A pair_map yields both; a pair_contract yields one
+      // value per pair, whose adjoint both columns hold.
       ValueRange seeds = pair->getArguments().drop_front(body.getNumArguments());
-      for (auto [yielded, seed] :
-           llvm::zip(body.getTerminator()->getOperands(), seeds))
-        sweep.accumulate(yielded, seed);
+      ValueRange yielded = body.getTerminator()->getOperands();
+      for (auto [k, value] : llvm::enumerate(yielded)) {
+        unsigned result = contract ? k : k / 2, half = contract ? 0 : k % 2;
+        sweep.accumulate(value, seeds[2 * result + half]);
+      }
       for (Operation &bodyOp : llvm::reverse(body.without_terminator()))
         if (failed(sweep.propagate(&bodyOp)))
           swept = failure();
@@ -275,7 +293,7 @@ public:
       YieldOp::create(b, loc, yields);
     }
     for (auto [k, i] : llvm::enumerate(differentiable))
-      accumulate(op.getPairOperands()[i], adjoint.getResult(k));
+      accumulate(pairOperands[i], adjoint.getResult(k));
     return swept;
   }
 
@@ -390,11 +408,6 @@ LogicalResult BackwardBuilder::check(func::FuncOp forward) {
     }
     for (auto [result, yielded] :
          llvm::zip(gemm->getResults(), gemm.getYieldOp().getValues())) {
-      if (isa<PairType>(yielded.getType())) {
-        gemm.emitOpError("pair outputs are not differentiated by "
-                         "--coda-derive-backward");
-        return WalkResult::interrupt();
-      }
       if (!isa<PartialType>(yielded.getType()))
         continue;
       // Partials: the backward of their finish is known, so they must be
@@ -559,8 +572,12 @@ LogicalResult BackwardBuilder::differentiate(GemmOp gemm) {
       }
     } else if (Value g = adjoints.lookup(result)) {
       seed.args.push_back(added.size());
-      added.push_back({g, isa<RowType>(value.getType()) ? AccessForm::row
-                                                        : AccessForm::tile});
+      AccessForm form = AccessForm::tile;
+      if (isa<RowType>(value.getType()))
+        form = AccessForm::row;
+      else if (isa<PairType>(value.getType()))
+        form = AccessForm::pair;
+      added.push_back({g, form});
     } else {
       continue;
     }
@@ -890,6 +907,11 @@ struct CodaDeriveBackwardPass
       if (failed(backward))
         return signalPassFailure();
       symbols.insert(*backward);
+      // Drops what the backward does not use: forward values it does not
+      // need and the copied epilogue ops that only fed forward outputs.
+      (void)applyPatternsGreedily(*backward,
+                                  FrozenRewritePatternSet(
+                                      RewritePatternSet(&getContext())));
     }
   }
 };

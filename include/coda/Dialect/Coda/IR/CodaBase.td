@@ -40,7 +40,8 @@ def Coda_AccessForm : I32EnumAttr<"AccessForm",
       I32EnumAttrCase<"row", 1>,
       I32EnumAttrCase<"col", 2>,
       I32EnumAttrCase<"scalar", 3>,
-      I32EnumAttrCase<"periodic", 4>
+      I32EnumAttrCase<"periodic", 4>,
+      I32EnumAttrCase<"pair", 5>
     ]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::mlir::coda";

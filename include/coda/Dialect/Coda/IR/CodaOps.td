@@ -42,6 +42,12 @@ def Coda_GemmOp : Coda_Op<"gemm", [
     | `col`    | N                    | input[n]                  |
     | `scalar` | a scalar SSA value   | the value itself          |
     | `periodic` | [B x] M x P, P divides N | input[b, m, n mod P] |
+    | `pair`   | [B x] M x N/2        | input[b, m, pair(n)]      |
+
+    `pair(n)` is the column that n's pair occupies in a pair output (see
+    `coda.pair_contract`): both columns of a pair read the same element. An
+    epilogue with a `pair` input has pairwise ops, whose stride it uses (the
+    gradient of a `pair_contract` output is read this way).
 
     `lhs` is [B x] M x K. `rhs` is K x N, or N x K with `transpose_b` (the way
     `nn.Linear` stores weights), optionally with the same leading batch

@@ -1,0 +1,77 @@
+// RUN: coda-opt %s --coda-derive-backward --split-input-file | FileCheck %s
+
+// A GEMM whose epilogue only rounds: no adjoint GEMM; dX = dY W (rhs N x K,
+// so K x N' without transpose_b), dW = dY^T X.
+// CHECK-LABEL: func.func @plain_backward(
+//  CHECK-SAME:   %[[X:.*]]: tensor<8x4xbf16>, %[[W:.*]]: tensor<6x4xbf16>, %[[DY:.*]]: tensor<8x6xbf16>) -> (tensor<8x4xbf16>, tensor<6x4xbf16>)
+//   CHECK-NOT:   coda.gemm %[[X]]
+//       CHECK:   %[[DX:.*]] = coda.gemm %[[DY]], %[[W]] : tensor<8x6xbf16>, tensor<6x4xbf16>
+//       CHECK:     arith.truncf
+//       CHECK:   %[[DYT:.*]] = linalg.transpose ins(%[[DY]] : tensor<8x6xbf16>)
+//       CHECK:   %[[DW:.*]] = coda.gemm %[[DYT]], %[[X]] : tensor<6x8xbf16>, tensor<8x4xbf16>
+//       CHECK:   return %[[DX]], %[[DW]]
+func.func @plain(%x: tensor<8x4xbf16>, %w: tensor<6x4xbf16>) -> tensor<8x6xbf16> {
+  %e = tensor.empty() : tensor<8x6xbf16>
+  %y = coda.gemm %x, %w transpose_b : tensor<8x4xbf16>, tensor<6x4xbf16>
+      epilogue(%acc) outs(%e : tensor<8x6xbf16>) {
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return %y : tensor<8x6xbf16>
+}
+
+// -----
+
+// tanh(acc) * s[m] + r: the adjoint GEMM recomputes acc (rhs K x N here),
+// reads dY as a tile, and yields dAcc (bf16, the operands' type), r's
+// gradient as a tile and s's as row partials (8 columns -> 1 partial of 128),
+// finished by coda.reduce_partials. The epsilon-like scalar gets none.
+// CHECK-LABEL: func.func @act_backward(
+//  CHECK-SAME:   %[[X:.*]]: tensor<8x4xbf16>, %[[W:.*]]: tensor<4x8xbf16>, %[[S:.*]]: tensor<8xf32>, %[[R:.*]]: tensor<8x8xf32>, %[[C:.*]]: f32, %[[DY:.*]]: tensor<8x8xf32>) -> (tensor<8x4xbf16>, tensor<4x8xbf16>, tensor<8xf32>, tensor<8x8xf32>)
+//       CHECK:   %[[ADJ:.*]]:3 = coda.gemm %[[X]], %[[W]] : tensor<8x4xbf16>, tensor<4x8xbf16>
+//  CHECK-NEXT:     epilogue(%{{.*}}, scalar %{{.*}} = %[[C]] : f32, tile %[[DYV:.*]] = %[[DY]] : tensor<8x8xf32>)
+//  CHECK-NEXT:     outs(%{{.*}}, %{{.*}}, %{{.*}} : tensor<8x8xbf16>, tensor<8x1xf32>, tensor<8x8xf32>)
+//       CHECK:     math.tanh
+//       CHECK:     %[[RS:.*]] = coda.row_reduce sum %{{.*}} tile 128 : f32
+//       CHECK:     coda.yield %{{.*}}, %[[RS]], %[[DYV]] : bf16, !coda.partial<f32>, f32
+//       CHECK:   %[[DS:.*]] = coda.reduce_partials sum row %[[ADJ]]#1
+//       CHECK:   %[[DX:.*]] = coda.gemm %[[ADJ]]#0, %[[W]] transpose_b
+//       CHECK:   %[[XT:.*]] = linalg.transpose ins(%[[X]]
+//       CHECK:   %[[DW:.*]] = coda.gemm %[[XT]], %[[ADJ]]#0 : tensor<4x8xbf16>, tensor<8x8xbf16>
+//       CHECK:   return %[[DX]], %[[DW]], %[[DS]], %[[ADJ]]#2
+func.func @act(%x: tensor<8x4xbf16>, %w: tensor<4x8xbf16>, %s: tensor<8xf32>, %r: tensor<8x8xf32>, %c: f32) -> tensor<8x8xf32> {
+  %e = tensor.empty() : tensor<8x8xf32>
+  %y = coda.gemm %x, %w : tensor<8x4xbf16>, tensor<4x8xbf16>
+      epilogue(%acc, row %sv = %s : tensor<8xf32>, tile %rv = %r : tensor<8x8xf32>, scalar %cv = %c : f32)
+      outs(%e : tensor<8x8xf32>) {
+    %a = arith.mulf %acc, %cv : f32
+    %t = math.tanh %a : f32
+    %m = arith.mulf %t, %sv : f32
+    %o = arith.addf %m, %rv : f32
+    coda.yield %o : f32
+  }
+  return %y : tensor<8x8xf32>
+}
+
+// -----
+
+// A value used twice gets the sum of its gradients; an argument nothing
+// reads gets zeros.
+// CHECK-LABEL: func.func @shared_backward(
+//       CHECK:   linalg.add
+//       CHECK:   %[[ZERO:.*]] = linalg.fill
+//       CHECK:   return %{{.*}}, %{{.*}}, %{{.*}}, %[[ZERO]]
+func.func @shared(%x: tensor<8x4xf32>, %wa: tensor<6x4xf32>, %wb: tensor<6x4xf32>, %unused: tensor<3xf32>)
+    -> (tensor<8x6xf32>, tensor<8x6xf32>) {
+  %e = tensor.empty() : tensor<8x6xf32>
+  %a = coda.gemm %x, %wa transpose_b : tensor<8x4xf32>, tensor<6x4xf32>
+      epilogue(%acc) outs(%e : tensor<8x6xf32>) {
+    coda.yield %acc : f32
+  }
+  %b = coda.gemm %x, %wb transpose_b : tensor<8x4xf32>, tensor<6x4xf32>
+      epilogue(%acc) outs(%e : tensor<8x6xf32>) {
+    %t = math.exp %acc : f32
+    coda.yield %t : f32
+  }
+  return %a, %b : tensor<8x6xf32>, tensor<8x6xf32>
+}
