@@ -222,3 +222,23 @@ def test_unaligned_epilogue_tensors(prims, m, n, k):
     x = (a.double() @ b.double().T) * scale.double()[:, None] + bias.double() + res.double()
     check_f32(hf, x)
     check_bf16(h, x)
+
+
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_swiglu_backward_adjoint(prims, m, n, k):
+    # Against float64 torch autograd of the forward: the gradients of the
+    # accumulator (bf16, one rounding) and of the row scale (the partials'
+    # sum, f32).
+    a, b = rand(m, k), rand(n, k)
+    r = torch.rand(m, device="cuda") + 0.5
+    dy = rand(m, n // 2)
+    dacc = poison(m, n, dtype=torch.bfloat16)
+    partials = poison(m, math.ceil(n / 128))
+    run(prims, "swiglu_backward_adjoint", a, b, r, dy, dacc, partials)
+    acc = (a.double() @ b.double().T).requires_grad_()
+    scale = r.double().requires_grad_()
+    x = acc * scale[:, None]
+    h = torch.nn.functional.silu(x[:, 0::2]) * x[:, 1::2]
+    h.backward(dy.double())
+    check_bf16(dacc, acc.grad)
+    check_f32(partials.sum(1), scale.grad)

@@ -148,3 +148,40 @@ func.func @short_tile(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %cs: memref<?x
   }
   return
 }
+
+// The adjoint GEMM that --coda-derive-backward derives for @swiglu (with a
+// bf16 upstream gradient): dy read at each column pair (access form `pair`),
+// the activation recomputed, dgate / dup written interleaved as dAcc, and the
+// row scale's gradient as row partials.
+func.func @swiglu_backward_adjoint(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %scale: memref<?xf32>,
+                                   %dy: memref<?x?xbf16>, %dacc: memref<?x?xbf16>, %dscale: memref<?x?xf32>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, row %r = %scale : memref<?xf32>, pair %g = %dy : memref<?x?xbf16>)
+      outs(%dacc, %dscale : memref<?x?xbf16>, memref<?x?xf32>) {
+    %x = arith.mulf %acc, %r : f32
+    %d = coda.pair_map (%x0, %x1) = %x, (%g0, %g1) = %g : f32, bf16 -> f32 {
+      %one = arith.constant 1.000000e+00 : f32
+      %n = arith.negf %x0 : f32
+      %e = math.exp %n : f32
+      %den = arith.addf %e, %one : f32
+      %silu = arith.divf %x0, %den : f32
+      %gf = arith.extf %g0 : bf16 to f32
+      %gu = arith.mulf %gf, %x1 : f32
+      %dup = arith.mulf %gf, %silu : f32
+      %t0 = arith.divf %gu, %den : f32
+      %t1 = arith.mulf %gu, %silu : f32
+      %t2 = arith.divf %t1, %den : f32
+      %t3 = arith.negf %t2 : f32
+      %t4 = arith.mulf %t3, %e : f32
+      %t5 = arith.negf %t4 : f32
+      %dgate = arith.addf %t0, %t5 : f32
+      coda.yield %dgate, %dup : f32, f32
+    }
+    %da = arith.mulf %d, %r : f32
+    %dr = arith.mulf %d, %acc : f32
+    %dab = arith.truncf %da : f32 to bf16
+    %p = coda.row_reduce sum %dr tile 128 : f32
+    coda.yield %dab, %p : bf16, !coda.partial<f32>
+  }
+  return
+}

@@ -377,6 +377,11 @@ LogicalResult BackwardBuilder::check(func::FuncOp forward) {
       return WalkResult::advance();
     if (isa<linalg::FillOp>(op))
       return WalkResult::skip();
+    // Shape arithmetic (tensor.dim, index math) has nothing to differentiate.
+    if (op->getNumRegions() == 0 && op->getNumResults() > 0 &&
+        llvm::all_of(op->getResultTypes(),
+                     [](Type t) { return t.isIntOrIndex(); }))
+      return WalkResult::advance();
     if (auto reduce = dyn_cast<ReducePartialsOp>(op)) {
       if (reduce.getKind() == ReductionKind::max) {
         reduce.emitOpError("max partials are not differentiated by "
