@@ -160,6 +160,7 @@ func.func @swiglu_backward_adjoint(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %
       outs(%dacc, %dscale : memref<?x?xbf16>, memref<?x?xf32>) {
     %x = arith.mulf %acc, %r : f32
     %d = coda.pair_map (%x0, %x1) = %x, (%g0, %g1) = %g : f32, bf16 -> f32 {
+      %zero = arith.constant 0.000000e+00 : f32
       %one = arith.constant 1.000000e+00 : f32
       %n = arith.negf %x0 : f32
       %e = math.exp %n : f32
@@ -172,7 +173,11 @@ func.func @swiglu_backward_adjoint(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %
       %t1 = arith.mulf %gu, %silu : f32
       %t2 = arith.divf %t1, %den : f32
       %t3 = arith.negf %t2 : f32
-      %t4 = arith.mulf %t3, %e : f32
+      // exp's rule: 0 where the gradient is 0 (exp(-x) overflows for very
+      // negative x, where silu's gradient vanishes).
+      %z = arith.cmpf oeq, %t3, %zero : f32
+      %t4p = arith.mulf %t3, %e : f32
+      %t4 = arith.select %z, %zero, %t4p : f32
       %t5 = arith.negf %t4 : f32
       %dgate = arith.addf %t0, %t5 : f32
       coda.yield %dgate, %dup : f32, f32

@@ -158,12 +158,13 @@ public:
           return success();
         })
         .Case<math::ExpOp>([&](auto) {
-          accumulate(op->getOperand(0), mul(g, y));
+          accumulate(op->getOperand(0), scaleUnlessZero(g, y));
           return success();
         })
         .Case<math::ExpM1Op>([&](auto) {
           accumulate(op->getOperand(0),
-                     mul(g, arith::AddFOp::create(b, loc, y, constant(1.0))));
+                     scaleUnlessZero(
+                         g, arith::AddFOp::create(b, loc, y, constant(1.0))));
           return success();
         })
         .Case<math::LogOp>([&](auto) {
@@ -295,6 +296,18 @@ public:
     for (auto [k, i] : llvm::enumerate(differentiable))
       accumulate(pairOperands[i], adjoint.getResult(k));
     return swept;
+  }
+
+  /// g * factor, but 0 where g is 0: an exponential that overflowed to inf
+  /// meets a gradient that underflowed to 0 in saturated activations
+  /// (x / (1 + exp(-x)) for very negative x), where the true product tends
+  /// to 0, not NaN.
+  Value scaleUnlessZero(Value g, Value factor) {
+    Value zero = arith::ConstantOp::create(b, loc, b.getFloatAttr(g.getType(), 0.0));
+    Value isZero =
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, g, zero);
+    return arith::SelectOp::create(
+        b, loc, isZero, zero, arith::MulFOp::create(b, loc, g, factor));
   }
 
   /// `v` as `type` (f32 <-> bf16/f16).

@@ -56,8 +56,13 @@ func.func @act(%x: tensor<8x4xbf16>, %w: tensor<4x8xbf16>, %s: tensor<8xf32>, %r
 // -----
 
 // A value used twice gets the sum of its gradients; an argument nothing
-// reads gets zeros.
+// reads gets zeros. exp's rule gives 0 where the gradient is 0 (no 0 * inf
+// when exp overflows).
 // CHECK-LABEL: func.func @shared_backward(
+//       CHECK:     %[[E:.*]] = math.exp
+//       CHECK:     %[[Z:.*]] = arith.cmpf oeq, %[[G:.*]], %[[ZERO0:.*]] : f32
+//       CHECK:     %[[P:.*]] = arith.mulf %[[G]], %[[E]] : f32
+//       CHECK:     arith.select %[[Z]], %[[ZERO0]], %[[P]] : f32
 //       CHECK:   linalg.add
 //       CHECK:   %[[ZERO:.*]] = linalg.fill
 //       CHECK:   return %{{.*}}, %{{.*}}, %{{.*}}, %[[ZERO]]
