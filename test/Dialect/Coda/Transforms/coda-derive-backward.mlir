@@ -80,3 +80,57 @@ func.func @shared(%x: tensor<8x4xf32>, %wa: tensor<6x4xf32>, %wb: tensor<6x4xf32
   }
   return %a, %b : tensor<8x6xf32>, tensor<8x6xf32>
 }
+
+// -----
+
+// SwiGLU over interleaved gate/up columns: the adjoint reads the bf16
+// gradient per pair and yields dgate, dup through a pair_map. (GPU suite:
+// @swiglu_backward_adjoint in test/GPU/cases/primitives.mlir is this
+// adjoint GEMM; keep them in step.)
+// CHECK-LABEL: func.func @swiglu_backward(
+//       CHECK:   coda.gemm
+//  CHECK-SAME:     pair %{{.*}} = %{{.*}} : tensor<?x?xbf16>)
+//       CHECK:     %[[X:.*]] = arith.mulf
+//       CHECK:     coda.pair_map (%[[X0:.*]], %[[X1:.*]]) = %[[X]], (%[[G0:.*]], %{{.*}}) = %{{.*}} : f32, bf16 -> f32 {
+//       CHECK:       %[[N:.*]] = arith.negf %[[X0]]
+//       CHECK:       %[[E:.*]] = math.exp %[[N]]
+//       CHECK:       %[[DEN:.*]] = arith.addf %[[E]]
+//       CHECK:       %[[SILU:.*]] = arith.divf %[[X0]], %[[DEN]]
+//       CHECK:       %[[GF:.*]] = arith.extf %[[G0]]
+//       CHECK:       %[[GU:.*]] = arith.mulf %[[GF]], %[[X1]]
+//       CHECK:       %[[DUP:.*]] = arith.mulf %[[GF]], %[[SILU]]
+//       CHECK:       %[[T0:.*]] = arith.divf %[[GU]], %[[DEN]]
+//       CHECK:       %[[T1:.*]] = arith.mulf %[[GU]], %[[SILU]]
+//       CHECK:       %[[T2:.*]] = arith.divf %[[T1]], %[[DEN]]
+//       CHECK:       %[[T3:.*]] = arith.negf %[[T2]]
+//       CHECK:       %[[Z:.*]] = arith.cmpf oeq, %[[T3]]
+//       CHECK:       %[[T4P:.*]] = arith.mulf %[[T3]], %[[E]]
+//       CHECK:       %[[T4:.*]] = arith.select %[[Z]], %{{.*}}, %[[T4P]]
+//       CHECK:       %[[T5:.*]] = arith.negf %[[T4]]
+//       CHECK:       %[[DGATE:.*]] = arith.addf %[[T0]], %[[T5]]
+//       CHECK:       coda.yield %[[DGATE]], %[[DUP]] : f32, f32
+//       CHECK:     coda.row_reduce sum
+func.func @swiglu(%a: tensor<?x?xbf16>, %b: tensor<?x?xbf16>, %scale: tensor<?xf32>) -> tensor<?x?xbf16> {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %m = tensor.dim %a, %c0 : tensor<?x?xbf16>
+  %n = tensor.dim %b, %c0 : tensor<?x?xbf16>
+  %h2 = arith.divui %n, %c2 : index
+  %out = tensor.empty(%m, %h2) : tensor<?x?xbf16>
+  %h = coda.gemm %a, %b transpose_b : tensor<?x?xbf16>, tensor<?x?xbf16>
+      epilogue(%acc, row %r = %scale : tensor<?xf32>) outs(%out : tensor<?x?xbf16>) {
+    %x = arith.mulf %acc, %r : f32
+    %hh = coda.pair_contract (%g, %u) = %x : f32 -> !coda.pair<bf16> {
+      %one = arith.constant 1.0 : f32
+      %ng = arith.negf %g : f32
+      %e = math.exp %ng : f32
+      %d = arith.addf %one, %e : f32
+      %sg = arith.divf %g, %d : f32
+      %y = arith.mulf %sg, %u : f32
+      %yb = arith.truncf %y : f32 to bf16
+      coda.yield %yb : bf16
+    }
+    coda.yield %hh : !coda.pair<bf16>
+  }
+  return %h : tensor<?x?xbf16>
+}
