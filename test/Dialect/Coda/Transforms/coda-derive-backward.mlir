@@ -89,7 +89,7 @@ func.func @shared(%x: tensor<8x4xf32>, %wa: tensor<6x4xf32>, %wb: tensor<6x4xf32
 // adjoint GEMM; keep them in step.)
 // CHECK-LABEL: func.func @swiglu_backward(
 //       CHECK:   coda.gemm
-//  CHECK-SAME:     pair %{{.*}} = %{{.*}} : tensor<?x?xbf16>)
+//  CHECK-NEXT:     epilogue(%{{.*}}, pair %{{.*}} = %{{.*}} : tensor<?x?xbf16>)
 //       CHECK:     %[[X:.*]] = arith.mulf
 //       CHECK:     coda.pair_map (%[[X0:.*]], %[[X1:.*]]) = %[[X]], (%[[G0:.*]], %{{.*}}) = %{{.*}} : f32, bf16 -> f32 {
 //       CHECK:       %[[N:.*]] = arith.negf %[[X0]]
