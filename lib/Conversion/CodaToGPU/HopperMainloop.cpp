@@ -231,6 +231,22 @@ public:
     }
   }
 
+  /// The producer's step for k-tile `kt` of the tile at (blockM, blockN),
+  /// the `use`-th use of the ring: from the second round on, waits until the
+  /// consumers released the slot's previous use, then loads into it.
+  void produce(ImplicitLocOpBuilder &kb, Value full, Value empty, Value kt,
+               Value use, Value blockM, Value blockN) {
+    Value slot = arith::RemUIOp::create(kb, use, index(kb, c.stages));
+    Value reuse = arith::CmpIOp::create(kb, arith::CmpIPredicate::uge, use,
+                                        index(kb, c.stages));
+    scf::IfOp::create(kb, reuse, [&](OpBuilder &wb, Location wloc) {
+      ImplicitLocOpBuilder ib(wloc, wb);
+      waitRound(ib, empty, use, slot, /*roundsBack=*/1);
+      scf::YieldOp::create(ib);
+    });
+    issueLoads(kb, full, kt, slot, blockM, blockN);
+  }
+
   /// Waits until barrier `group[slot]` completed the phase of round
   /// kt / stages - roundsBack (each use of a slot is one round).
   void waitRound(ImplicitLocOpBuilder &lb, Value group, Value kt, Value slot,
@@ -487,17 +503,7 @@ OpBuilder::InsertPoint emitWarpSpecialized(ImplicitLocOpBuilder &b,
           bb, m.index(bb, 0), m.numK, m.index(bb, 1), ValueRange{},
           [&](OpBuilder &fb, Location floc, Value kt, ValueRange) {
             ImplicitLocOpBuilder kb(floc, fb);
-            Value slot = arith::RemUIOp::create(kb, kt, m.index(kb, c.stages));
-            // From the second round on, wait for the consumers to release
-            // the slot's previous use.
-            Value reuse = arith::CmpIOp::create(kb, arith::CmpIPredicate::uge,
-                                                kt, m.index(kb, c.stages));
-            scf::IfOp::create(kb, reuse, [&](OpBuilder &wb, Location wloc) {
-              ImplicitLocOpBuilder ib(wloc, wb);
-              m.waitRound(ib, empty, kt, slot, /*roundsBack=*/1);
-              scf::YieldOp::create(ib);
-            });
-            m.issueLoads(kb, full, kt, slot);
+            m.produce(kb, full, empty, kt, kt, frame.blockM, frame.blockN);
             scf::YieldOp::create(kb);
           });
       scf::YieldOp::create(bb);
@@ -652,17 +658,8 @@ void emitPersistent(ImplicitLocOpBuilder &b, KernelFrame &frame,
           tb, m.index(tb, 0), m.numK, m.index(tb, 1), ValueRange{},
           [&](OpBuilder &fb, Location floc, Value kt, ValueRange) {
             ImplicitLocOpBuilder kb(floc, fb);
-            Value g = ringIndex(kb, iteration, kt);
-            Value slot = arith::RemUIOp::create(kb, g, m.index(kb, c.stages));
-            Value reuse = arith::CmpIOp::create(kb, arith::CmpIPredicate::uge,
-                                                g, m.index(kb, c.stages));
-            scf::IfOp::create(kb, reuse, [&](OpBuilder &wb, Location wloc) {
-              ImplicitLocOpBuilder ib(wloc, wb);
-              m.waitRound(ib, empty, g, slot, /*roundsBack=*/1);
-              scf::YieldOp::create(ib);
-            });
-            m.issueLoads(kb, full, kt, slot, tileFrame.blockM,
-                         tileFrame.blockN);
+            m.produce(kb, full, empty, kt, ringIndex(kb, iteration, kt),
+                      tileFrame.blockM, tileFrame.blockN);
             scf::YieldOp::create(kb);
           });
     });

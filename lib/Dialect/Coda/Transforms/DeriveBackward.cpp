@@ -356,8 +356,14 @@ private:
   void accumulate(Value value, Value g);
   Value emptyLike(Value shapeSource, Type elementType);
   Value transpose(Value matrix);
-  /// A GEMM with a trivial epilogue (the accumulator rounded to `element`).
-  Value plainGemm(Value lhs, Value rhs, bool transposeB, Type element);
+  /// A GEMM whose epilogue rounds the accumulator to `element`, plus
+  /// `addend` (a tile) when given.
+  Value plainGemm(Value lhs, Value rhs, bool transposeB, Type element,
+                  Value addend = {});
+  /// Adds `lhs x rhs` to the adjoint of `value`, inside the GEMM's epilogue
+  /// when there is one already (no separate elementwise pass).
+  void accumulateGemm(Value value, Value lhs, Value rhs, bool transposeB,
+                      Type element);
   Value zerosLike(Value value);
   /// Partials of one per `tile` columns (rows) of an M x N output.
   Value partialsDestination(GemmOp gemm, bool rows);
@@ -504,25 +510,51 @@ Value BackwardBuilder::partialsDestination(GemmOp gemm, bool rows) {
 }
 
 Value BackwardBuilder::plainGemm(Value lhs, Value rhs, bool transposeB,
-                                 Type element) {
+                                 Type element, Value addend) {
   Location loc = lhs.getLoc();
   MLIRContext *ctx = rewriter.getContext();
   SmallVector<OpFoldResult> sizes = {
       tensor::getMixedSize(rewriter, loc, lhs, 0),
       tensor::getMixedSize(rewriter, loc, rhs, transposeB ? 0 : 1)};
   Value init = tensor::EmptyOp::create(rewriter, loc, sizes, element);
+  SmallVector<Value> inputs;
+  SmallVector<Attribute> forms;
+  SmallVector<Type> argTypes = {rewriter.getF32Type()};
+  SmallVector<Location> argLocs = {loc};
+  if (addend) {
+    inputs.push_back(addend);
+    forms.push_back(AccessFormAttr::get(ctx, AccessForm::tile));
+    argTypes.push_back(getElementTypeOrSelf(addend.getType()));
+    argLocs.push_back(loc);
+  }
   auto gemm = GemmOp::create(rewriter, loc, TypeRange{init.getType()}, lhs,
-                             rhs, ValueRange{}, ValueRange{init},
-                             ArrayAttr::get(ctx, {}),
+                             rhs, inputs, ValueRange{init},
+                             ArrayAttr::get(ctx, forms),
                              transposeB ? rewriter.getUnitAttr() : UnitAttr());
   OpBuilder::InsertionGuard guard(rewriter);
-  Block *body = rewriter.createBlock(&gemm.getEpilogue(), {},
-                                     {rewriter.getF32Type()}, {loc});
+  Block *body = rewriter.createBlock(&gemm.getEpilogue(), {}, argTypes,
+                                     argLocs);
   Value acc = body->getArgument(0);
+  if (addend) {
+    Value extra = body->getArgument(1);
+    if (extra.getType() != acc.getType())
+      extra = arith::ExtFOp::create(rewriter, loc, acc.getType(), extra);
+    acc = arith::AddFOp::create(rewriter, loc, acc, extra);
+  }
   if (element != acc.getType())
     acc = arith::TruncFOp::create(rewriter, loc, element, acc);
   YieldOp::create(rewriter, loc, ValueRange{acc});
   return gemm.getResult(0);
+}
+
+void BackwardBuilder::accumulateGemm(Value value, Value lhs, Value rhs,
+                                     bool transposeB, Type element) {
+  Value previous = adjoints.lookup(value);
+  if (previous && getElementTypeOrSelf(previous.getType()) == element) {
+    adjoints[value] = plainGemm(lhs, rhs, transposeB, element, previous);
+    return;
+  }
+  accumulate(value, plainGemm(lhs, rhs, transposeB, element));
 }
 
 void BackwardBuilder::accumulate(Value value, Value g) {
@@ -722,11 +754,11 @@ LogicalResult BackwardBuilder::differentiate(GemmOp gemm) {
   }
 
   // dA = dAcc x B^T; dB = A^T x dAcc (K x N rhs) or dAcc^T x A (N x K rhs).
-  accumulate(lhs, plainGemm(dAcc, rhs, !transposeB, operandElement));
-  Value dRhs = transposeB
-                   ? plainGemm(transpose(dAcc), lhs, false, operandElement)
-                   : plainGemm(transpose(lhs), dAcc, false, operandElement);
-  accumulate(rhs, dRhs);
+  accumulateGemm(lhs, dAcc, rhs, !transposeB, operandElement);
+  if (transposeB)
+    accumulateGemm(rhs, transpose(dAcc), lhs, false, operandElement);
+  else
+    accumulateGemm(rhs, transpose(lhs), dAcc, false, operandElement);
   return success();
 }
 

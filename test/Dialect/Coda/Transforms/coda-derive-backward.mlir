@@ -55,15 +55,20 @@ func.func @act(%x: tensor<8x4xbf16>, %w: tensor<4x8xbf16>, %s: tensor<8xf32>, %r
 
 // -----
 
-// A value used twice gets the sum of its gradients; an argument nothing
-// reads gets zeros. exp's rule gives 0 where the gradient is 0 (no 0 * inf
-// when exp overflows).
+// A value used twice gets the sum of its gradients: the second dX GEMM adds
+// the first one's result in its epilogue. An argument nothing reads gets
+// zeros. exp's rule gives 0 where the gradient is 0 (no 0 * inf when exp
+// overflows).
 // CHECK-LABEL: func.func @shared_backward(
 //       CHECK:     %[[E:.*]] = math.exp
 //       CHECK:     %[[Z:.*]] = arith.cmpf oeq, %[[G:.*]], %[[ZERO0:.*]] : f32
 //       CHECK:     %[[P:.*]] = arith.mulf %[[G]], %[[E]] : f32
 //       CHECK:     arith.select %[[Z]], %[[ZERO0]], %[[P]] : f32
-//       CHECK:   linalg.add
+//       CHECK:   %[[DXB:.*]] = coda.gemm %{{.*}}, %{{.*}} : tensor<8x6xf32>, tensor<6x4xf32>
+//       CHECK:   coda.gemm %{{.*}}, %{{.*}} : tensor<8x6xf32>, tensor<6x4xf32>
+//  CHECK-NEXT:     epilogue(%[[ACC:.*]], tile %[[PREV:.*]] = %[[DXB]] : tensor<8x4xf32>)
+//       CHECK:     arith.addf %[[ACC]], %[[PREV]] : f32
+//   CHECK-NOT:   linalg.add
 //       CHECK:   %[[ZERO:.*]] = linalg.fill
 //       CHECK:   return %{{.*}}, %{{.*}}, %{{.*}}, %[[ZERO]]
 func.func @shared(%x: tensor<8x4xf32>, %wa: tensor<6x4xf32>, %wb: tensor<6x4xf32>, %unused: tensor<3xf32>)
