@@ -88,6 +88,8 @@ Manifest Manifest::parse(const std::string &text) {
       kernel.tileK = tile[2];
       kernel.stages = k.at("stages", ctx).asInt(ctx + " stages");
       kernel.transposeB = k.at("transpose_b", ctx).boolean;
+      if (const json::Value *transposeA = k.find("transpose_a"))
+        kernel.transposeA = transposeA->boolean;
       if (const json::Value *persistent = k.find("persistent"))
         kernel.persistent = persistent->boolean;
     } else {

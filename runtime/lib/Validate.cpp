@@ -66,15 +66,16 @@ private:
       if (p.kind == ParamSpec::Kind::tensormap)
         (p.operand == "lhs" ? lhs : rhs) = tensor(p);
     if (lhs && rhs && lhs->sizes.size() == 2 && rhs->sizes.size() == 2) {
-      sizes.m = lhs->sizes[0];
-      sizes.k = lhs->sizes[1];
+      sizes.m = lhs->sizes[kernel.transposeA ? 1 : 0];
+      sizes.k = lhs->sizes[kernel.transposeA ? 0 : 1];
       int64_t rhsK = kernel.transposeB ? rhs->sizes[1] : rhs->sizes[0];
       sizes.n = kernel.transposeB ? rhs->sizes[0] : rhs->sizes[1];
       if (rhsK != sizes.k)
-        problem("lhs is " + shapeString(lhs->sizes) + " but rhs is " +
-                shapeString(rhs->sizes) + (kernel.transposeB
-                                               ? " (N x K): K differs"
-                                               : " (K x N): K differs"));
+        problem("lhs is " + shapeString(lhs->sizes) +
+                (kernel.transposeA ? " (K x M)" : "") + " but rhs is " +
+                shapeString(rhs->sizes) +
+                (kernel.transposeB ? " (N x K): K differs"
+                                   : " (K x N): K differs"));
       if (sizes.k <= 0)
         problem("K must be positive, got " + std::to_string(sizes.k));
       device = lhs->device;

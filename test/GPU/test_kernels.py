@@ -76,6 +76,27 @@ def test_plain_nt(prims, m, n, k):
     check_bf16(y, a.double() @ b.double().T)
 
 
+# A transposed lhs is K x M, so TMA needs M * 2 bytes to be a multiple of 16.
+TRANSPOSED_LHS_SHAPES = [(128, 128, 64), (200, 328, 200), (8, 136, 64),
+                         (304, 512, 1000), (16896, 512, 64), (4096, 4096, 16384)]
+
+
+@pytest.mark.parametrize("m,n,k", TRANSPOSED_LHS_SHAPES)
+def test_plain_tn(prims, m, n, k):
+    a, b = rand(k, m), rand(k, n)
+    out = poison(m, n, dtype=torch.bfloat16)
+    run(prims, "plain_tn", a, b, out)
+    check_bf16(out, a.double().T @ b.double())
+
+
+@pytest.mark.parametrize("m,n,k", TRANSPOSED_LHS_SHAPES[:-1])
+def test_plain_tt(prims, m, n, k):
+    a, b = rand(k, m, dtype=torch.float16), rand(n, k, dtype=torch.float16)
+    out = poison(m, n)
+    run(prims, "plain_tt", a, b, out)
+    check_f32(out, a.double().T @ b.double().T)
+
+
 @pytest.mark.parametrize("m,n,k", SHAPES)
 def test_plain_nn(prims, m, n, k):
     a, b = rand(m, k, dtype=torch.float16), rand(k, n, dtype=torch.float16)

@@ -146,6 +146,7 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
   config.tileN = tileN;
   config.stages = stages;
   config.rhsKMajor = op.getTransposeB();
+  config.lhsKMajor = !op.getTransposeA();
 
   // Block reductions fix the tile: a partial covers exactly one CTA's tile.
   std::optional<int64_t> rowTile, colTile;
@@ -936,6 +937,7 @@ DictionaryAttr buildKernelAbi(OpBuilder &b, GemmOp op, func::FuncOp host,
                      b.getBoolAttr(config.warpSpecialized)),
       b.getNamedAttr("persistent", b.getBoolAttr(config.persistent)),
       b.getNamedAttr("transpose_b", b.getBoolAttr(config.rhsKMajor)),
+      b.getNamedAttr("transpose_a", b.getBoolAttr(!config.lhsKMajor)),
       b.getNamedAttr("grid", b.getArrayAttr({str(gridX), str(gridY),
                                              str("1")})),
       b.getNamedAttr("block", i64s({config.numThreads, 1, 1})),
@@ -1224,8 +1226,9 @@ struct CodaToGPUPass : coda::impl::CodaToGPUBase<CodaToGPUPass> {
           nvgpu::TmaCreateDescriptorOp::create(hb, mapType, unranked, boxSizes);
       return UnrealizedConversionCastOp::create(hb, ptrType, map).getResult(0);
     };
-    Value sizeM = memref::DimOp::create(hb, op.getLhs(), 0);
-    Value sizeK = memref::DimOp::create(hb, op.getLhs(), 1);
+    bool transposeA = op.getTransposeA();
+    Value sizeM = memref::DimOp::create(hb, op.getLhs(), transposeA ? 1 : 0);
+    Value sizeK = memref::DimOp::create(hb, op.getLhs(), transposeA ? 0 : 1);
     Value sizeN =
         memref::DimOp::create(hb, op.getRhs(), op.getTransposeB() ? 0 : 1);
     SmallVector<Value> args = {

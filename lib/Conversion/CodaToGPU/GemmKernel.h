@@ -41,8 +41,10 @@ struct GemmKernelConfig {
   bool persistent = false;
   Type operandType;
   int64_t operandBytes = 2;
-  /// rhs is N x K (`transpose_b`): both operands are K-major in shared memory.
+  /// rhs is N x K (`transpose_b`): K-major in shared memory.
   bool rhsKMajor = true;
+  /// lhs is M x K (no `transpose_a`): K-major in shared memory.
+  bool lhsKMajor = true;
   /// Number of col_reduce outputs (each needs a cross-warp scratch row).
   int64_t numColPartials = 0;
   /// Columns per row partial (row_reduce's tile): tile N or a divisor of it,

@@ -87,7 +87,9 @@ public:
     return tensorMapType(rhsBoxType(c));
   }
   SmallVector<int64_t> getLhsBox(const GemmKernelConfig &c) const override {
-    return {c.tileK, c.tileM};
+    if (c.lhsKMajor)
+      return {c.tileK, c.tileM};
+    return {chunkElements(c), c.tileK};
   }
   SmallVector<int64_t> getRhsBox(const GemmKernelConfig &c) const override {
     if (c.rhsKMajor)
@@ -103,8 +105,11 @@ public:
     return kChunkBytes / c.operandBytes;
   }
   static MemRefType lhsBoxType(const GemmKernelConfig &c) {
-    return sharedTileType(c.operandType.getContext(), {c.tileM, c.tileK},
-                          c.operandType);
+    if (c.lhsKMajor)
+      return sharedTileType(c.operandType.getContext(), {c.tileM, c.tileK},
+                            c.operandType);
+    return sharedTileType(c.operandType.getContext(),
+                          {c.tileK, chunkElements(c)}, c.operandType);
   }
   static MemRefType rhsBoxType(const GemmKernelConfig &c) {
     if (c.rhsKMajor)
@@ -206,10 +211,26 @@ public:
       return memref::ViewOp::create(lb, type, frame.shared, offset,
                                     ValueRange{});
     };
-    nvgpu::TmaAsyncLoadOp::create(lb, view(slotBase, lhsBox), full,
-                                  frame.lhsMap,
-                                  ValueRange{kOffset, blockM}, slot,
-                                  Value(), Value());
+    // An operand stored MN-major (lhs K x M, rhs K x N) is loaded as
+    // chunks 128 bytes wide along M (N), each tileK rows deep.
+    if (c.lhsKMajor) {
+      nvgpu::TmaAsyncLoadOp::create(lb, view(slotBase, lhsBox), full,
+                                    frame.lhsMap,
+                                    ValueRange{kOffset, blockM}, slot,
+                                    Value(), Value());
+    } else {
+      for (int64_t i = 0; i < c.tileM / chunkElements(); ++i) {
+        Value dst = view(arith::AddIOp::create(
+                             lb, slotBase,
+                             index(lb, i * c.tileK * kChunkBytes)),
+                         lhsBox);
+        Value m = arith::AddIOp::create(lb, blockM,
+                                        index(lb, i * chunkElements()));
+        nvgpu::TmaAsyncLoadOp::create(lb, dst, full, frame.lhsMap,
+                                      ValueRange{m, kOffset}, slot, Value(),
+                                      Value());
+      }
+    }
     Value rhsBase =
         arith::AddIOp::create(lb, slotBase, index(lb, c.lhsTileBytes()));
     if (c.rhsKMajor) {
@@ -272,7 +293,8 @@ public:
     Value address = arith::AddIOp::create(
         b, memref::ExtractAlignedPointerAsIndexOp::create(b, frame.shared),
         frame.sharedBase);
-    lhsDesc0 = buildMatrixDescriptor(b, address, 16, kRowGroupBytes);
+    lhsDesc0 = buildMatrixDescriptor(
+        b, address, c.lhsKMajor ? 16 : c.tileK * kChunkBytes, kRowGroupBytes);
     rhsDesc0 = buildMatrixDescriptor(
         b, arith::AddIOp::create(b, address, index(b, c.lhsTileBytes())),
         c.rhsKMajor ? 16 : c.tileK * kChunkBytes, kRowGroupBytes);
@@ -307,7 +329,10 @@ public:
       int64_t rhsStep = c.rhsKMajor ? k * 32 : k * kStep * kChunkBytes;
       Value rhsK = arith::AddIOp::create(lb, rhsDesc, i64Const(rhsStep >> 4));
       for (size_t f = 0; f < next.size(); ++f) {
-        int64_t lhsStep = (firstRow + f * kWgmmaM) * kSwizzleBytes + k * 32;
+        // 64 rows of a K-major lhs are 64 x 128 bytes; a 64-row chunk of an
+        // MN-major one is tileK x 128 bytes, the same when tileK is 64.
+        int64_t lhsStep = (firstRow + f * kWgmmaM) * kSwizzleBytes +
+                          (c.lhsKMajor ? k * 32 : k * kStep * kChunkBytes);
         Value lhsK = arith::AddIOp::create(lb, lhsDesc, i64Const(lhsStep >> 4));
         next[f] = NVVM::WgmmaMmaAsyncOp::create(
             lb, fragmentType, next[f], lhsK, rhsK, shape, wgmmaType, wgmmaType,
@@ -315,7 +340,7 @@ public:
             firstTile && k == 0 ? NVVM::WGMMAScaleOut::zero
                                 : NVVM::WGMMAScaleOut::one,
             NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
-            NVVM::MMALayout::row,
+            c.lhsKMajor ? NVVM::MMALayout::row : NVVM::MMALayout::col,
             c.rhsKMajor ? NVVM::MMALayout::col : NVVM::MMALayout::row,
             NVVM::MMAIntOverflowAttr());
       }

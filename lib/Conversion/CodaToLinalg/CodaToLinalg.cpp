@@ -82,7 +82,7 @@ Value buildAccumulator(OpBuilder &b, Location loc, GemmOp op,
   };
   if (batched)
     addDim(op.getLhs(), 0);
-  addDim(op.getLhs(), lhsRank - 2);
+  addDim(op.getLhs(), lhsRank - (op.getTransposeA() ? 1 : 2));
   addDim(op.getRhs(), rhsRank - (op.getTransposeB() ? 2 : 1));
 
   Type f32 = b.getF32Type();
@@ -108,7 +108,10 @@ Value buildAccumulator(OpBuilder &b, Location loc, GemmOp op,
     if (batchedRhs)
       rhsExprs.push_back(bDim);
   }
-  lhsExprs.append({m, k});
+  if (op.getTransposeA())
+    lhsExprs.append({k, m});
+  else
+    lhsExprs.append({m, k});
   if (op.getTransposeB())
     rhsExprs.append({n, k});
   else

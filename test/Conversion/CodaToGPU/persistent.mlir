@@ -17,7 +17,7 @@
 //       CHECK: gpu.func @plain_gemm0
 //  CHECK-SAME:   block = [384, 1, 1]
 //  CHECK-SAME:   grid = ["min(ceildiv(N, 128) * ceildiv(M, 128), SMs)", "1", "1"]
-//  CHECK-SAME:   persistent = true, shared_memory_bytes = 199680 : i64, stages = 4 : i64, tile = [128, 128, 64], transpose_b = true, warp_specialized = true
+//  CHECK-SAME:   persistent = true, shared_memory_bytes = 199680 : i64, stages = 4 : i64, tile = [128, 128, 64], transpose_a = false, transpose_b = true, warp_specialized = true
 //       CHECK:   %[[FULL:.*]] = nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 4>
 //       CHECK:   %[[EMPTY:.*]] = nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 4>
 //       CHECK:   %[[STAGED:.*]] = nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>>

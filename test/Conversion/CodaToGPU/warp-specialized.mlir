@@ -10,7 +10,7 @@
 //       CHECK:   gpu.launch_func @coda_kernels::@ws_gemm0 blocks in ({{.*}}) threads in (%c384{{.*}}, %{{.*}}, %{{.*}}) dynamic_shared_memory_size %c197632_i32
 //       CHECK: gpu.func @ws_gemm0
 //  CHECK-SAME:   block = [384, 1, 1]
-//  CHECK-SAME:   shared_memory_bytes = 197632 : i64, stages = 4 : i64, tile = [128, 256, 64], transpose_b = true, warp_specialized = true
+//  CHECK-SAME:   shared_memory_bytes = 197632 : i64, stages = 4 : i64, tile = [128, 256, 64], transpose_a = false, transpose_b = true, warp_specialized = true
 //       CHECK:   %[[FULL:.*]] = nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 4>
 //       CHECK:   %[[EMPTY:.*]] = nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 4>
 //       CHECK:   nvgpu.mbarrier.init %[[FULL]]{{.*}}, %c1

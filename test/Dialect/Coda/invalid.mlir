@@ -684,3 +684,13 @@ func.func @pair_input_shape(%a: tensor<4x8xf32>, %b: tensor<8x6xf32>, %g: tensor
   }
   return %y : tensor<4x6xf32>
 }
+
+// -----
+
+func.func @transposed_lhs_shape(%a: tensor<8x4xf32>, %b: tensor<4x6xf32>, %o: tensor<4x6xf32>) -> tensor<4x6xf32> {
+  // expected-error @+1 {{'coda.gemm' op expects rhs (K x N) of shape 8x6, got 4x6}}
+  %y = coda.gemm %a, %b transpose_a : tensor<8x4xf32>, tensor<4x6xf32> epilogue(%acc) outs(%o : tensor<4x6xf32>) {
+    coda.yield %acc : f32
+  }
+  return %y : tensor<4x6xf32>
+}

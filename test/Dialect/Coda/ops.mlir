@@ -221,3 +221,14 @@ func.func @finish(%p: tensor<64x4xf32>, %i: tensor<64xf32>, %q: tensor<2x64x8xf3
 // CHECK-LABEL: func private @types
 // CHECK-SAME: !coda.partial<f32>, !coda.pair<bf16>, !coda.row<f16>
 func.func private @types(!coda.partial<f32>, !coda.pair<bf16>, !coda.row<f16>)
+
+// CHECK-LABEL: func.func @transposed_lhs
+// CHECK: coda.gemm %{{.*}}, %{{.*}} transpose_a transpose_b : tensor<32x64xbf16>, tensor<96x32xbf16>
+func.func @transposed_lhs(%a: tensor<32x64xbf16>, %b: tensor<96x32xbf16>, %o: tensor<64x96xbf16>) -> tensor<64x96xbf16> {
+  %0 = coda.gemm %a, %b transpose_a transpose_b : tensor<32x64xbf16>, tensor<96x32xbf16>
+      epilogue(%acc) outs(%o : tensor<64x96xbf16>) {
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return %0 : tensor<64x96xbf16>
+}

@@ -22,6 +22,26 @@ func.func @plain_nn(%a: memref<?x?xf16>, %b: memref<?x?xf16>, %y: memref<?x?xf32
   return
 }
 
+// lhs stored K x M (transpose_a: a weight gradient X^T dY reads X as
+// stored), rhs K x N, bf16 out.
+func.func @plain_tn(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_a : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%y : memref<?x?xbf16>) {
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
+
+// Both operands stored transposed, f16, f32 out.
+func.func @plain_tt(%a: memref<?x?xf16>, %b: memref<?x?xf16>, %y: memref<?x?xf32>) {
+  coda.gemm %a, %b transpose_a transpose_b : memref<?x?xf16>, memref<?x?xf16>
+      epilogue(%acc) outs(%y : memref<?x?xf32>) {
+    coda.yield %acc : f32
+  }
+  return
+}
+
 // Row, column, scalar and tile inputs; two tile outputs; row partial sums of
 // squares (the next RMSNorm's statistic).
 func.func @residual_norm(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %res: memref<?x?xbf16>,

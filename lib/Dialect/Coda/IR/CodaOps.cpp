@@ -75,11 +75,13 @@ static bool isSinkType(Type type) {
 //===----------------------------------------------------------------------===//
 
 int64_t GemmOp::getStaticM() {
-  return getLhsType().getDimSize(getLhsType().getRank() - 2);
+  return getLhsType().getDimSize(getLhsType().getRank() -
+                                 (getTransposeA() ? 1 : 2));
 }
 
 int64_t GemmOp::getStaticK() {
-  return getLhsType().getDimSize(getLhsType().getRank() - 1);
+  return getLhsType().getDimSize(getLhsType().getRank() -
+                                 (getTransposeA() ? 2 : 1));
 }
 
 int64_t GemmOp::getStaticN() {
@@ -115,6 +117,8 @@ Type GemmOp::getInputElementType(Type inputType) {
 
 void GemmOp::print(OpAsmPrinter &p) {
   p << ' ' << getLhs() << ", " << getRhs();
+  if (getTransposeA())
+    p << " transpose_a";
   if (getTransposeB())
     p << " transpose_b";
   p << " : " << getLhs().getType() << ", " << getRhs().getType();
@@ -131,7 +135,8 @@ void GemmOp::print(OpAsmPrinter &p) {
   p.decreaseIndent();
   p.printOptionalAttrDictWithKeyword(
       (*this)->getAttrs(),
-      {getInputFormsAttrName(), getTransposeBAttrName(), "operandSegmentSizes"});
+      {getInputFormsAttrName(), getTransposeAAttrName(),
+       getTransposeBAttrName(), "operandSegmentSizes"});
   p << ' ';
   p.printRegion(getEpilogue(), /*printEntryBlockArgs=*/false);
 }
@@ -144,6 +149,8 @@ ParseResult GemmOp::parse(OpAsmParser &parser, OperationState &result) {
   if (parser.parseOperand(lhs) || parser.parseComma() ||
       parser.parseOperand(rhs))
     return failure();
+  if (succeeded(parser.parseOptionalKeyword("transpose_a")))
+    props.transpose_a = UnitAttr::get(ctx);
   if (succeeded(parser.parseOptionalKeyword("transpose_b")))
     props.transpose_b = UnitAttr::get(ctx);
   if (parser.parseColon() || parser.parseType(lhsType) || parser.parseComma() ||
@@ -558,7 +565,8 @@ struct EraseUnusedResults : OpRewritePattern<GemmOp> {
     auto rebuilt = GemmOp::create(rewriter, op.getLoc(), types, op.getLhs(),
                                   op.getRhs(), op.getEpilogueInputs(), outputs,
                                   op.getInputFormsAttr(),
-                                  op.getTransposeBAttr());
+                                  op.getTransposeBAttr(),
+                                  op.getTransposeAAttr());
     rewriter.inlineRegionBefore(op.getEpilogue(), rebuilt.getEpilogue(),
                                 rebuilt.getEpilogue().end());
     YieldOp yield = rebuilt.getYieldOp();

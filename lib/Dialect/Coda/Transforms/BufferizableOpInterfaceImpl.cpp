@@ -63,7 +63,8 @@ struct GemmOpInterface
     rewriter.setInsertionPoint(op);
     auto bufferized = GemmOp::create(
         rewriter, op->getLoc(), TypeRange(), all[0], all[1], inputs, outputs,
-        gemm.getInputFormsAttr(), gemm.getTransposeBAttr());
+        gemm.getInputFormsAttr(), gemm.getTransposeBAttr(),
+        gemm.getTransposeAAttr());
     rewriter.inlineRegionBefore(gemm.getEpilogue(), bufferized.getEpilogue(),
                                 bufferized.getEpilogue().end());
     replaceOpWithBufferizedValues(rewriter, op, outputs);

@@ -130,7 +130,7 @@ struct ConvertContraction : OpRewritePattern<linalg::GenericOp> {
     auto gemm = GemmOp::create(
         rewriter, loc, TypeRange{resultType}, lhs, rhs, inputs,
         ValueRange{destination}, ArrayAttr::get(ctx, forms),
-        transposeB ? rewriter.getUnitAttr() : UnitAttr());
+        transposeB ? rewriter.getUnitAttr() : UnitAttr(), UnitAttr());
     SmallVector<Type> argTypes = {rewriter.getF32Type()};
     SmallVector<Location> argLocs = {loc};
     if (accumulates) {

@@ -355,15 +355,17 @@ private:
   /// Adds `g` to the adjoint of tensor `value`.
   void accumulate(Value value, Value g);
   Value emptyLike(Value shapeSource, Type elementType);
-  Value transpose(Value matrix);
+  /// An operand of a GEMM the backward builds, read transposed or not.
+  struct Operand {
+    Value value;
+    bool transposed;
+  };
   /// A GEMM whose epilogue rounds the accumulator to `element`, plus
   /// `addend` (a tile) when given.
-  Value plainGemm(Value lhs, Value rhs, bool transposeB, Type element,
-                  Value addend = {});
+  Value plainGemm(Operand lhs, Operand rhs, Type element, Value addend = {});
   /// Adds `lhs x rhs` to the adjoint of `value`, inside the GEMM's epilogue
   /// when there is one already (no separate elementwise pass).
-  void accumulateGemm(Value value, Value lhs, Value rhs, bool transposeB,
-                      Type element);
+  void accumulateGemm(Value value, Operand lhs, Operand rhs, Type element);
   Value zerosLike(Value value);
   /// Partials of one per `tile` columns (rows) of an M x N output.
   Value partialsDestination(GemmOp gemm, bool rows);
@@ -474,22 +476,10 @@ Value BackwardBuilder::zerosLike(Value value) {
       .getResult(0);
 }
 
-Value BackwardBuilder::transpose(Value matrix) {
-  Location loc = matrix.getLoc();
-  auto type = cast<RankedTensorType>(matrix.getType());
-  SmallVector<OpFoldResult> sizes =
-      tensor::getMixedSizes(rewriter, loc, matrix);
-  std::swap(sizes[0], sizes[1]);
-  Value init = tensor::EmptyOp::create(rewriter, loc, sizes,
-                                       type.getElementType());
-  return linalg::TransposeOp::create(rewriter, loc, matrix, init,
-                                     ArrayRef<int64_t>{1, 0})
-      .getResult()[0];
-}
-
 SmallVector<OpFoldResult> BackwardBuilder::outputSizes(GemmOp gemm) {
   Location loc = gemm.getLoc();
-  return {tensor::getMixedSize(rewriter, loc, gemm.getLhs(), 0),
+  return {tensor::getMixedSize(rewriter, loc, gemm.getLhs(),
+                               gemm.getTransposeA() ? 1 : 0),
           tensor::getMixedSize(rewriter, loc, gemm.getRhs(),
                                gemm.getTransposeB() ? 0 : 1)};
 }
@@ -509,13 +499,13 @@ Value BackwardBuilder::partialsDestination(GemmOp gemm, bool rows) {
   return tensor::EmptyOp::create(rewriter, loc, sizes, rewriter.getF32Type());
 }
 
-Value BackwardBuilder::plainGemm(Value lhs, Value rhs, bool transposeB,
-                                 Type element, Value addend) {
-  Location loc = lhs.getLoc();
+Value BackwardBuilder::plainGemm(Operand lhs, Operand rhs, Type element,
+                                 Value addend) {
+  Location loc = lhs.value.getLoc();
   MLIRContext *ctx = rewriter.getContext();
   SmallVector<OpFoldResult> sizes = {
-      tensor::getMixedSize(rewriter, loc, lhs, 0),
-      tensor::getMixedSize(rewriter, loc, rhs, transposeB ? 0 : 1)};
+      tensor::getMixedSize(rewriter, loc, lhs.value, lhs.transposed ? 1 : 0),
+      tensor::getMixedSize(rewriter, loc, rhs.value, rhs.transposed ? 0 : 1)};
   Value init = tensor::EmptyOp::create(rewriter, loc, sizes, element);
   SmallVector<Value> inputs;
   SmallVector<Attribute> forms;
@@ -527,10 +517,13 @@ Value BackwardBuilder::plainGemm(Value lhs, Value rhs, bool transposeB,
     argTypes.push_back(getElementTypeOrSelf(addend.getType()));
     argLocs.push_back(loc);
   }
-  auto gemm = GemmOp::create(rewriter, loc, TypeRange{init.getType()}, lhs,
-                             rhs, inputs, ValueRange{init},
-                             ArrayAttr::get(ctx, forms),
-                             transposeB ? rewriter.getUnitAttr() : UnitAttr());
+  auto unit = [&](bool set) {
+    return set ? rewriter.getUnitAttr() : UnitAttr();
+  };
+  auto gemm = GemmOp::create(rewriter, loc, TypeRange{init.getType()},
+                             lhs.value, rhs.value, inputs, ValueRange{init},
+                             ArrayAttr::get(ctx, forms), unit(rhs.transposed),
+                             unit(lhs.transposed));
   OpBuilder::InsertionGuard guard(rewriter);
   Block *body = rewriter.createBlock(&gemm.getEpilogue(), {}, argTypes,
                                      argLocs);
@@ -547,14 +540,14 @@ Value BackwardBuilder::plainGemm(Value lhs, Value rhs, bool transposeB,
   return gemm.getResult(0);
 }
 
-void BackwardBuilder::accumulateGemm(Value value, Value lhs, Value rhs,
-                                     bool transposeB, Type element) {
+void BackwardBuilder::accumulateGemm(Value value, Operand lhs, Operand rhs,
+                                     Type element) {
   Value previous = adjoints.lookup(value);
   if (previous && getElementTypeOrSelf(previous.getType()) == element) {
-    adjoints[value] = plainGemm(lhs, rhs, transposeB, element, previous);
+    adjoints[value] = plainGemm(lhs, rhs, element, previous);
     return;
   }
-  accumulate(value, plainGemm(lhs, rhs, transposeB, element));
+  accumulate(value, plainGemm(lhs, rhs, element));
 }
 
 void BackwardBuilder::accumulate(Value value, Value g) {
@@ -754,11 +747,20 @@ LogicalResult BackwardBuilder::differentiate(GemmOp gemm) {
   }
 
   // dA = dAcc x B^T; dB = A^T x dAcc (K x N rhs) or dAcc^T x A (N x K rhs).
-  accumulateGemm(lhs, dAcc, rhs, !transposeB, operandElement);
-  if (transposeB)
-    accumulateGemm(rhs, transpose(dAcc), lhs, false, operandElement);
-  else
-    accumulateGemm(rhs, transpose(lhs), dAcc, false, operandElement);
+  // With op(X) = X^T where X is read transposed: acc = op(A) op(B), so
+  // d op(A) = dAcc op(B)^T and d op(B) = op(A)^T dAcc; each is computed in
+  // the layout of A (B) itself by swapping the product's sides when that
+  // operand is stored transposed. The operands are read as stored: no
+  // transposes are materialized.
+  bool transposeA = gemm.getTransposeA();
+  if (!transposeA) // dA = dAcc op(B)^T
+    accumulateGemm(lhs, {dAcc, false}, {rhs, !transposeB}, operandElement);
+  else // dA = op(B) dAcc^T
+    accumulateGemm(lhs, {rhs, transposeB}, {dAcc, true}, operandElement);
+  if (!transposeB) // dB = op(A)^T dAcc
+    accumulateGemm(rhs, {lhs, !transposeA}, {dAcc, false}, operandElement);
+  else // dB = dAcc^T op(A)
+    accumulateGemm(rhs, {dAcc, true}, {lhs, transposeA}, operandElement);
   return success();
 }
 

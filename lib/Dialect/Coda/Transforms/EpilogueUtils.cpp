@@ -29,7 +29,8 @@ GemmOp mlir::coda::rebuildGemm(RewriterBase &rewriter, GemmOp gemm, Value lhs,
   auto rebuilt = GemmOp::create(
       rewriter, gemm.getLoc(), resultTypes, lhs, rhs, inputs, outputs,
       ArrayAttr::get(ctx, forms),
-      transposeB ? rewriter.getUnitAttr() : UnitAttr());
+      transposeB ? rewriter.getUnitAttr() : UnitAttr(),
+      gemm.getTransposeAAttr());
 
   SmallVector<Type> argTypes = {rewriter.getF32Type()};
   SmallVector<Location> argLocs = {gemm.getLoc()};

@@ -33,7 +33,7 @@ using AccumulatorTransform = function_ref<Value(
 /// returns, one value per entry of `outputs`. The old terminator is not
 /// copied; its operands are reachable through the mapping. With
 /// `transformAccumulator`, the copy reads its result instead of the
-/// accumulator.
+/// accumulator. `lhs` is laid out as `gemm`'s (its `transpose_a` is kept).
 GemmOp rebuildGemm(RewriterBase &rewriter, GemmOp gemm, Value lhs, Value rhs,
                    bool transposeB, ArrayRef<EpilogueInput> addedInputs,
                    ValueRange outputs, EpilogueExtender extend,

@@ -53,6 +53,8 @@ struct KernelSpec {
   std::vector<ParamSpec> params;
   int64_t tileM = 0, tileN = 0, tileK = 0, stages = 0;
   bool transposeB = false;
+  /// lhs is K x M.
+  bool transposeA = false;
   /// One CTA per SM looping over the tiles (grid: min(tiles, SMs)).
   bool persistent = false;
   int64_t block[3] = {1, 1, 1};

@@ -1,14 +1,15 @@
 // RUN: coda-opt %s --coda-derive-backward --split-input-file | FileCheck %s
 
 // A GEMM whose epilogue only rounds: no adjoint GEMM; dX = dY W (rhs N x K,
-// so K x N' without transpose_b), dW = dY^T X.
+// so K x N' without transpose_b), dW = dY^T X (dY read transposed, as
+// stored: transpose_a).
 // CHECK-LABEL: func.func @plain_backward(
 //  CHECK-SAME:   %[[X:.*]]: tensor<8x4xbf16>, %[[W:.*]]: tensor<6x4xbf16>, %[[DY:.*]]: tensor<8x6xbf16>) -> (tensor<8x4xbf16>, tensor<6x4xbf16>)
 //   CHECK-NOT:   coda.gemm %[[X]]
 //       CHECK:   %[[DX:.*]] = coda.gemm %[[DY]], %[[W]] : tensor<8x6xbf16>, tensor<6x4xbf16>
 //       CHECK:     arith.truncf
-//       CHECK:   %[[DYT:.*]] = linalg.transpose ins(%[[DY]] : tensor<8x6xbf16>)
-//       CHECK:   %[[DW:.*]] = coda.gemm %[[DYT]], %[[X]] : tensor<6x8xbf16>, tensor<8x4xbf16>
+//   CHECK-NOT:   linalg.transpose
+//       CHECK:   %[[DW:.*]] = coda.gemm %[[DY]], %[[X]] transpose_a : tensor<8x6xbf16>, tensor<8x4xbf16>
 //       CHECK:   return %[[DX]], %[[DW]]
 func.func @plain(%x: tensor<8x4xbf16>, %w: tensor<6x4xbf16>) -> tensor<8x6xbf16> {
   %e = tensor.empty() : tensor<8x6xbf16>
@@ -36,8 +37,7 @@ func.func @plain(%x: tensor<8x4xbf16>, %w: tensor<6x4xbf16>) -> tensor<8x6xbf16>
 //       CHECK:     coda.yield %{{.*}}, %[[RS]], %[[DYV]] : bf16, !coda.partial<f32>, f32
 //       CHECK:   %[[DS:.*]] = coda.reduce_partials sum row %[[ADJ]]#1
 //       CHECK:   %[[DX:.*]] = coda.gemm %[[ADJ]]#0, %[[W]] transpose_b
-//       CHECK:   %[[XT:.*]] = linalg.transpose ins(%[[X]]
-//       CHECK:   %[[DW:.*]] = coda.gemm %[[XT]], %[[ADJ]]#0 : tensor<4x8xbf16>, tensor<8x8xbf16>
+//       CHECK:   %[[DW:.*]] = coda.gemm %[[X]], %[[ADJ]]#0 transpose_a : tensor<8x4xbf16>, tensor<8x8xbf16>
 //       CHECK:   return %[[DX]], %[[DW]], %[[DS]], %[[ADJ]]#2
 func.func @act(%x: tensor<8x4xbf16>, %w: tensor<4x8xbf16>, %s: tensor<8xf32>, %r: tensor<8x8xf32>, %c: f32) -> tensor<8x8xf32> {
   %e = tensor.empty() : tensor<8x8xf32>

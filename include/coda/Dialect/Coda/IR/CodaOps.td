@@ -49,9 +49,11 @@ def Coda_GemmOp : Coda_Op<"gemm", [
     epilogue with a `pair` input has pairwise ops, whose stride it uses (the
     gradient of a `pair_contract` output is read this way).
 
-    `lhs` is [B x] M x K. `rhs` is K x N, or N x K with `transpose_b` (the way
-    `nn.Linear` stores weights), optionally with the same leading batch
-    dimension B as `lhs`; an unbatched `rhs` is shared by every batch.
+    `lhs` is [B x] M x K, or K x M with `transpose_a` (a weight gradient
+    `X^T dY` reads the activations X as stored). `rhs` is K x N, or N x K
+    with `transpose_b` (the way `nn.Linear` stores weights), optionally with
+    the same leading batch dimension B as `lhs`; an unbatched `rhs` is shared
+    by every batch.
 
     The terminator `coda.yield` gives one value per output (destination-passing
     style: `outs`). The type of the yielded value fixes the output's shape:
@@ -90,7 +92,8 @@ def Coda_GemmOp : Coda_Op<"gemm", [
     Variadic<AnyType>:$epilogue_inputs,
     Variadic<Coda_TensorOrMemRef>:$outputs,
     Coda_AccessFormArrayAttr:$input_forms,
-    UnitAttr:$transpose_b
+    UnitAttr:$transpose_b,
+    UnitAttr:$transpose_a
   );
   let results = (outs Variadic<AnyRankedTensor>:$results);
   let regions = (region SizedRegion<1>:$epilogue);
