@@ -50,6 +50,11 @@ mlir::coda::compileToDirectory(ModuleOp module, const CompileOptions &options,
     }
     written.push_back(report);
   }
+  if (options.deriveBackward &&
+      failed(parsePassPipeline("coda-derive-backward", pm))) {
+    log << "coda-compile: cannot build the backward derivation\n";
+    return failure();
+  }
   CodaToGPUBinaryOptions pipeline;
   pipeline.chip = options.chip;
   pipeline.format = options.format;

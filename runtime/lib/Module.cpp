@@ -138,7 +138,21 @@ Module::~Module() {
 
 void Module::launch(const std::string &name, const std::vector<Argument> &args,
                     uint64_t stream) {
-  const KernelSpec &kernel = manifest_.kernel(name);
+  launchSpec(manifest_.kernel(name), args, stream);
+}
+
+void Module::launchKernel(const std::string &name,
+                          const std::vector<Argument> &args, uint64_t stream) {
+  KernelSpec kernel = manifest_.kernel(name);
+  int64_t position = 0;
+  for (ParamSpec &p : kernel.params)
+    p.source = p.kind == ParamSpec::Kind::index ? -1 : position++;
+  launchSpec(kernel, args, stream);
+}
+
+void Module::launchSpec(const KernelSpec &kernel,
+                        const std::vector<Argument> &args, uint64_t stream) {
+  const std::string &name = kernel.name;
   GemmSizes sizes = validate(kernel, args);
   int64_t grid[3];
   gridFor(kernel, sizes, impl_->multiprocessors, grid);

@@ -126,6 +126,15 @@ PYBIND11_MODULE(_coda_runtime, m) {
              uint64_t stream) { self.launch(kernel, toArguments(args), stream); },
           py::arg("kernel"), py::arg("args"), py::arg("stream") = 0)
       .def(
+          "launch_kernel",
+          [](Module &self, const std::string &kernel, const py::sequence &args,
+             uint64_t stream) {
+            self.launchKernel(kernel, toArguments(args), stream);
+          },
+          py::arg("kernel"), py::arg("args"), py::arg("stream") = 0,
+          "Like launch, with the kernel's own tensor and scalar parameters in "
+          "their order (M, N, K excepted)")
+      .def(
           "launch_function",
           [](Module &self, const std::string &function,
              const py::sequence &args, uint64_t stream) {

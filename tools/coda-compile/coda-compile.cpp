@@ -39,6 +39,10 @@ static cl::opt<std::string> outputDir("o", cl::desc("output directory"),
                                       cl::value_desc("dir"), cl::Required);
 static cl::opt<bool> fuse("fuse",
                           cl::desc("run --coda-fuse first (linalg input)"));
+static cl::opt<bool> deriveBackward(
+    "derive-backward",
+    cl::desc("also compile each function's backward program "
+             "(--coda-derive-backward)"));
 static cl::opt<std::string> chip("chip", cl::desc("GPU architecture"),
                                  cl::init("sm_90a"));
 static cl::opt<std::string>
@@ -89,6 +93,7 @@ static int compile() {
 
   coda::CompileOptions options;
   options.fuse = fuse;
+  options.deriveBackward = deriveBackward;
   options.chip = chip;
   options.format = format;
   options.tileM = tileM;

@@ -16,6 +16,9 @@ namespace mlir::coda {
 struct CompileOptions {
   /// Run --coda-fuse first (linalg input) and write fusion-report.txt.
   bool fuse = false;
+  /// Run --coda-derive-backward (after fusing): the kernels of each
+  /// function's backward program too.
+  bool deriveBackward = false;
   std::string chip = "sm_90a";
   /// bin (cubin), isa (PTX) or fatbin.
   std::string format = "bin";

@@ -37,7 +37,16 @@ public:
   void launchFunction(const std::string &function,
                       const std::vector<Argument> &args, uint64_t stream = 0);
 
+  /// Like `launch`, but `args` are the kernel's own tensor and scalar
+  /// parameters in their order (M, N, K excepted), whatever the host function
+  /// passes there: so that a caller can run a kernel whose buffers the
+  /// compiled function allocates (a backward program's dAcc) on its own.
+  void launchKernel(const std::string &kernel,
+                    const std::vector<Argument> &args, uint64_t stream = 0);
+
 private:
+  void launchSpec(const KernelSpec &kernel, const std::vector<Argument> &args,
+                  uint64_t stream);
   Module() = default;
   struct Impl;
   Manifest manifest_;

@@ -1,0 +1,16 @@
+"""PyTorch ops backed by coda kernels compiled ahead of time.
+
+    import coda_torch
+    coda_torch.load("build/torch-kernels")      # scripts/build-torch-kernels
+    y = coda_torch.linear_swiglu(x, w)           # autograd-aware, torch.compile-able
+
+Each op is a torch.library custom op (opaque to torch.compile, traced with
+its fake implementation) with an autograd formula whose backward runs the
+kernels that `coda-compile --derive-backward` derived from the forward
+program. Needs the `coda_runtime` extension (scripts/build-runtime) and a
+CUDA device.
+"""
+
+from .ops import linear_swiglu, load
+
+__all__ = ["linear_swiglu", "load"]
