@@ -3,6 +3,7 @@
     import coda_torch
     coda_torch.load("build/torch-kernels")      # scripts/build-torch-kernels
     y = coda_torch.linear_swiglu(x, w)           # autograd-aware, torch.compile-able
+    coda_torch.llama.apply(model)                # a Hugging Face Llama's MLPs
 
 Each op is a torch.library custom op (opaque to torch.compile, traced with
 its fake implementation) with an autograd formula whose backward runs the
@@ -11,6 +12,7 @@ program. Needs the `coda_runtime` extension (scripts/build-runtime) and a
 CUDA device.
 """
 
+from . import llama
 from .ops import linear_swiglu, load
 
-__all__ = ["linear_swiglu", "load"]
+__all__ = ["linear_swiglu", "llama", "load"]
