@@ -88,3 +88,27 @@ def test_linear_swiglu_rejects_bad_inputs():
         coda_torch.linear_swiglu(x.float(), w)
     with pytest.raises(ValueError, match="even number of rows"):
         coda_torch.linear_swiglu(x, w[:-1])
+
+
+def test_llama_patch_matches_original():
+    # A patched Hugging Face Llama computes what the original does: loss and
+    # the MLP weights' gradients (gate_up holds gate and up interleaved).
+    import copy
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(vocab_size=1000, hidden_size=256, intermediate_size=512,
+                                      num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=4, max_position_embeddings=128)
+    torch.manual_seed(0)
+    original = transformers.LlamaForCausalLM(config).cuda().to(torch.bfloat16)
+    patched = copy.deepcopy(original)
+    assert coda_torch.llama.apply(patched) == 2
+    ids = torch.randint(0, 1000, (2, 128), device="cuda")
+    want = original(input_ids=ids, labels=ids).loss
+    got = patched(input_ids=ids, labels=ids).loss
+    want.backward()
+    got.backward()
+    torch.testing.assert_close(got.float(), want.float(), rtol=1e-2, atol=1e-2)
+    for a, b in zip(original.model.layers, patched.model.layers):
+        stacked = torch.stack([a.mlp.gate_proj.weight.grad, a.mlp.up_proj.weight.grad], 1)
+        close(b.mlp.gate_up.grad.view_as(stacked), stacked.float(), rtol=5e-2)
+        close(b.mlp.down_proj.weight.grad, a.mlp.down_proj.weight.grad.float(), rtol=5e-2)
