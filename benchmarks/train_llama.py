@@ -4,6 +4,11 @@ the same initial weights and batches for each, losses per step, median step
 time and peak memory, in one process.
 
   python3 benchmarks/train_llama.py --kernels build/torch-kernels --out X.json
+  NCCL_NVLS_ENABLE=0 torchrun --nproc_per_node 2 benchmarks/train_llama.py ...
+
+Under torchrun the model is wrapped in DistributedDataParallel and each rank
+takes its share of every global batch, so the losses (averaged over ranks)
+are those of one GPU on the whole batch, up to bf16 rounding.
 
 The data is learnable: each sequence counts modulo the vocabulary with its own
 random start and stride, so the loss falls once the model picks the rule up.
@@ -17,6 +22,7 @@ import statistics
 import sys
 
 import torch
+import torch.distributed as dist
 from transformers import LlamaConfig, LlamaForCausalLM
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
@@ -32,18 +38,23 @@ def batches(steps, batch, seq, vocab):
         yield (start + stride * positions) % vocab
 
 
-def train(mode, args, config):
+def train(mode, args, config, rank, world):
     torch.manual_seed(0)
     model = LlamaForCausalLM(config).cuda().to(torch.bfloat16)
     if mode == "coda":
         coda_torch.llama.apply(model)
     step_fn = model
+    if world > 1:
+        step_fn = model = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[torch.cuda.current_device()])
     if mode == "torch_compile":
         step_fn = torch.compile(model)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
     torch.cuda.reset_peak_memory_stats()
     losses, times = [], []
+    share = args.batch // world
     for step, ids in enumerate(batches(args.steps, args.batch, args.seq, config.vocab_size)):
+        ids = ids[rank * share:(rank + 1) * share]
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         loss = step_fn(input_ids=ids, labels=ids).loss
@@ -52,6 +63,10 @@ def train(mode, args, config):
         opt.zero_grad(set_to_none=True)
         end.record()
         end.synchronize()
+        if world > 1:
+            loss = loss.detach().clone()
+            dist.all_reduce(loss)
+            loss /= world
         losses.append(loss.item())
         if step >= 5:
             times.append(start.elapsed_time(end))
@@ -75,6 +90,13 @@ def main():
     parser.add_argument("--modes", nargs="+", default=["torch_eager", "coda", "torch_compile"])
     parser.add_argument("--commit", default="unknown")
     args = parser.parse_args()
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    if world > 1:
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+        dist.init_process_group("nccl")
+        if args.batch % world:
+            raise SystemExit(f"--batch {args.batch} must divide among {world} GPUs")
     torch.backends.cuda.matmul.allow_tf32 = False
     coda_torch.load(args.kernels)
     config = LlamaConfig(vocab_size=args.vocab, hidden_size=args.hidden,
@@ -83,10 +105,15 @@ def main():
                          max_position_embeddings=args.seq)
     runs = {}
     for mode in args.modes:
-        runs[mode] = train(mode, args, config)
+        runs[mode] = train(mode, args, config, rank, world)
         r = runs[mode]
+        if rank:
+            continue
         print(f"{mode}: loss {r['losses'][0]:.3f} -> {r['losses'][-1]:.3f}, "
               f"step {r['step_ms']:.2f} ms, peak {r['peak_memory_gb']:.2f} GB", flush=True)
+    if rank:
+        dist.destroy_process_group()
+        return
     base = runs.get("torch_eager")
     if base:
         for mode, r in runs.items():
@@ -98,9 +125,12 @@ def main():
             print(f"{mode} vs eager: max |loss diff| {max(diff):.4f}, final relative "
                   f"{r['final_rel_loss_diff_vs_eager']:.4f}", flush=True)
     with open(args.out, "w") as f:
-        json.dump({"device": torch.cuda.get_device_name(), "date": datetime.date.today().isoformat(),
+        json.dump({"device": torch.cuda.get_device_name(), "gpus": world,
+                   "date": datetime.date.today().isoformat(),
                    "commit": args.commit, "torch": torch.__version__, "config": vars(args),
                    "runs": runs}, f, indent=1)
+    if world > 1:
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":
