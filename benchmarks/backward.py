@@ -55,6 +55,33 @@ def main():
             f"{k} {v:.3f} ms ({v / row['coda_ms']:.2f}x)" for k, v in row["baselines"].items()), flush=True)
         del x, w, dy
         torch.cuda.empty_cache()
+    # LM head + cross-entropy: per-token loss, mean, backward.
+    def eager_ce(x, w, t):
+        return torch.nn.functional.cross_entropy((x @ w.T).float(), t, reduction="none")
+
+    compiled_ce = torch.compile(eager_ce)
+    vocab = 32768
+    for hidden in SIZES:
+        x = torch.randn(TOKENS, hidden, device="cuda").bfloat16().requires_grad_()
+        w = (torch.randn(vocab, hidden, device="cuda") / hidden ** 0.5).bfloat16().requires_grad_()
+        t = torch.randint(0, vocab, (TOKENS,), device="cuda")
+
+        def ce_step(fn):
+            def run():
+                x.grad = w.grad = None
+                fn(x, w, t).mean().backward()
+            return run
+
+        torch.cuda.reset_peak_memory_stats()
+        row = {"case": "linear_cross_entropy_fwd_bwd", "shape": {"M": TOKENS, "hidden": hidden, "vocab": vocab},
+               "coda_ms": median_ms(ce_step(coda_torch.linear_cross_entropy)),
+               "baselines": {"torch_eager": median_ms(ce_step(eager_ce)),
+                             "torch_compile": median_ms(ce_step(compiled_ce))}}
+        rows.append(row)
+        print(f"LM head + CE fwd+bwd hidden {hidden}: coda {row['coda_ms']:.3f} ms; " + ", ".join(
+            f"{k} {v:.3f} ms ({v / row['coda_ms']:.2f}x)" for k, v in row["baselines"].items()), flush=True)
+        del x, w, t
+        torch.cuda.empty_cache()
     with open(args.out, "w") as f:
         json.dump({"device": torch.cuda.get_device_name(), "date": datetime.date.today().isoformat(),
                    "commit": args.commit, "torch": torch.__version__, "results": rows}, f, indent=1)

@@ -3,6 +3,7 @@
     import coda_torch
     coda_torch.load("build/torch-kernels")      # scripts/build-torch-kernels
     y = coda_torch.linear_swiglu(x, w)           # autograd-aware, torch.compile-able
+    loss = coda_torch.linear_cross_entropy(h, w_vocab, targets).mean()
     coda_torch.llama.apply(model)                # a Hugging Face Llama's MLPs
 
 Each op is a torch.library custom op (opaque to torch.compile, traced with
@@ -13,6 +14,6 @@ CUDA device.
 """
 
 from . import llama
-from .ops import linear_swiglu, load
+from .ops import linear_cross_entropy, linear_swiglu, load
 
-__all__ = ["linear_swiglu", "llama", "load"]
+__all__ = ["linear_cross_entropy", "linear_swiglu", "llama", "load"]

@@ -87,3 +87,78 @@ def _backward(ctx, dy):
 
 
 linear_swiglu.register_autograd(_backward, setup_context=_setup_context)
+
+
+@torch.library.custom_op("coda::linear_cross_entropy_forward", mutates_args=())
+def _linear_cross_entropy_forward(x: torch.Tensor, w: torch.Tensor,
+                                  target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token loss and log-sum-exp of the logits x W^T, never stored."""
+    _check("linear_cross_entropy", x=x, w=w)
+    if target.dtype != torch.int64 or target.shape != (x.shape[0],):
+        raise ValueError("coda_torch.linear_cross_entropy: target must be int64 of "
+                         f"shape ({x.shape[0]},), got {target.dtype} {tuple(target.shape)}")
+    module, (logits, finish) = _kernels("linear_cross_entropy", "linear_cross_entropy")
+    tokens, vocab = x.shape[0], w.shape[0]
+    partials = torch.empty(tokens, (vocab + 127) // 128, device=x.device)
+    picked = torch.zeros(tokens, device=x.device)
+    lse = torch.empty(tokens, device=x.device)
+    x, w, target = x.contiguous(), w.contiguous(), target.contiguous()
+    _launch(module, logits, x, w, target, partials, picked)
+    _launch(module, finish, partials, lse)
+    valid = (target >= 0) & (target < vocab)
+    return torch.where(valid, lse - picked, 0.0), lse
+
+
+@_linear_cross_entropy_forward.register_fake
+def _(x, w, target):
+    return x.new_empty(x.shape[0], dtype=torch.float32), x.new_empty(x.shape[0], dtype=torch.float32)
+
+
+@torch.library.custom_op("coda::linear_cross_entropy_backward", mutates_args=())
+def _linear_cross_entropy_backward(dloss: torch.Tensor, x: torch.Tensor, w: torch.Tensor,
+                                   target: torch.Tensor,
+                                   lse: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """dx, dW: the adjoint GEMM recomputes the logits and writes
+    dloss (softmax - onehot(target)) as dAcc; then dx = dAcc W, dW = dAcc^T x.
+    (The derived backward program's first two kernels recompute the
+    log-sum-exp, which the forward saved.)"""
+    module, kernels = _kernels("linear_cross_entropy", "linear_cross_entropy_backward")
+    adjoint, data_grad, weight_grad = kernels[2:]
+    vocab = w.shape[0]
+    valid = (target >= 0) & (target < vocab)
+    g = torch.where(valid, dloss.float(), 0.0).contiguous()
+    x, w, target = x.contiguous(), w.contiguous(), target.contiguous()
+    dacc = x.new_empty(x.shape[0], vocab)
+    _launch(module, adjoint, x, w, target, g, lse.contiguous(), -g, dacc)
+    dx = torch.empty_like(x)
+    _launch(module, data_grad, dacc, w, dx)
+    dw = torch.empty_like(w)
+    _launch(module, weight_grad, dacc, x, dw)
+    return dx, dw
+
+
+@_linear_cross_entropy_backward.register_fake
+def _(dloss, x, w, target, lse):
+    return torch.empty_like(x), torch.empty_like(w)
+
+
+def _ce_setup_context(ctx, inputs, output):
+    x, w, target = inputs
+    ctx.save_for_backward(x, w, target, output[1])
+
+
+def _ce_backward(ctx, dloss, dlse):
+    x, w, target, lse = ctx.saved_tensors
+    dx, dw = _linear_cross_entropy_backward(dloss, x, w, target, lse)
+    return dx, dw, None
+
+
+_linear_cross_entropy_forward.register_autograd(_ce_backward, setup_context=_ce_setup_context)
+
+
+def linear_cross_entropy(x: torch.Tensor, w: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Per-token cross-entropy of the logits x W^T against `target` (like
+    F.cross_entropy(x @ w.T, target, reduction="none"); targets outside
+    [0, vocabulary), such as -100, give 0), without storing the logits in the
+    forward. x: T x H, w: V x H, bf16; target: T, int64."""
+    return _linear_cross_entropy_forward(x, w, target)[0]

@@ -112,3 +112,39 @@ def test_llama_patch_matches_original():
         stacked = torch.stack([a.mlp.gate_proj.weight.grad, a.mlp.up_proj.weight.grad], 1)
         close(b.mlp.gate_up.grad.view_as(stacked), stacked.float(), rtol=5e-2)
         close(b.mlp.down_proj.weight.grad, a.mlp.down_proj.weight.grad.float(), rtol=5e-2)
+
+
+@pytest.mark.parametrize("t,h,v", [(200, 256, 1000), (1000, 512, 32768)])
+def test_linear_cross_entropy(t, h, v):
+    gen = torch.Generator(device="cuda").manual_seed(2)
+    x = torch.randn(t, h, device="cuda", generator=gen).bfloat16()
+    w = (torch.randn(v, h, device="cuda", generator=gen) / h ** 0.5).bfloat16()
+    target = torch.randint(0, v, (t,), device="cuda", generator=gen)
+    target[::7] = -100  # ignored tokens: loss 0, no gradient
+    dloss = torch.rand(t, device="cuda", generator=gen)
+    xr, wr = x.float().requires_grad_(), w.float().requires_grad_()
+    want = torch.nn.functional.cross_entropy(xr @ wr.T, target, reduction="none")
+    want.backward(dloss)
+    xc, wc = x.clone().requires_grad_(), w.clone().requires_grad_()
+    got = coda_torch.linear_cross_entropy(xc, wc, target)
+    got.backward(dloss)
+    torch.testing.assert_close(got, want.detach(), rtol=1e-3, atol=1e-3)
+    close(xc.grad, xr.grad)
+    close(wc.grad, wr.grad)
+
+
+def test_linear_cross_entropy_compiled():
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    x = torch.randn(512, 256, device="cuda", generator=gen).bfloat16()
+    w = (torch.randn(4096, 256, device="cuda", generator=gen) / 16).bfloat16()
+    target = torch.randint(0, 4096, (512,), device="cuda", generator=gen)
+
+    def loss_fn(x, w):
+        return coda_torch.linear_cross_entropy(x, w, target).mean()
+
+    xc, wc = x.clone().requires_grad_(), w.clone().requires_grad_()
+    torch.compile(loss_fn, fullgraph=True)(xc, wc).backward()
+    xr, wr = x.float().requires_grad_(), w.float().requires_grad_()
+    torch.nn.functional.cross_entropy(xr @ wr.T, target).backward()
+    close(xc.grad, xr.grad)
+    close(wc.grad, wr.grad)
