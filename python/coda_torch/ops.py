@@ -29,6 +29,21 @@ def _launch(module, kernel, *args):
     module.launch_kernel(kernel, list(args), torch.cuda.current_stream().cuda_stream)
 
 
+def _gemm_backward(module, kernels, x, w, *adjoint_inputs):
+    """The derived backward of a GEMM x W^T: the adjoint kernel writes dAcc
+    (T x rows of w) from x, w and `adjoint_inputs`; then dx = dAcc W and
+    dW = dAcc^T x."""
+    adjoint, data_grad, weight_grad = kernels
+    x, w = x.contiguous(), w.contiguous()
+    dacc = x.new_empty(x.shape[0], w.shape[0])
+    _launch(module, adjoint, x, w, *adjoint_inputs, dacc)
+    dx = torch.empty_like(x)
+    _launch(module, data_grad, dacc, w, dx)
+    dw = torch.empty_like(w)
+    _launch(module, weight_grad, dacc, x, dw)
+    return dx, dw
+
+
 def _check(name, **tensors):
     for arg, t in tensors.items():
         if t.dtype != torch.bfloat16 or not t.is_cuda or t.dim() != 2:
@@ -60,16 +75,9 @@ def linear_swiglu_backward(dy: torch.Tensor, x: torch.Tensor,
                            w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """dx, dW of linear_swiglu: the adjoint GEMM recomputes x W^T and writes
     dgate / dup interleaved (dAcc), then dx = dAcc W and dW = dAcc^T x."""
-    module, (adjoint, data_grad, weight_grad) = _kernels(
-        "linear_swiglu", "linear_swiglu_backward")
-    x, w, dy = x.contiguous(), w.contiguous(), dy.contiguous().to(torch.bfloat16)
-    dacc = x.new_empty(x.shape[0], w.shape[0])
-    _launch(module, adjoint, x, w, dy, dacc)
-    dx = torch.empty_like(x)
-    _launch(module, data_grad, dacc, w, dx)
-    dw = torch.empty_like(w)
-    _launch(module, weight_grad, dacc, x, dw)
-    return dx, dw
+    module, kernels = _kernels("linear_swiglu", "linear_swiglu_backward")
+    return _gemm_backward(module, kernels, x, w,
+                          dy.contiguous().to(torch.bfloat16))
 
 
 @linear_swiglu_backward.register_fake
@@ -123,18 +131,12 @@ def _linear_cross_entropy_backward(dloss: torch.Tensor, x: torch.Tensor, w: torc
     (The derived backward program's first two kernels recompute the
     log-sum-exp, which the forward saved.)"""
     module, kernels = _kernels("linear_cross_entropy", "linear_cross_entropy_backward")
-    adjoint, data_grad, weight_grad = kernels[2:]
-    vocab = w.shape[0]
-    valid = (target >= 0) & (target < vocab)
+    valid = (target >= 0) & (target < w.shape[0])
     g = torch.where(valid, dloss.float(), 0.0).contiguous()
-    x, w, target = x.contiguous(), w.contiguous(), target.contiguous()
-    dacc = x.new_empty(x.shape[0], vocab)
-    _launch(module, adjoint, x, w, target, g, lse.contiguous(), -g, dacc)
-    dx = torch.empty_like(x)
-    _launch(module, data_grad, dacc, w, dx)
-    dw = torch.empty_like(w)
-    _launch(module, weight_grad, dacc, x, dw)
-    return dx, dw
+    # The adjoint reads the target, d(log-sum-exp), log-sum-exp and
+    # d(target logit) = -dloss.
+    return _gemm_backward(module, kernels[2:], x, w, target.contiguous(), g,
+                          lse.contiguous(), -g)
 
 
 @_linear_cross_entropy_backward.register_fake
