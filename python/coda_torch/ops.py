@@ -164,3 +164,59 @@ def linear_cross_entropy(x: torch.Tensor, w: torch.Tensor, target: torch.Tensor)
     [0, vocabulary), such as -100, give 0), without storing the logits in the
     forward. x: T x H, w: V x H, bf16; target: T, int64."""
     return _linear_cross_entropy_forward(x, w, target)[0]
+
+
+@torch.library.custom_op("coda::linear_qkv_rope", mutates_args=())
+def linear_qkv_rope(x: torch.Tensor, w: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                    rotate: torch.Tensor) -> torch.Tensor:
+    """x W^T with rotary embeddings (rotate_half within heads of 128) on the
+    columns where `rotate` is 1 (Q and K; 0 for V). x: T x H, w: N x H bf16
+    (N a multiple of 128); cos, sin: T x 128 f32; rotate: N f32."""
+    _check("linear_qkv_rope", x=x, w=w)
+    tokens, n = x.shape[0], w.shape[0]
+    if n % 128:
+        raise ValueError(f"coda_torch.linear_qkv_rope: w needs whole heads of 128 rows, got {n}")
+    for name, table in (("cos", cos), ("sin", sin)):
+        if table.dtype != torch.float32 or table.shape != (tokens, 128):
+            raise ValueError(f"coda_torch.linear_qkv_rope: {name} must be f32 of shape "
+                             f"({tokens}, 128), got {table.dtype} {tuple(table.shape)}")
+    if rotate.dtype != torch.float32 or rotate.shape != (n,):
+        raise ValueError(f"coda_torch.linear_qkv_rope: rotate must be f32 of shape ({n},)")
+    module, (forward,) = _kernels("linear_qkv_rope", "linear_qkv_rope")
+    y = x.new_empty(tokens, n)
+    _launch(module, forward, x.contiguous(), w.contiguous(), cos.contiguous(),
+            sin.contiguous(), rotate.contiguous(), y)
+    return y
+
+
+@linear_qkv_rope.register_fake
+def _(x, w, cos, sin, rotate):
+    return x.new_empty(x.shape[0], w.shape[0])
+
+
+@torch.library.custom_op("coda::linear_qkv_rope_backward", mutates_args=())
+def _linear_qkv_rope_backward(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor,
+                              cos: torch.Tensor, sin: torch.Tensor,
+                              rotate: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """dx, dW: the adjoint GEMM applies the transposed rotation to dy (dAcc)."""
+    module, kernels = _kernels("linear_qkv_rope", "linear_qkv_rope_backward")
+    return _gemm_backward(module, kernels, x, w, cos.contiguous(), sin.contiguous(),
+                          rotate.contiguous(), dy.contiguous().to(torch.bfloat16))
+
+
+@_linear_qkv_rope_backward.register_fake
+def _(dy, x, w, cos, sin, rotate):
+    return torch.empty_like(x), torch.empty_like(w)
+
+
+def _rope_setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs)
+
+
+def _rope_backward(ctx, dy):
+    x, w, cos, sin, rotate = ctx.saved_tensors
+    dx, dw = _linear_qkv_rope_backward(dy, x, w, cos, sin, rotate)
+    return dx, dw, None, None, None
+
+
+linear_qkv_rope.register_autograd(_rope_backward, setup_context=_rope_setup_context)

@@ -148,3 +148,35 @@ def test_linear_cross_entropy_compiled():
     torch.nn.functional.cross_entropy(xr @ wr.T, target).backward()
     close(xc.grad, xr.grad)
     close(wc.grad, wr.grad)
+
+
+def rope_reference(x, w, cos, sin, rotate):
+    # rotate_half RoPE within each head of 128 on the flagged columns.
+    q = x @ w.T
+    heads = q.view(q.shape[0], -1, 128)
+    lo, hi = heads[..., :64], heads[..., 64:]
+    turned = torch.cat([-hi, lo], -1)
+    rotated = (heads * cos[:, None, :] + turned * sin[:, None, :]).view_as(q)
+    return torch.where(rotate.bool(), rotated, q)
+
+
+@pytest.mark.parametrize("t,h,heads", [(200, 256, (2, 1, 1)), (1000, 512, (4, 2, 2))])
+def test_linear_qkv_rope(t, h, heads):
+    gen = torch.Generator(device="cuda").manual_seed(4)
+    n = 128 * sum(heads)
+    x = torch.randn(t, h, device="cuda", generator=gen).bfloat16()
+    w = (torch.randn(n, h, device="cuda", generator=gen) / h ** 0.5).bfloat16()
+    angles = torch.rand(t, 64, device="cuda", generator=gen) * 6.28
+    cos, sin = torch.cat([angles.cos()] * 2, 1), torch.cat([angles.sin()] * 2, 1)
+    rotate = torch.zeros(n, device="cuda")
+    rotate[: 128 * (heads[0] + heads[1])] = 1.0  # Q and K rotate, V does not
+    dy = torch.randn(t, n, device="cuda", generator=gen).bfloat16()
+    xr, wr = x.float().requires_grad_(), w.float().requires_grad_()
+    want = rope_reference(xr, wr, cos, sin, rotate)
+    want.backward(dy.float())
+    xc, wc = x.clone().requires_grad_(), w.clone().requires_grad_()
+    got = coda_torch.linear_qkv_rope(xc, wc, cos, sin, rotate)
+    got.backward(dy)
+    close(got, want.detach())
+    close(xc.grad, xr.grad)
+    close(wc.grad, wr.grad)

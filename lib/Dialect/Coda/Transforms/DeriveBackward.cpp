@@ -562,6 +562,49 @@ void BackwardBuilder::accumulate(Value value, Value g) {
                    .getResult(0);
 }
 
+/// True when `value` (of an epilogue) can change a value the epilogue
+/// yields through float arithmetic: an input that only decides a select or a
+/// comparison (a mask, a flag) has no gradient and gets no output.
+bool reachesYieldedFloat(Value value) {
+  SmallVector<Value> work = {value};
+  DenseSet<Value> seen;
+  auto carriesValue = [](Type type) {
+    return isa<FloatType, PairType, PartialType, RowType>(type);
+  };
+  while (!work.empty()) {
+    Value current = work.pop_back_val();
+    if (!seen.insert(current).second)
+      continue;
+    for (OpOperand &use : current.getUses()) {
+      Operation *user = use.getOwner();
+      if (isa<YieldOp>(user)) {
+        // The epilogue's own yield, or a pair op's: its results carry it.
+        Operation *parent = user->getParentOp();
+        if (isa<GemmOp>(parent))
+          return true;
+        unsigned index = use.getOperandNumber();
+        bool contract = isa<PairContractOp>(parent);
+        work.push_back(parent->getResult(contract ? index : index / 2));
+        continue;
+      }
+      if (isa<PairMapOp, PairContractOp>(user)) {
+        // Into the region: the operand's two block arguments.
+        Block &body = user->getRegion(0).front();
+        work.push_back(body.getArgument(2 * use.getOperandNumber()));
+        work.push_back(body.getArgument(2 * use.getOperandNumber() + 1));
+        continue;
+      }
+      if (auto select = dyn_cast<arith::SelectOp>(user))
+        if (use.getOperandNumber() == 0)
+          continue;
+      for (Value result : user->getResults())
+        if (carriesValue(result.getType()))
+          work.push_back(result);
+    }
+  }
+  return false;
+}
+
 /// True when `gemm`'s epilogue yields the accumulator, at most rounded.
 bool roundsAccumulatorOnly(GemmOp gemm) {
   ValueRange yielded = gemm.getYieldOp().getValues();
@@ -643,7 +686,8 @@ LogicalResult BackwardBuilder::differentiate(GemmOp gemm) {
     ValueRange inputs = gemm.getEpilogueInputs();
     for (unsigned i = 0, e = inputs.size(); i < e; ++i) {
       AccessForm form = gemm.getInputForm(i);
-      if (!isFloatTensor(inputs[i].getType()) || isConstantForm(form))
+      if (!isFloatTensor(inputs[i].getType()) || isConstantForm(form) ||
+          !reachesYieldedFloat(gemm.getInputArg(i)))
         continue;
       inputGradients.push_back({i, form});
       if (form == AccessForm::tile)

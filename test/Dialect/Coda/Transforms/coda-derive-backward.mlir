@@ -139,3 +139,28 @@ func.func @swiglu(%a: tensor<?x?xbf16>, %b: tensor<?x?xbf16>, %scale: tensor<?xf
   }
   return %h : tensor<?x?xbf16>
 }
+
+// -----
+
+// A column input that only decides a select (a per-column flag) has no
+// gradient: the adjoint GEMM yields dAcc alone, and the flag's gradient is
+// zeros.
+// CHECK-LABEL: func.func @flag_backward(
+//       CHECK:   %[[ADJ:.*]] = coda.gemm
+//  CHECK-NEXT:     epilogue(%{{.*}}, col %{{.*}}, tile %{{.*}})
+//  CHECK-NEXT:     outs(%{{.*}} : tensor<8x6xf32>)
+//   CHECK-NOT:     coda.col_reduce
+//       CHECK:   %[[ZERO:.*]] = linalg.fill
+//       CHECK:   return %{{.*}}, %{{.*}}, %[[ZERO]]
+func.func @flag(%x: tensor<8x4xf32>, %w: tensor<6x4xf32>, %f: tensor<6xf32>) -> tensor<8x6xf32> {
+  %e = tensor.empty() : tensor<8x6xf32>
+  %y = coda.gemm %x, %w transpose_b : tensor<8x4xf32>, tensor<6x4xf32>
+      epilogue(%acc, col %fv = %f : tensor<6xf32>) outs(%e : tensor<8x6xf32>) {
+    %half = arith.constant 0.5 : f32
+    %on = arith.cmpf ogt, %fv, %half : f32
+    %t = math.tanh %acc : f32
+    %o = arith.select %on, %t, %acc : f32
+    coda.yield %o : f32
+  }
+  return %y : tensor<8x6xf32>
+}
