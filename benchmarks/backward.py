@@ -29,6 +29,15 @@ def eager_ce(x, w, t):
     return torch.nn.functional.cross_entropy((x @ w.T).float(), t, reduction="none")
 
 
+def eager_qkv_rope(x, w, cos, sin, rotate):
+    # Hugging Face's rotate_half RoPE per head of 128, on the Q and K columns.
+    q = x @ w.T
+    heads = q.view(q.shape[0], -1, 128)
+    turned = torch.cat([-heads[..., 64:], heads[..., :64]], -1)
+    rotated = (heads * cos[:, None, :] + turned * sin[:, None, :]).view_as(q).to(q.dtype)
+    return torch.where(rotate.bool(), rotated, q)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--kernels", required=True)
@@ -73,7 +82,26 @@ def main():
                 swiglu_step)
         measure("linear_cross_entropy_fwd_bwd", {"M": TOKENS, "hidden": hidden, "vocab": VOCAB},
                 ce, ce_step)
-        del x, w, dy, wv, t
+        # Q/K/V with RoPE: hidden / 128 query heads, a quarter of that for K, V.
+        qh = hidden // 128
+        n = 128 * (qh + 2 * (qh // 4))
+        wq = (torch.randn(n, hidden, device="cuda") / hidden ** 0.5).bfloat16().requires_grad_()
+        angles = torch.rand(TOKENS, 64, device="cuda") * 6.28
+        cos, sin = torch.cat([angles.cos()] * 2, 1), torch.cat([angles.sin()] * 2, 1)
+        rotate = torch.zeros(n, device="cuda")
+        rotate[: 128 * (qh + qh // 4)] = 1.0
+        dq = torch.randn(TOKENS, n, device="cuda").bfloat16()
+
+        def rope_step(fn):
+            def run():
+                x.grad = wq.grad = None
+                fn(x, wq, cos, sin, rotate).backward(dq)
+            return run
+
+        measure("linear_qkv_rope_fwd_bwd", {"M": TOKENS, "hidden": hidden, "N": n},
+                (coda_torch.linear_qkv_rope, eager_qkv_rope, torch.compile(eager_qkv_rope)),
+                rope_step)
+        del x, w, dy, wv, t, wq, dq
         torch.cuda.empty_cache()
     with open(args.out, "w") as f:
         json.dump({"device": torch.cuda.get_device_name(), "date": datetime.date.today().isoformat(),
