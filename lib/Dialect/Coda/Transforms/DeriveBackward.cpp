@@ -7,11 +7,15 @@
 //                 dAcc = sum_o dY_o * dE_o/dacc as a tile, each tile input's
 //                 gradient as a tile, each row (column) input's gradient as
 //                 row (column) partials of dY * dE/dinput, then finished
-//   dA = dAcc x B^T and dB = A^T x dAcc (or dAcc^T x A for an N x K rhs)
+//   dA = dAcc x B^T and dB = A^T x dAcc (or dAcc^T x A for an N x K rhs),
+//                 reading every operand as stored (transpose_a/transpose_b)
 //
 // so the activations' derivatives are recomputed in an epilogue instead of
 // being stored. A GEMM whose epilogue only rounds the accumulator needs no
-// adjoint GEMM (dAcc = dY).
+// adjoint GEMM (dAcc = dY). Partials finished by coda.reduce_partials,
+// row_select and pair outputs seed the sweep through row / pair inputs;
+// elementwise linalg.generic glue between GEMMs is differentiated with the
+// same scalar rules (EpilogueAdjoints).
 //
 //===----------------------------------------------------------------------===//
 
@@ -817,7 +821,6 @@ LogicalResult BackwardBuilder::differentiate(linalg::GenericOp generic) {
     return success();
   Location loc = generic.getLoc();
   rewriter.setInsertionPointToEnd(generic->getBlock());
-  MLIRContext *ctx = rewriter.getContext();
   Block &body = *generic.getBlock();
   unsigned numLoops = generic.getNumLoops();
 
@@ -873,7 +876,6 @@ LogicalResult BackwardBuilder::differentiate(linalg::GenericOp generic) {
                                           sweep.convert(g, element));
           linalg::YieldOp::create(b, l, total);
         });
-    (void)ctx;
     if (failed(swept))
       return failure();
     accumulate(value, adjoint.getResult(0));
