@@ -14,6 +14,8 @@ CUDA device.
 """
 
 from . import llama
-from .ops import linear_cross_entropy, linear_qkv_rope, linear_swiglu, load
+from .ops import (linear_cross_entropy, linear_qkv_rope, linear_residual_norm,
+                  linear_swiglu, load)
 
-__all__ = ["linear_cross_entropy", "linear_qkv_rope", "linear_swiglu", "llama", "load"]
+__all__ = ["linear_cross_entropy", "linear_qkv_rope", "linear_residual_norm",
+           "linear_swiglu", "llama", "load"]

@@ -29,14 +29,14 @@ def _launch(module, kernel, *args):
     module.launch_kernel(kernel, list(args), torch.cuda.current_stream().cuda_stream)
 
 
-def _gemm_backward(module, kernels, x, w, *adjoint_inputs):
+def _gemm_backward(module, kernels, x, w, *adjoint_inputs, extra_outputs=()):
     """The derived backward of a GEMM x W^T: the adjoint kernel writes dAcc
-    (T x rows of w) from x, w and `adjoint_inputs`; then dx = dAcc W and
-    dW = dAcc^T x."""
+    (T x rows of w), then `extra_outputs` (gradients of its tile inputs),
+    from x, w and `adjoint_inputs`; then dx = dAcc W and dW = dAcc^T x."""
     adjoint, data_grad, weight_grad = kernels
     x, w = x.contiguous(), w.contiguous()
     dacc = x.new_empty(x.shape[0], w.shape[0])
-    _launch(module, adjoint, x, w, *adjoint_inputs, dacc)
+    _launch(module, adjoint, x, w, *adjoint_inputs, dacc, *extra_outputs)
     dx = torch.empty_like(x)
     _launch(module, data_grad, dacc, w, dx)
     dw = torch.empty_like(w)
@@ -220,3 +220,63 @@ def _rope_backward(ctx, dy):
 
 
 linear_qkv_rope.register_autograd(_rope_backward, setup_context=_rope_setup_context)
+
+
+@torch.library.custom_op("coda::linear_residual_norm", mutates_args=())
+def linear_residual_norm(x: torch.Tensor, w: torch.Tensor,
+                         residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """h = x W^T + residual (bf16) and, for the next RMSNorm, the row sums of
+    squares of h (f32, of h before its rounding), in one GEMM. x: T x H,
+    w: N x H, residual: T x N."""
+    _check("linear_residual_norm", x=x, w=w, residual=residual)
+    tokens, n = x.shape[0], w.shape[0]
+    if residual.shape != (tokens, n):
+        raise ValueError(f"coda_torch.linear_residual_norm: residual must be ({tokens}, {n}), "
+                         f"got {tuple(residual.shape)}")
+    module, (forward, finish) = _kernels("linear_residual_norm", "linear_residual_norm")
+    h = x.new_empty(tokens, n)
+    partials = torch.empty(tokens, (n + 127) // 128, device=x.device)
+    sum_sq = torch.empty(tokens, device=x.device)
+    _launch(module, forward, x.contiguous(), w.contiguous(), residual.contiguous(), h, partials)
+    _launch(module, finish, partials, sum_sq)
+    return h, sum_sq
+
+
+@linear_residual_norm.register_fake
+def _(x, w, residual):
+    return x.new_empty(x.shape[0], w.shape[0]), x.new_empty(x.shape[0], dtype=torch.float32)
+
+
+@torch.library.custom_op("coda::linear_residual_norm_backward", mutates_args=())
+def _linear_residual_norm_backward(dh: torch.Tensor, dsum_sq: torch.Tensor, x: torch.Tensor,
+                                   w: torch.Tensor, residual: torch.Tensor
+                                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dx, dW, dresidual: the adjoint GEMM recomputes h and forms
+    dh + 2 h dsum_sq, the accumulator's and the residual's gradient."""
+    module, kernels = _kernels("linear_residual_norm", "linear_residual_norm_backward")
+    dresidual = torch.empty_like(residual)
+    dx, dw = _gemm_backward(module, kernels, x, w, residual.contiguous(),
+                            dh.contiguous().to(torch.bfloat16), dsum_sq.contiguous().float(),
+                            extra_outputs=(dresidual,))
+    return dx, dw, dresidual
+
+
+@_linear_residual_norm_backward.register_fake
+def _(dh, dsum_sq, x, w, residual):
+    return torch.empty_like(x), torch.empty_like(w), torch.empty_like(residual)
+
+
+def _norm_setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs)
+
+
+def _norm_backward(ctx, dh, dsum_sq):
+    x, w, residual = ctx.saved_tensors
+    if dh is None:
+        dh = torch.zeros(x.shape[0], w.shape[0], device=x.device, dtype=torch.bfloat16)
+    if dsum_sq is None:
+        dsum_sq = torch.zeros(x.shape[0], device=x.device)
+    return _linear_residual_norm_backward(dh, dsum_sq, x, w, residual)
+
+
+linear_residual_norm.register_autograd(_norm_backward, setup_context=_norm_setup_context)

@@ -180,3 +180,25 @@ def test_linear_qkv_rope(t, h, heads):
     close(got, want.detach())
     close(xc.grad, xr.grad)
     close(wc.grad, wr.grad)
+
+
+@pytest.mark.parametrize("t,h,n", [(200, 256, 320), (1000, 512, 2048)])
+def test_linear_residual_norm(t, h, n):
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    x = torch.randn(t, h, device="cuda", generator=gen).bfloat16()
+    w = (torch.randn(n, h, device="cuda", generator=gen) / h ** 0.5).bfloat16()
+    res = torch.randn(t, n, device="cuda", generator=gen).bfloat16()
+    dh = torch.randn(t, n, device="cuda", generator=gen).bfloat16()
+    ds = torch.randn(t, device="cuda", generator=gen) / n
+    xr, wr, rr = (v.float().requires_grad_() for v in (x, w, res))
+    hr = xr @ wr.T + rr
+    want_ss = (hr * hr).sum(1)
+    torch.autograd.backward([hr, want_ss], [dh.float(), ds])
+    xc, wc, rc = (v.clone().requires_grad_() for v in (x, w, res))
+    got_h, got_ss = coda_torch.linear_residual_norm(xc, wc, rc)
+    torch.autograd.backward([got_h, got_ss], [dh, ds])
+    close(got_h, hr.detach())
+    close(got_ss, want_ss.detach(), rtol=1e-3)
+    close(xc.grad, xr.grad)
+    close(wc.grad, wr.grad)
+    close(rc.grad, rr.grad)
