@@ -53,6 +53,9 @@ struct Module::Impl {
   std::map<DescriptorKey, CUdeviceptr> descriptors;
   /// Of the module's device: persistent kernels launch one CTA per SM.
   int64_t multiprocessors = 1;
+  /// Kernels as launchKernel reads them (sources renumbered to the kernel's
+  /// own parameter order), made once per kernel.
+  std::map<std::string, KernelSpec> ownParameters;
 
   CUdeviceptr descriptor(const ParamSpec &p, const TensorRef &t) {
     DescriptorKey key{t.data, t.sizes, t.strides, int(t.dtype), p.box};
@@ -143,11 +146,14 @@ void Module::launch(const std::string &name, const std::vector<Argument> &args,
 
 void Module::launchKernel(const std::string &name,
                           const std::vector<Argument> &args, uint64_t stream) {
-  KernelSpec kernel = manifest_.kernel(name);
-  int64_t position = 0;
-  for (ParamSpec &p : kernel.params)
-    p.source = p.kind == ParamSpec::Kind::index ? -1 : position++;
-  launchSpec(kernel, args, stream);
+  auto it = impl_->ownParameters.find(name);
+  if (it == impl_->ownParameters.end()) {
+    it = impl_->ownParameters.emplace(name, manifest_.kernel(name)).first;
+    int64_t position = 0;
+    for (ParamSpec &p : it->second.params)
+      p.source = p.kind == ParamSpec::Kind::index ? -1 : position++;
+  }
+  launchSpec(it->second, args, stream);
 }
 
 void Module::launchSpec(const KernelSpec &kernel,

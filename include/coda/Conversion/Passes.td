@@ -58,22 +58,26 @@ def CodaToGPU : Pass<"coda-to-gpu", "ModuleOp"> {
     Every `coda.gemm` on memrefs becomes a kernel in the `coda_kernels`
     `gpu.module` and, in its place, host code that creates the lhs and rhs TMA
     descriptors (`nvgpu.tma.create.descriptor`) and launches the kernel
-    (`gpu.launch_func`). One CTA computes a tile of the output (CTAs walk
-    the tiles in groups of 8 tile rows, for L2 reuse):
+    (`gpu.launch_func`). One CTA computes a tile of the output, or with
+    `persistent` loops over tiles (CTAs walk the tiles in groups of 8 tile
+    rows, for L2 reuse):
 
     - mainloop (sm_90a): TMA loads of lhs and rhs tiles into a ring of
       `stages` shared-memory slots with 128-byte swizzle, each guarded by an
       mbarrier (`arrive.expect_tx`, `try_wait.parity`); `wgmma.mma_async`
       (bf16/f16 in, f32 accumulators) with one group in flight, the first
-      k-tile starting the accumulators with scale-d 0; rhs K x N or N x K
-      (`transpose_b`). 128 x 256 tiles are warp-specialized (a producer
-      warpgroup refills slots released through `empty` mbarriers, two
-      consumer warpgroups compute 64 rows each); other tiles run one
-      warpgroup.
+      k-tile starting the accumulators with scale-d 0; lhs M x K or K x M
+      (`transpose_a`), rhs K x N or N x K (`transpose_b`). 128 x 256 tiles
+      are warp-specialized (a producer warpgroup refills slots released
+      through `empty` mbarriers, two consumer warpgroups compute 64 rows
+      each); other tiles run one warpgroup. With `persistent`, 128 x 128
+      tiles: one CTA per SM loops over tiles, and producer warps run each
+      tile's epilogue from a staging tile beside the ring while the
+      consumers compute the next.
     - epilogue: the accumulator tile goes to shared memory; each thread
       covers 8 consecutive columns of a row (a row's threads are consecutive
       lanes), evaluates the epilogue region, reads row/column/tile/periodic
-      inputs, writes tile and pair outputs with bounds masks (16-byte vectors
+      /pair inputs, writes tile and pair outputs with bounds masks (16-byte vectors
       where in bounds and aligned), reduces row partials with lane shuffles
       and column partials through shared memory (fixed order, so
       deterministic), and applies row selections.

@@ -2,8 +2,9 @@
 //
 // Each coda.gemm on memrefs becomes a kernel in the `coda_kernels` gpu.module
 // and, in its place, host code that builds the two TMA descriptors and
-// launches it. One CTA computes one tileM x tileN output tile: the target's
-// mainloop (GemmTarget) leaves the f32 accumulator tile in shared memory, then
+// launches it. A CTA computes a tileM x tileN output tile (a persistent CTA
+// one tile after another): the target's mainloop (GemmTarget) leaves the f32
+// accumulator tile in shared memory, then
 // the epilogue below evaluates the epilogue region over it, each thread on 8
 // consecutive columns of a row (a row's threads are consecutive lanes),
 // reading epilogue inputs from global memory and writing tile, pair, partial

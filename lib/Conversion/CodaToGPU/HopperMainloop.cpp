@@ -1,13 +1,21 @@
 //===- HopperMainloop.cpp - sm_90a GEMM mainloop: TMA ring + WGMMA --------===//
 //
-// One warpgroup (128 threads) per CTA. Thread 0 issues TMA loads of the lhs
-// and rhs tiles into a ring of `stages` shared-memory slots, each guarded by an
-// mbarrier that counts the bytes landing in it (arrive.expect_tx /
-// try_wait.parity). Every thread waits on its slot, then the warpgroup issues
-// wgmma.mma_async over the slot (128-byte swizzle, bf16/f16 in, f32 out),
-// keeping one WGMMA group in flight; once a slot's group has retired, thread 0
-// refills it with the tile `stages` steps ahead. The accumulator fragments end
-// in a shared-memory tile that the epilogue reads.
+// TMA loads of the lhs and rhs tiles (either operand K-major or stored
+// MN-major) go into a ring of `stages` shared-memory slots, each guarded by
+// an mbarrier that counts the bytes landing in it (arrive.expect_tx /
+// try_wait.parity); wgmma.mma_async runs over a slot (128-byte swizzle,
+// bf16/f16 in, f32 out) with one WGMMA group in flight, the first k-tile
+// starting the accumulators with scale-d 0. Three kernel shapes:
+//
+//   one warpgroup     thread 0 refills a slot once its group has retired
+//   warp-specialized  a producer warpgroup refills slots the two consumer
+//                     warpgroups (64 rows each) release via `empty` barriers
+//   persistent        the same roles, CTAs loop over tiles, and warps 1-3 of
+//                     the producer warpgroup run each tile's epilogue from a
+//                     staging tile while the consumers compute the next one
+//
+// The accumulator fragments end in a shared-memory tile that the epilogue
+// reads.
 //
 //===----------------------------------------------------------------------===//
 
@@ -207,49 +215,35 @@ public:
     nvgpu::MBarrierArriveExpectTxOp::create(lb, full, index(lb, c.stageBytes()),
                                             slot, Value());
     Value kOffset = arith::MulIOp::create(lb, kt, index(lb, c.tileK));
-    auto view = [&](Value offset, MemRefType type) -> Value {
-      return memref::ViewOp::create(lb, type, frame.shared, offset,
-                                    ValueRange{});
-    };
-    // An operand stored MN-major (lhs K x M, rhs K x N) is loaded as
-    // chunks 128 bytes wide along M (N), each tileK rows deep.
-    if (c.lhsKMajor) {
-      nvgpu::TmaAsyncLoadOp::create(lb, view(slotBase, lhsBox), full,
-                                    frame.lhsMap,
-                                    ValueRange{kOffset, blockM}, slot,
-                                    Value(), Value());
-    } else {
-      for (int64_t i = 0; i < c.tileM / chunkElements(); ++i) {
-        Value dst = view(arith::AddIOp::create(
-                             lb, slotBase,
-                             index(lb, i * c.tileK * kChunkBytes)),
-                         lhsBox);
-        Value m = arith::AddIOp::create(lb, blockM,
-                                        index(lb, i * chunkElements()));
-        nvgpu::TmaAsyncLoadOp::create(lb, dst, full, frame.lhsMap,
-                                      ValueRange{m, kOffset}, slot, Value(),
+    // An operand's tile: one box when K-major; when stored MN-major (lhs
+    // K x M, rhs K x N), chunks 128 bytes wide along M (N), each tileK rows
+    // deep, one after the other.
+    auto load = [&](Value base, Value map, MemRefType box, bool kMajor,
+                    Value origin, int64_t extent) {
+      if (kMajor) {
+        Value dst = memref::ViewOp::create(lb, box, frame.shared, base,
+                                           ValueRange{});
+        nvgpu::TmaAsyncLoadOp::create(lb, dst, full, map,
+                                      ValueRange{kOffset, origin}, slot,
+                                      Value(), Value());
+        return;
+      }
+      for (int64_t i = 0; i < extent / chunkElements(); ++i) {
+        Value dst = memref::ViewOp::create(
+            lb, box, frame.shared,
+            arith::AddIOp::create(lb, base,
+                                  index(lb, i * c.tileK * kChunkBytes)),
+            ValueRange{});
+        Value at = arith::AddIOp::create(lb, origin,
+                                         index(lb, i * chunkElements()));
+        nvgpu::TmaAsyncLoadOp::create(lb, dst, full, map,
+                                      ValueRange{at, kOffset}, slot, Value(),
                                       Value());
       }
-    }
-    Value rhsBase =
-        arith::AddIOp::create(lb, slotBase, index(lb, c.lhsTileBytes()));
-    if (c.rhsKMajor) {
-      nvgpu::TmaAsyncLoadOp::create(lb, view(rhsBase, rhsBox), full,
-                                    frame.rhsMap,
-                                    ValueRange{kOffset, blockN}, slot,
-                                    Value(), Value());
-      return;
-    }
-    for (int64_t i = 0; i < c.tileN / chunkElements(); ++i) {
-      Value dst = view(arith::AddIOp::create(
-                           lb, rhsBase, index(lb, i * c.tileK * kChunkBytes)),
-                       rhsBox);
-      Value n = arith::AddIOp::create(lb, blockN,
-                                      index(lb, i * chunkElements()));
-      nvgpu::TmaAsyncLoadOp::create(lb, dst, full, frame.rhsMap,
-                                    ValueRange{n, kOffset}, slot, Value(),
-                                    Value());
-    }
+    };
+    load(slotBase, frame.lhsMap, lhsBox, c.lhsKMajor, blockM, c.tileM);
+    load(arith::AddIOp::create(lb, slotBase, index(lb, c.lhsTileBytes())),
+         frame.rhsMap, rhsBox, c.rhsKMajor, blockN, c.tileN);
   }
 
   /// The producer's step for k-tile `kt` of the tile at (blockM, blockN),
@@ -419,13 +413,13 @@ public:
   SmallVector<std::tuple<Value, int64_t, int64_t>> initialized;
 };
 
-/// The warpgroup index of thread `tid`, made warp-uniform for the compiler
-/// (a shuffle from lane 0) so that ptxas sees role branches as uniform and
-/// does not serialize WGMMA around them.
-Value uniformWarpgroup(ImplicitLocOpBuilder &b, Value tid) {
-  Value warpgroup = arith::DivUIOp::create(
-      b, tid, arith::ConstantIndexOp::create(b, 128));
-  Value i32 = arith::IndexCastUIOp::create(b, b.getI32Type(), warpgroup);
+/// tid / `threads`, made warp-uniform for the compiler (a shuffle from lane
+/// 0) so that ptxas sees role branches as uniform and does not serialize
+/// WGMMA around them.
+Value uniformGroupIndex(ImplicitLocOpBuilder &b, Value tid, int64_t threads) {
+  Value group = arith::DivUIOp::create(
+      b, tid, arith::ConstantIndexOp::create(b, threads));
+  Value i32 = arith::IndexCastUIOp::create(b, b.getI32Type(), group);
   return arith::IndexCastUIOp::create(
       b, b.getIndexType(),
       gpu::ShuffleOp::create(b, i32, 0, 32, gpu::ShuffleMode::IDX)
@@ -513,7 +507,7 @@ OpBuilder::InsertPoint emitWarpSpecialized(ImplicitLocOpBuilder &b,
   Value empty = m.createBarriers(2);
   m.initBarriers();
   m.buildDescriptors();
-  Value warpgroup = uniformWarpgroup(b, frame.tid);
+  Value warpgroup = uniformGroupIndex(b, frame.tid, 128);
   Value isProducer = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
                                            warpgroup, m.index(b, 0));
 
@@ -637,7 +631,7 @@ void emitPersistent(ImplicitLocOpBuilder &b, KernelFrame &frame,
   Value drained = m.createBarriers(kEpilogueThreads, /*slots=*/1);
   m.initBarriers();
   m.buildDescriptors();
-  Value warpgroup = uniformWarpgroup(b, frame.tid);
+  Value warpgroup = uniformGroupIndex(b, frame.tid, 128);
   Value zero = m.index(b, 0);
   Value numTiles = arith::MulIOp::create(
       b, arith::CeilDivUIOp::create(b, frame.sizeM, m.index(b, c.tileM)),
@@ -654,15 +648,7 @@ void emitPersistent(ImplicitLocOpBuilder &b, KernelFrame &frame,
 
   // Warp 0 of warpgroup 0 produces, its warps 1-3 run the epilogue; the
   // warp index is made warp-uniform like the warpgroup's.
-  Value warpOfProducerGroup = arith::IndexCastUIOp::create(
-      b, b.getIndexType(),
-      gpu::ShuffleOp::create(
-          b,
-          arith::IndexCastUIOp::create(
-              b, b.getI32Type(),
-              arith::DivUIOp::create(b, frame.tid, m.index(b, 32))),
-          0, 32, gpu::ShuffleMode::IDX)
-          .getShuffleResult());
+  Value warpOfProducerGroup = uniformGroupIndex(b, frame.tid, 32);
   Value isEpilogue = arith::AndIOp::create(
       b, isWarpgroup(0),
       arith::CmpIOp::create(b, arith::CmpIPredicate::ne, warpOfProducerGroup,

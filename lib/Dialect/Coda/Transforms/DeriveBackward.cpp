@@ -78,6 +78,16 @@ public:
   }
   Value get(Value old) const { return adjoints.lookup(old); }
 
+  /// Propagates the seeded adjoints through `block`'s ops, last to first;
+  /// fails (after reporting every op without a rule) if one has none.
+  LogicalResult propagateBlock(Block &block) {
+    LogicalResult result = success();
+    for (Operation &op : llvm::reverse(block.without_terminator()))
+      if (failed(propagate(&op)))
+        result = failure();
+    return result;
+  }
+
   /// Propagates the adjoint of `op`'s result to its operands; fails for ops
   /// that have no rule.
   LogicalResult propagate(Operation *op) {
@@ -282,9 +292,7 @@ public:
         unsigned result = contract ? k : k / 2, half = contract ? 0 : k % 2;
         sweep.accumulate(value, seeds[2 * result + half]);
       }
-      for (Operation &bodyOp : llvm::reverse(body.without_terminator()))
-        if (failed(sweep.propagate(&bodyOp)))
-          swept = failure();
+      swept = sweep.propagateBlock(body);
       SmallVector<Value> yields;
       for (unsigned i : differentiable)
         for (unsigned half = 0; half < 2; ++half) {
@@ -745,10 +753,7 @@ LogicalResult BackwardBuilder::differentiate(GemmOp gemm) {
             }
             sweep.accumulate(value, g);
           }
-          for (Operation &op :
-               llvm::reverse(gemm.getBody().without_terminator()))
-            if (failed(sweep.propagate(&op)))
-              swept = failure();
+          swept = sweep.propagateBlock(gemm.getBody());
           auto gradientOf = [&](Value old, Type type) -> Value {
             Value g = sweep.get(old);
             if (!g)
@@ -866,9 +871,7 @@ LogicalResult BackwardBuilder::differentiate(linalg::GenericOp generic) {
           for (auto [k, seed] : llvm::enumerate(seeds))
             sweep.accumulate(yields[seed.first],
                              args[generic.getNumDpsInputs() + k]);
-          for (Operation &op : llvm::reverse(body.without_terminator()))
-            if (failed(sweep.propagate(&op)))
-              swept = failure();
+          swept = sweep.propagateBlock(body);
           Value g = sweep.get(body.getArgument(position));
           Value total = args.back();
           if (g)
