@@ -1,5 +1,6 @@
-"""Forward + backward of coda_torch's ops against the same computation in
-torch eager and torch.compile, side by side in one process (bf16, L2
+"""Forward + backward of coda_torch's ops, and of a whole Llama decoder
+layer with coda_torch.llama.apply's ops in it, against the same computation
+in torch eager and torch.compile, side by side in one process (bf16, L2
 flushed, medians of CUDA-event timings; see bench.py).
 
   python3 benchmarks/backward.py --kernels build/torch-kernels --out X.json
@@ -17,7 +18,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 import coda_torch  # noqa: E402
 from bench import median_ms  # noqa: E402
 
-TOKENS, VOCAB = 16384, 32768
+TOKENS, VOCAB, SEQ = 16384, 32768, 2048
 SIZES = {2048: 5632, 4096: 11008}
 
 
@@ -36,6 +37,31 @@ def eager_qkv_rope(x, w, cos, sin, rotate):
     turned = torch.cat([-heads[..., 64:], heads[..., :64]], -1)
     rotated = (heads * cos[:, None, :] + turned * sin[:, None, :]).view_as(q).to(q.dtype)
     return torch.where(rotate.bool(), rotated, q)
+
+
+def eager_residual_norm(x, w, r):
+    h = x @ w.T + r
+    return h, h.float().pow(2).sum(1)
+
+
+def decoder_layers(hidden, mlp):
+    """A Llama decoder layer (sdpa attention, K/V heads a quarter of the query
+    heads), its coda-patched copy, and the rotary tables for SEQ positions."""
+    import copy
+    from transformers import LlamaConfig
+    from transformers.models.llama import modeling_llama as hf
+    heads = hidden // 128
+    config = LlamaConfig(hidden_size=hidden, intermediate_size=mlp, num_attention_heads=heads,
+                         num_key_value_heads=heads // 4, max_position_embeddings=SEQ)
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    eager = hf.LlamaDecoderLayer(config, 0).cuda().to(torch.bfloat16)
+    coda = copy.deepcopy(eager)
+    coda_torch.llama.apply(coda)
+    probe = torch.empty(1, SEQ, hidden, device="cuda", dtype=torch.bfloat16)
+    positions = torch.arange(SEQ, device="cuda")[None]
+    tables = hf.LlamaRotaryEmbedding(config).cuda()(probe, positions)
+    return eager, coda, tables
 
 
 def main():
@@ -101,7 +127,46 @@ def main():
         measure("linear_qkv_rope_fwd_bwd", {"M": TOKENS, "hidden": hidden, "N": n},
                 (coda_torch.linear_qkv_rope, eager_qkv_rope, torch.compile(eager_qkv_rope)),
                 rope_step)
-        del x, w, dy, wv, t, wq, dq
+        # The down projection + residual and the next RMSNorm's sums of squares.
+        xd = torch.randn(TOKENS, mlp, device="cuda").bfloat16().requires_grad_()
+        wd = (torch.randn(hidden, mlp, device="cuda") / mlp ** 0.5).bfloat16().requires_grad_()
+        r = torch.randn(TOKENS, hidden, device="cuda").bfloat16().requires_grad_()
+        dh = torch.randn(TOKENS, hidden, device="cuda").bfloat16()
+        dss = torch.randn(TOKENS, device="cuda") / hidden
+
+        def norm_step(fn):
+            def run():
+                xd.grad = wd.grad = r.grad = None
+                torch.autograd.backward(fn(xd, wd, r), [dh, dss])
+            return run
+
+        measure("linear_residual_norm_fwd_bwd", {"M": TOKENS, "K": mlp, "N": hidden},
+                (coda_torch.linear_residual_norm, eager_residual_norm,
+                 torch.compile(eager_residual_norm)), norm_step)
+        del x, w, dy, wv, t, wq, dq, xd, wd, r, dh
+        torch.cuda.empty_cache()
+        # A whole decoder layer (RMSNorm, Q/K/V + RoPE, sdpa attention, o_proj,
+        # residual, RMSNorm, MLP, residual): coda's copy runs Q/K/V + RoPE and
+        # gate/up + SwiGLU through coda_torch.
+        eager, coda, tables = decoder_layers(hidden, mlp)
+        compiled = torch.compile(eager)
+        xb = torch.randn(TOKENS // SEQ, SEQ, hidden, device="cuda").bfloat16().requires_grad_()
+        dyb = torch.randn_like(xb)
+
+        def layer_step(layer):
+            module = getattr(layer, "_orig_mod", layer)
+
+            def run():
+                xb.grad = None
+                module.zero_grad(set_to_none=True)
+                layer(xb, position_embeddings=tables).backward(dyb)
+            return run
+
+        measure("llama_decoder_layer_fwd_bwd",
+                {"batch": TOKENS // SEQ, "seq": SEQ, "hidden": hidden, "mlp": mlp,
+                 "heads": hidden // 128, "kv_heads": hidden // 512},
+                (coda, eager, compiled), layer_step)
+        del eager, coda, compiled, xb, dyb
         torch.cuda.empty_cache()
     with open(args.out, "w") as f:
         json.dump({"device": torch.cuda.get_device_name(), "date": datetime.date.today().isoformat(),

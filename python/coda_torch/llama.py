@@ -1,24 +1,38 @@
 """One call that swaps coda's ops into a Hugging Face Llama model.
 
     model = LlamaForCausalLM(config).cuda().bfloat16()
-    coda_torch.llama.apply(model)   # every LlamaMLP: gate/up + SwiGLU by coda
+    coda_torch.llama.apply(model)
 
-Each LlamaMLP's gate_proj and up_proj become one parameter `gate_up` whose
-rows interleave them (row 2j: gate j, row 2j + 1: up j), the layout
-coda_torch.linear_swiglu reads; down_proj stays a torch Linear. The values
-are the same as before, so a patched model computes what the original did.
+- every LlamaMLP: gate_proj and up_proj become one parameter `gate_up`
+  whose rows interleave them (row 2j: gate j, row 2j + 1: up j), the layout
+  coda_torch.linear_swiglu reads; down_proj stays a torch Linear;
+- every LlamaAttention: q_proj, k_proj and v_proj become one parameter `qkv`
+  (Q, K, V rows stacked) projected by coda_torch.linear_qkv_rope, which
+  rotates Q and K (rotate_half, head dim 128) in the GEMM's epilogue; the
+  attention itself and o_proj stay Hugging Face's;
+- a LlamaForCausalLM given labels: the LM head and the shifted cross-entropy
+  run as coda_torch.linear_cross_entropy, so the logits are never stored
+  (the output then has no logits; without labels the original forward runs).
+
+The values are the same as before, so a patched model computes what the
+original did, up to rounding. The residual adds and RMSNorms stay torch's.
 """
 
 import torch
 from torch import nn
 
-from .ops import linear_swiglu
+from .ops import linear_cross_entropy, linear_qkv_rope, linear_swiglu
+
+HEAD_DIM = 128  # the head size linear_qkv_rope's kernels rotate
+
+
+def _no_bias(*linears):
+    if any(linear.bias is not None for linear in linears):
+        raise ValueError("coda_torch.llama: projections with biases are not supported")
 
 
 def _patch_mlp(mlp):
     gate, up = mlp.gate_proj, mlp.up_proj
-    if gate.bias is not None or up.bias is not None:
-        raise ValueError("coda_torch.llama: MLPs with biases are not supported")
     features, hidden = gate.weight.shape
     interleaved = torch.stack([gate.weight.data, up.weight.data], dim=1)
     mlp.gate_up = nn.Parameter(interleaved.reshape(2 * features, hidden))
@@ -31,17 +45,103 @@ def _patch_mlp(mlp):
     mlp.forward = forward
 
 
-def apply(model):
-    """Patches every LlamaMLP of `model` in place (SiLU MLPs without bias);
-    returns the number of MLPs patched."""
-    patched = 0
-    for module in model.modules():
-        if type(module).__name__ != "LlamaMLP":
-            continue
-        act = getattr(module, "act_fn", None)
-        if type(act).__name__ not in ("SiLU", "SiLUActivation"):
-            raise ValueError("coda_torch.llama: the MLP activation must be SiLU, "
-                             f"got {type(act).__name__}")
-        _patch_mlp(module)
-        patched += 1
-    return patched
+def _patch_attention(attn):
+    from transformers.models.llama import modeling_llama as hf
+
+    q, k, v = attn.q_proj, attn.k_proj, attn.v_proj
+    hidden = q.weight.shape[1]
+    sizes = [q.weight.shape[0], k.weight.shape[0], v.weight.shape[0]]
+    attn.qkv = nn.Parameter(torch.cat([q.weight.data, k.weight.data, v.weight.data]))
+    rotate = torch.zeros(sum(sizes), device=q.weight.device)
+    rotate[: sizes[0] + sizes[1]] = 1.0
+    attn.register_buffer("qkv_rotate", rotate, persistent=False)
+    del attn.q_proj, attn.k_proj, attn.v_proj
+
+    def forward(hidden_states, position_embeddings=None, attention_mask=None,
+                past_key_values=None, **kwargs):
+        input_shape = hidden_states.shape[:-1]
+        # Hugging Face's tables are batch (or 1) x sequence x head_dim in the
+        # model's dtype; the kernel reads one f32 row per token.
+        cos, sin = (t.expand(*input_shape, HEAD_DIM).reshape(-1, HEAD_DIM).float()
+                    for t in position_embeddings)
+        qkv = linear_qkv_rope(hidden_states.reshape(-1, hidden), attn.qkv, cos, sin,
+                              attn.qkv_rotate)
+        query, key, value = (t.view(*input_shape, -1, HEAD_DIM).transpose(1, 2)
+                             for t in qkv.split(sizes, dim=1))
+        if past_key_values is not None:
+            key, value = past_key_values.update(key, value, attn.layer_idx)
+        interface = hf.ALL_ATTENTION_FUNCTIONS.get_interface(
+            attn.config._attn_implementation, hf.eager_attention_forward)
+        out, weights = interface(attn, query, key, value, attention_mask,
+                                 dropout=attn.attention_dropout if attn.training else 0.0,
+                                 scaling=attn.scaling, **kwargs)
+        return attn.o_proj(out.reshape(*input_shape, -1).contiguous()), weights
+
+    attn.forward = forward
+
+
+def _patch_causal_lm(model):
+    from transformers.modeling_outputs import CausalLMOutputWithPast
+
+    original = model.forward
+
+    def forward(input_ids=None, labels=None, num_items_in_batch=None, **kwargs):
+        if labels is None:
+            return original(input_ids=input_ids, **kwargs)
+        outputs = model.model(input_ids=input_ids, **kwargs)
+        hidden = outputs.last_hidden_state
+        # Hugging Face's causal-LM loss: token t predicts label t + 1; the
+        # last position and labels of -100 count for nothing.
+        shifted = nn.functional.pad(labels, (0, 1), value=-100)[..., 1:]
+        shifted = shifted.reshape(-1).to(hidden.device)
+        losses = linear_cross_entropy(hidden.reshape(-1, hidden.shape[-1]),
+                                      model.lm_head.weight, shifted)
+        count = num_items_in_batch
+        if count is None:
+            count = (shifted != -100).sum()
+        return CausalLMOutputWithPast(loss=losses.sum() / count,
+                                      past_key_values=outputs.past_key_values,
+                                      hidden_states=outputs.hidden_states,
+                                      attentions=outputs.attentions)
+
+    model.forward = forward
+
+
+_PATCHES = {"mlp": ("LlamaMLP", _patch_mlp),
+            "attention": ("LlamaAttention", _patch_attention),
+            "cross_entropy": ("LlamaForCausalLM", _patch_causal_lm)}
+
+
+def apply(model, mlp=True, attention=True, cross_entropy=True):
+    """Patches `model` (a LlamaForCausalLM, a LlamaModel, or any module
+    holding Llama layers) in place; returns how many modules each patch
+    changed, e.g. {"mlp": 2, "attention": 2, "cross_entropy": 1}. Raises
+    ValueError, before changing anything, for what the ops cannot run (biases,
+    an activation other than SiLU, heads other than 128)."""
+    chosen = {"mlp": mlp, "attention": attention, "cross_entropy": cross_entropy}
+    targets = [(kind, module) for module in model.modules()
+               for kind, (name, _) in _PATCHES.items()
+               if chosen[kind] and type(module).__name__ == name]
+    for kind, module in targets:
+        _check_supported(kind, module)
+    counts = {kind: 0 for kind, on in chosen.items() if on}
+    for kind, module in targets:
+        _PATCHES[kind][1](module)
+        counts[kind] += 1
+    return counts
+
+
+def _check_supported(kind, module):
+    if kind == "mlp":
+        act = type(getattr(module, "act_fn", None)).__name__
+        if act not in ("SiLU", "SiLUActivation"):
+            raise ValueError(f"coda_torch.llama: the MLP activation must be SiLU, got {act}")
+        _no_bias(module.gate_proj, module.up_proj)
+    elif kind == "attention":
+        if module.head_dim != HEAD_DIM:
+            raise ValueError(f"coda_torch.llama: the Q/K/V + RoPE op needs head_dim "
+                             f"{HEAD_DIM}, got {module.head_dim}; pass attention=False "
+                             "to keep torch's")
+        _no_bias(module.q_proj, module.k_proj, module.v_proj)
+    else:
+        _no_bias(module.lm_head)

@@ -90,28 +90,57 @@ def test_linear_swiglu_rejects_bad_inputs():
         coda_torch.linear_swiglu(x, w[:-1])
 
 
-def test_llama_patch_matches_original():
-    # A patched Hugging Face Llama computes what the original does: loss and
-    # the MLP weights' gradients (gate_up holds gate and up interleaved).
+def llama_pair(**overrides):
     import copy
     transformers = pytest.importorskip("transformers")
-    config = transformers.LlamaConfig(vocab_size=1000, hidden_size=256, intermediate_size=512,
-                                      num_hidden_layers=2, num_attention_heads=4,
-                                      num_key_value_heads=4, max_position_embeddings=128)
+    settings = dict(vocab_size=1000, hidden_size=512, intermediate_size=768,
+                    num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                    max_position_embeddings=128)
+    settings.update(overrides)
     torch.manual_seed(0)
-    original = transformers.LlamaForCausalLM(config).cuda().to(torch.bfloat16)
-    patched = copy.deepcopy(original)
-    assert coda_torch.llama.apply(patched) == 2
+    original = transformers.LlamaForCausalLM(transformers.LlamaConfig(**settings))
+    original = original.cuda().to(torch.bfloat16)
+    return original, copy.deepcopy(original)
+
+
+def test_llama_patch_matches_original():
+    # A patched Hugging Face Llama (MLP, Q/K/V + RoPE with grouped K/V heads,
+    # LM head + cross-entropy) computes what the original does: the loss with
+    # ignored labels, and every weight's gradient.
+    original, patched = llama_pair()
+    assert coda_torch.llama.apply(patched) == {"mlp": 2, "attention": 2, "cross_entropy": 1}
     ids = torch.randint(0, 1000, (2, 128), device="cuda")
-    want = original(input_ids=ids, labels=ids).loss
-    got = patched(input_ids=ids, labels=ids).loss
+    labels = ids.clone()
+    labels[0, :17] = -100
+    want = original(input_ids=ids, labels=labels).loss
+    got = patched(input_ids=ids, labels=labels)
+    assert got.logits is None  # the LM head's logits are never stored
     want.backward()
-    got.backward()
-    torch.testing.assert_close(got.float(), want.float(), rtol=1e-2, atol=1e-2)
+    got.loss.backward()
+    torch.testing.assert_close(got.loss.float(), want.float(), rtol=1e-2, atol=1e-2)
     for a, b in zip(original.model.layers, patched.model.layers):
         stacked = torch.stack([a.mlp.gate_proj.weight.grad, a.mlp.up_proj.weight.grad], 1)
         close(b.mlp.gate_up.grad.view_as(stacked), stacked.float(), rtol=5e-2)
         close(b.mlp.down_proj.weight.grad, a.mlp.down_proj.weight.grad.float(), rtol=5e-2)
+        qkv = torch.cat([a.self_attn.q_proj.weight.grad, a.self_attn.k_proj.weight.grad,
+                         a.self_attn.v_proj.weight.grad])
+        close(b.self_attn.qkv.grad, qkv.float(), rtol=5e-2)
+    close(patched.lm_head.weight.grad, original.lm_head.weight.grad.float(), rtol=5e-2)
+    close(patched.model.embed_tokens.weight.grad,
+          original.model.embed_tokens.weight.grad.float(), rtol=5e-2)
+    # Without labels the original forward runs on the patched layers.
+    with torch.no_grad():
+        close(patched(input_ids=ids).logits, original(input_ids=ids).logits.float())
+
+
+def test_llama_patch_rejects_unsupported_models():
+    # Heads of 64 cannot run through the Q/K/V + RoPE op: a clear error, and
+    # nothing is changed; attention=False patches the rest.
+    _, model = llama_pair(hidden_size=256)
+    with pytest.raises(ValueError, match="head_dim 128, got 64"):
+        coda_torch.llama.apply(model)
+    assert hasattr(model.model.layers[0].mlp, "gate_proj")
+    assert coda_torch.llama.apply(model, attention=False) == {"mlp": 2, "cross_entropy": 1}
 
 
 @pytest.mark.parametrize("t,h,v", [(200, 256, 1000), (1000, 512, 32768)])
