@@ -157,6 +157,8 @@ private:
       return {m, -1};
     if (r == "pair")
       return {m, n / 2};
+    if (r == "interleaved")
+      return {m, 2 * n};
     if (r == "row_partials")
       return {m, ceilDiv(n, p.partialTile ? p.partialTile : kernel.tileN)};
     if (r == "col_partials")

@@ -33,3 +33,13 @@ func.func @finish(%p: memref<?x?xf32>, %s: memref<?xf32>) {
   coda.reduce_partials sum row %p : memref<?x?xf32> outs(%s : memref<?xf32>)
   return
 }
+
+func.func @interleaved(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %out: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%out : memref<?x?xbf16>) {
+    %e = arith.truncf %acc : f32 to bf16
+    %both = coda.interleave %e, %e : bf16
+    coda.yield %both : !coda.interleaved<bf16>
+  }
+  return
+}

@@ -237,12 +237,21 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
 }
 
 /// What the epilogue does with each yielded value.
-enum class OutputRole { tile, pair, rowPartials, colPartials, rowSelect };
+enum class OutputRole {
+  tile,
+  pair,
+  interleaved,
+  rowPartials,
+  colPartials,
+  rowSelect
+};
 
 OutputRole getOutputRole(Value yielded) {
   Operation *def = yielded.getDefiningOp();
   if (isa<PairType>(yielded.getType()))
     return OutputRole::pair;
+  if (isa<InterleavedType>(yielded.getType()))
+    return OutputRole::interleaved;
   if (isa_and_nonnull<RowReduceOp>(def))
     return OutputRole::rowPartials;
   if (isa_and_nonnull<ColReduceOp>(def))
@@ -258,6 +267,8 @@ StringRef stringifyRole(OutputRole role) {
     return "tile";
   case OutputRole::pair:
     return "pair";
+  case OutputRole::interleaved:
+    return "interleaved";
   case OutputRole::rowPartials:
     return "row_partials";
   case OutputRole::colPartials:
@@ -672,6 +683,25 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
                        inRow, frame.sizeN);
             }
             break;
+          case OutputRole::interleaved: {
+            // A run of columns [c, c + r) fills [2c, 2c + 2r): even, odd per
+            // column.
+            auto interleave = value.getDefiningOp<InterleaveOp>();
+            Value two = index(lb, 2);
+            Value limit = arith::MulIOp::create(lb, frame.sizeN, two);
+            for (const Run &run : runs) {
+              Slot head = run.front();
+              SmallVector<Value> values;
+              for (Slot slot : run) {
+                values.push_back(mappingOf(slot).lookup(interleave.getEven()));
+                values.push_back(mappingOf(slot).lookup(interleave.getOdd()));
+              }
+              Value col = arith::MulIOp::create(
+                  lb, cols[head.group][head.lane], two);
+              storeRun(lb, out, {row, col}, values, inRow, limit);
+            }
+            break;
+          }
           case OutputRole::pair: {
             // Pair j of block k lands in column k s + j: the tile's pairs
             // start at blockN / 2.

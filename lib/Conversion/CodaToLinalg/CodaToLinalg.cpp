@@ -222,6 +222,19 @@ public:
                            withBatch({row, group}));
         continue;
       }
+      if (auto interleave = dyn_cast_or_null<InterleaveOp>(def)) {
+        for (unsigned lane = 0; lane < numLanes; ++lane) {
+          Value even = arith::MulIOp::create(b, loc, cols[lane],
+                                             indexConstant(b, loc, 2));
+          Value odd = arith::AddIOp::create(b, loc, even,
+                                            indexConstant(b, loc, 1));
+          out = access.write(b, loc, lanes[lane].lookup(interleave.getEven()),
+                             out, withBatch({row, even}));
+          out = access.write(b, loc, lanes[lane].lookup(interleave.getOdd()),
+                             out, withBatch({row, odd}));
+        }
+        continue;
+      }
       for (unsigned lane = 0; lane < numLanes; ++lane) {
         Value element = lanes[lane].lookup(value);
         Value col = cols[lane];
@@ -382,7 +395,8 @@ struct CodaLowerToLinalgPass
     target.addIllegalDialect<CodaDialect>();
     // Epilogue ops disappear with their coda.gemm.
     target.addLegalOp<RowIndexOp, ColIndexOp, RowReduceOp, ColReduceOp,
-                      RowSelectOp, PairMapOp, PairContractOp, YieldOp>();
+                      RowSelectOp, PairMapOp, PairContractOp, InterleaveOp,
+                      YieldOp>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(ctx);
     populateCodaToLinalgConversionPatterns(patterns);

@@ -339,6 +339,17 @@ func.func @pair_output_shape(%a: tensor<64x32xf32>, %b: tensor<32x96xf32>, %o: t
 
 // -----
 
+func.func @interleaved_output_shape(%a: tensor<64x32xf32>, %b: tensor<32x96xf32>, %o: tensor<64x96xf32>) {
+  // expected-error @+1 {{'coda.gemm' op expects output #0 (two values per element) of shape 64x192, got 64x96}}
+  %0 = coda.gemm %a, %b : tensor<64x32xf32>, tensor<32x96xf32> epilogue(%acc) outs(%o : tensor<64x96xf32>) {
+    %both = coda.interleave %acc, %acc : f32
+    coda.yield %both : !coda.interleaved<f32>
+  }
+  return
+}
+
+// -----
+
 func.func @row_output_shape(%a: tensor<64x32xf32>, %b: tensor<32x96xf32>, %t: tensor<64xi32>, %o: tensor<96xf32>) {
   // expected-error @+1 {{'coda.gemm' op expects output #0 (one value per row) of shape 64, got 96}}
   %0 = coda.gemm %a, %b : tensor<64x32xf32>, tensor<32x96xf32>

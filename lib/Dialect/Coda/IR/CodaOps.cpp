@@ -67,7 +67,7 @@ static bool isEpilogueScalarType(Type type) {
 }
 
 static bool isSinkType(Type type) {
-  return isa<PartialType, PairType, RowType>(type);
+  return isa<PartialType, PairType, InterleavedType, RowType>(type);
 }
 
 //===----------------------------------------------------------------------===//
@@ -474,6 +474,10 @@ LogicalResult GemmOp::verifyRegions() {
       elementType = pairType.getElementType();
       expected.append({m, ShapedType::isDynamic(n) ? n : n / 2});
       what = "output #" + std::to_string(i) + " (one value per column pair)";
+    } else if (auto interleaved = dyn_cast<InterleavedType>(valueType)) {
+      elementType = interleaved.getElementType();
+      expected.append({m, ShapedType::isDynamic(n) ? n : 2 * n});
+      what = "output #" + std::to_string(i) + " (two values per element)";
     } else if (auto rowType = dyn_cast<RowType>(valueType)) {
       elementType = rowType.getElementType();
       expected.push_back(m);

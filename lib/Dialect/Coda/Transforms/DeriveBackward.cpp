@@ -446,6 +446,12 @@ LogicalResult BackwardBuilder::check(func::FuncOp forward) {
     }
     for (auto [result, yielded] :
          llvm::zip(gemm->getResults(), gemm.getYieldOp().getValues())) {
+      if (isa<InterleavedType>(yielded.getType())) {
+        gemm.emitOpError("interleaved output ")
+            << result.getResultNumber()
+            << " is not differentiated by --coda-derive-backward";
+        return WalkResult::interrupt();
+      }
       if (!isa<PartialType>(yielded.getType()))
         continue;
       // Partials: the backward of their finish is known, so they must be

@@ -87,6 +87,9 @@ void mlir::coda::evaluateEpilogueBody(OpBuilder &b, GemmOp op, Value row,
         lane.map(inner.getResult(0), lane.lookup(inner.getOperand(0)));
     } else if (isa<PairMapOp, PairContractOp>(inner)) {
       evaluatePairOp(b, inner, lanes);
+    } else if (isa<InterleaveOp>(inner)) {
+      // Its two operands are written where the gemm's yield sends it.
+      continue;
     } else {
       for (IRMapping &lane : lanes)
         b.clone(inner, lane);

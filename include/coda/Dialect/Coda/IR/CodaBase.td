@@ -21,7 +21,8 @@ def Coda_Dialect : Dialect {
     evaluated once per output element (m, n). It sees the f32 accumulator
     element and one element of every epilogue input, computes with plain
     `arith`/`math`, and sends values to outputs: M x N tiles, per-tile partial
-    row/column reductions, one value per column pair, or one value per row.
+    row/column reductions, one value per column pair, two values per element
+    (interleaved), or one value per row.
 
     The primitives follow "CODA: Rewriting Transformer Blocks as GEMM-Epilogue
     Programs" (arXiv 2605.19269). See docs/Dialect.md for their meaning.
@@ -107,6 +108,16 @@ def Coda_PairType : Coda_SinkType<"Pair", "pair",
     The value of a `coda.pair_contract` (a 2 -> 1 contraction of columns
     2j and 2j + 1). Yielded by `coda.gemm`, it fills column j of an M x N/2
     output.
+  }];
+}
+
+def Coda_InterleavedType : Coda_SinkType<"Interleaved", "interleaved",
+    "two values per element, bound for an M x 2N output"> {
+  let description = [{
+    The value of a `coda.interleave`. Yielded by `coda.gemm`, its two values
+    at element (m, n) fill columns 2n and 2n + 1 of an M x 2N output: the
+    inverse of a pair contraction's layout (a backward epilogue writing the
+    gradients of interleaved gate / up columns).
   }];
 }
 

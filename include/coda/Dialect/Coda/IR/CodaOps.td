@@ -238,6 +238,28 @@ def Coda_RowSelectOp : Coda_Op<"row_select", [Pure, HasParent<"GemmOp">,
       "$value `at` $column attr-dict `:` type($value) `,` type($column)";
 }
 
+def Coda_InterleaveOp : Coda_Op<"interleave", [Pure, HasParent<"GemmOp">,
+    AllTypesMatch<["even", "odd"]>,
+    TypesMatchWith<"result is an interleaved value of the values' type",
+                   "even", "result", "::mlir::coda::InterleavedType::get($_self)">]> {
+  let summary = "two values per element, written to columns 2n and 2n + 1";
+  let description = [{
+    Pairs two epilogue values. The result, yielded by `coda.gemm`, writes
+    `even` to column 2n and `odd` to column 2n + 1 of an M x 2N output at
+    element (m, n). The backward of an interleaved SwiGLU uses it: a GEMM
+    with one column per SwiGLU feature writes the gate and up gradients in the
+    interleaved layout of the gate/up weight's rows.
+
+    ```mlir
+    %both = coda.interleave %dgate, %dup : bf16
+    ```
+  }];
+  let arguments = (ins AnyTypeOf<[AnyFloat, AnySignlessInteger]>:$even,
+                       AnyTypeOf<[AnyFloat, AnySignlessInteger]>:$odd);
+  let results = (outs Coda_InterleavedType:$result);
+  let assemblyFormat = "$even `,` $odd attr-dict `:` type($even)";
+}
+
 //===----------------------------------------------------------------------===//
 // Pairwise transforms
 //===----------------------------------------------------------------------===//
