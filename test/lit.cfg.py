@@ -14,7 +14,7 @@ config.suffixes = [".mlir", ".test", ".py"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.coda_obj_root, "test")
 config.excludes = ["lib", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py",
-                   "check_mlp_example.py", "GPU"]
+                   "check_mlp_example.py", "GPU", "Inputs"]
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%shlibext", config.shlib_ext))

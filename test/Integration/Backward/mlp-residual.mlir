@@ -1,10 +1,16 @@
 // RUN: coda-opt %s --coda-derive-backward="function=forward name=fused tile=4" | %differential | %cpu-runner | FileCheck %s
+// RUN: coda-opt %s --coda-derive-backward="function=forward name=backward tile=4 save=1" | sed -e '/^module {$/d' -e '/^}$/d' > %t.saved.mlir
+// RUN: cat %t.saved.mlir %S/Inputs/mlp-residual-saved-step.mlir | %differential | %cpu-runner | FileCheck %s
 
 // The derived backward of two chained GEMMs against gradients written out by
 // hand. Forward: h = silu(x W1^T); y = (h W2^T) * s[m] + b[n] + r. The
 // backward recomputes both accumulators; the first GEMM's SiLU derivative is
 // evaluated in an epilogue, s and b get their gradients as row and column
 // partials (tile 4, so several per row and column, with tails), r's is dY.
+// With save=1 the forward also returns h and the first accumulator, and the
+// SiLU derivative is evaluated in the GEMM that produces dh (dAcc2 W2), from
+// the saved accumulator (Inputs/mlp-residual-saved-step.mlir runs forward,
+// then backward).
 // Gradients in argument order: dx, dW1, dW2, dr, ds, db.
 
 // CHECK-COUNT-6: coda-check ok

@@ -345,11 +345,14 @@ private:
 
 class BackwardBuilder {
 public:
-  BackwardBuilder(IRRewriter &rewriter, int64_t tile)
-      : rewriter(rewriter), tile(tile) {}
+  BackwardBuilder(IRRewriter &rewriter, int64_t tile, bool save)
+      : rewriter(rewriter), tile(tile), save(save) {}
 
   /// Builds `name`(f's arguments..., one gradient per result of f) ->
-  /// (one gradient per differentiated argument of f) after `forward`.
+  /// (one gradient per differentiated argument of f) after `forward`. With
+  /// `save`, f first gains results (its GEMMs' other results and the
+  /// accumulators saved for the backward) that `name` takes after f's
+  /// arguments.
   FailureOr<func::FuncOp> build(func::FuncOp forward, StringRef name);
 
 private:
@@ -361,6 +364,17 @@ private:
   };
 
   LogicalResult check(func::FuncOp forward);
+  /// With `save`: rebuilds forward `gemm` with its accumulator as extra
+  /// outputs (a tile; for a pair contraction, its first and second columns
+  /// as two M x N/2 outputs), rounded to the operands' type.
+  GemmOp saveAccumulator(GemmOp gemm);
+  /// The adjoint of `gemm` (one output) computed in the epilogue of the GEMM
+  /// that produced its output's gradient, from the saved accumulator: that
+  /// GEMM is rebuilt to yield dAcc (interleaved for a pair contraction).
+  /// Null when the gradient does not come from such a GEMM.
+  FailureOr<Value> adjointInProducer(GemmOp gemm, ValueRange savedAccumulator);
+  /// dA and dB of `gemm` from dAcc.
+  void differentiateOperands(GemmOp gemm, Value dAcc);
   LogicalResult differentiate(GemmOp gemm);
   LogicalResult differentiate(linalg::GenericOp generic);
   void differentiate(ReducePartialsOp reduce);
@@ -385,7 +399,11 @@ private:
 
   IRRewriter &rewriter;
   int64_t tile;
+  bool save;
   DenseMap<Value, Value> adjoints;
+  /// Backward copies of forward GEMMs whose accumulator the forward saved,
+  /// and the backward's arguments holding it.
+  DenseMap<Operation *, SmallVector<Value>> savedAccumulators;
   DenseMap<Value, FinishedPartials> finishedPartials;
 };
 
@@ -623,6 +641,14 @@ bool reachesYieldedFloat(Value value) {
   return false;
 }
 
+/// `v` before the truncations that end an epilogue: dY is seeded there in
+/// f32 where the GEMM computing it has it in f32.
+Value beforeRounding(Value v) {
+  while (auto cast = v.getDefiningOp<arith::TruncFOp>())
+    v = cast.getIn();
+  return v;
+}
+
 /// True when `gemm`'s epilogue yields the accumulator, at most rounded.
 bool roundsAccumulatorOnly(GemmOp gemm) {
   ValueRange yielded = gemm.getYieldOp().getValues();
@@ -632,6 +658,36 @@ bool roundsAccumulatorOnly(GemmOp gemm) {
   while (auto cast = v.getDefiningOp<arith::TruncFOp>())
     v = cast.getIn();
   return v == gemm.getAccumulatorArg();
+}
+
+/// True when `gemm`'s epilogue can be differentiated, from a saved
+/// accumulator, in the epilogue of the GEMM that produces its output's
+/// gradient: its one output is only the (non-transposed) lhs of a later
+/// GEMM, so that gradient is exactly `dAcc' x B'^T`, one GEMM per column of
+/// the output; the epilogue is elementwise with constant inputs only, or one
+/// stride-1 pair contraction of the accumulator (interleaved SwiGLU), whose
+/// gate / up gradients that GEMM writes interleaved.
+bool canDifferentiateInProducer(GemmOp gemm) {
+  if (gemm->getNumResults() != 1 || roundsAccumulatorOnly(gemm))
+    return false;
+  Value result = gemm->getResult(0);
+  if (!result.hasOneUse())
+    return false;
+  auto consumer = dyn_cast<GemmOp>(*result.getUsers().begin());
+  if (!consumer || consumer.getLhs() != result || consumer.getTransposeA())
+    return false;
+  Value yielded = gemm.getYieldOp().getValues()[0];
+  if (auto contract = yielded.getDefiningOp<PairContractOp>())
+    return gemm.getEpilogueInputs().empty() && contract.getStride() == 1 &&
+           contract->getNumResults() == 1 &&
+           contract.getPairOperands().size() == 1 &&
+           contract.getPairOperands()[0] == gemm.getAccumulatorArg();
+  if (!isa<FloatType>(yielded.getType()))
+    return false;
+  for (unsigned i = 0, e = gemm.getEpilogueInputs().size(); i < e; ++i)
+    if (!isConstantForm(gemm.getInputForm(i)))
+      return false;
+  return true;
 }
 
 void BackwardBuilder::differentiate(ReducePartialsOp reduce) {
@@ -644,6 +700,17 @@ LogicalResult BackwardBuilder::differentiate(GemmOp gemm) {
   Location loc = gemm.getLoc();
   // After everything so far: the seeds come from later ops' backward.
   rewriter.setInsertionPointToEnd(gemm->getBlock());
+  if (auto it = savedAccumulators.find(gemm); it != savedAccumulators.end()) {
+    if (!adjoints.lookup(gemm->getResult(0)))
+      return success();
+    FailureOr<Value> dAcc = adjointInProducer(gemm, it->second);
+    if (failed(dAcc))
+      return failure();
+    if (*dAcc) {
+      differentiateOperands(gemm, *dAcc);
+      return success();
+    }
+  }
   Value lhs = gemm.getLhs(), rhs = gemm.getRhs();
   Type operandElement = gemm.getLhsType().getElementType();
   bool transposeB = gemm.getTransposeB();
@@ -805,6 +872,14 @@ LogicalResult BackwardBuilder::differentiate(GemmOp gemm) {
     }
   }
 
+  differentiateOperands(gemm, dAcc);
+  return success();
+}
+
+void BackwardBuilder::differentiateOperands(GemmOp gemm, Value dAcc) {
+  Value lhs = gemm.getLhs(), rhs = gemm.getRhs();
+  Type operandElement = gemm.getLhsType().getElementType();
+  bool transposeB = gemm.getTransposeB();
   // dA = dAcc x B^T; dB = A^T x dAcc (K x N rhs) or dAcc^T x A (N x K rhs).
   // With op(X) = X^T where X is read transposed: acc = op(A) op(B), so
   // d op(A) = dAcc op(B)^T and d op(B) = op(A)^T dAcc; each is computed in
@@ -820,7 +895,144 @@ LogicalResult BackwardBuilder::differentiate(GemmOp gemm) {
     accumulateGemm(rhs, {lhs, !transposeA}, {dAcc, false}, operandElement);
   else // dB = dAcc^T op(A)
     accumulateGemm(rhs, {dAcc, true}, {lhs, transposeA}, operandElement);
-  return success();
+}
+
+GemmOp BackwardBuilder::saveAccumulator(GemmOp gemm) {
+  Location loc = gemm.getLoc();
+  rewriter.setInsertionPoint(gemm);
+  Type element = gemm.getLhsType().getElementType();
+  Type f32 = rewriter.getF32Type();
+  auto contract =
+      gemm.getYieldOp().getValues()[0].getDefiningOp<PairContractOp>();
+  SmallVector<Value> outputs(gemm.getOutputs());
+  if (contract)
+    outputs.append(2, emptyLike(gemm.getOutputs()[0], element));
+  else
+    outputs.push_back(
+        tensor::EmptyOp::create(rewriter, loc, outputSizes(gemm), element));
+  auto round = [&](OpBuilder &b, Value v) -> Value {
+    return element == f32 ? v : arith::TruncFOp::create(b, loc, element, v);
+  };
+  GemmOp saved = rebuildGemm(
+      rewriter, gemm, gemm.getLhs(), gemm.getRhs(), gemm.getTransposeB(), {},
+      outputs, [&](OpBuilder &b, IRMapping &mapping, ValueRange) {
+        SmallVector<Value> yields;
+        for (Value v : gemm.getYieldOp().getValues())
+          yields.push_back(mapping.lookup(v));
+        Value acc = mapping.lookup(gemm.getAccumulatorArg());
+        if (!contract) {
+          yields.push_back(round(b, acc));
+          return yields;
+        }
+        // The gate (first) and up (second) columns of each pair.
+        for (unsigned half = 0; half < 2; ++half) {
+          OpBuilder::InsertionGuard guard(b);
+          auto column = PairContractOp::create(
+              b, loc, TypeRange{PairType::get(element)}, ValueRange{acc},
+              /*stride=*/1);
+          Block *pair = b.createBlock(&column.getBody(), {}, {f32, f32},
+                                      {loc, loc});
+          YieldOp::create(b, loc, round(b, pair->getArgument(half)));
+          yields.push_back(column.getResult(0));
+        }
+        return yields;
+      });
+  rewriter.replaceOp(gemm, saved->getResults().take_front(1));
+  return saved;
+}
+
+FailureOr<Value> BackwardBuilder::adjointInProducer(GemmOp gemm,
+                                                    ValueRange savedAccumulator) {
+  Value dY = adjoints.lookup(gemm->getResult(0));
+  auto producer = dY.getDefiningOp<GemmOp>();
+  if (!producer || !dY.use_empty() || !roundsAccumulatorOnly(producer) ||
+      !producer.getEpilogueInputs().empty())
+    return Value();
+  Location loc = gemm.getLoc();
+  Type element = gemm.getLhsType().getElementType();
+  Type f32 = rewriter.getF32Type();
+  Value yielded = gemm.getYieldOp().getValues()[0];
+  auto contract = yielded.getDefiningOp<PairContractOp>();
+
+  rewriter.setInsertionPointAfter(producer);
+  SmallVector<OpFoldResult> sizes = outputSizes(producer);
+  if (contract) {
+    // Two columns of dAcc per column of dY.
+    if (auto n = getConstantIntValue(sizes[1]))
+      sizes[1] = rewriter.getIndexAttr(2 * *n);
+    else
+      sizes[1] = arith::MulIOp::create(
+                     rewriter, loc, cast<Value>(sizes[1]),
+                     arith::ConstantIndexOp::create(rewriter, loc, 2))
+                     .getResult();
+  }
+  Value init = tensor::EmptyOp::create(rewriter, loc, sizes, element);
+  SmallVector<Value> inputs(savedAccumulator);
+  SmallVector<Attribute> forms(savedAccumulator.size(),
+                               AccessFormAttr::get(rewriter.getContext(),
+                                                   AccessForm::tile));
+  llvm::append_range(inputs, gemm.getEpilogueInputs());
+  llvm::append_range(forms, gemm.getInputForms().getValue());
+  auto fused = GemmOp::create(
+      rewriter, loc, TypeRange{init.getType()}, producer.getLhs(),
+      producer.getRhs(), inputs, ValueRange{init},
+      rewriter.getArrayAttr(forms), producer.getTransposeBAttr(),
+      producer.getTransposeAAttr());
+
+  SmallVector<Type> argTypes = {f32};
+  SmallVector<Location> argLocs = {loc};
+  for (Value input : inputs) {
+    argTypes.push_back(GemmOp::getInputElementType(input.getType()));
+    argLocs.push_back(loc);
+  }
+  OpBuilder::InsertionGuard guard(rewriter);
+  Block *body =
+      rewriter.createBlock(&fused.getEpilogue(), {}, argTypes, argLocs);
+  // The epilogue's own accumulator is dY; the forward accumulator comes
+  // from the saved inputs.
+  Value dYArg = body->getArgument(0);
+  ValueRange savedArgs = body->getArguments().slice(1, savedAccumulator.size());
+  auto widen = [&](Value v) -> Value {
+    return v.getType() == f32 ? v : arith::ExtFOp::create(rewriter, loc, f32, v);
+  };
+  IRMapping mapping;
+  EpilogueAdjoints sweep(rewriter, loc, mapping);
+  auto gradientOf = [&](Value old) -> Value {
+    Value g = sweep.get(old);
+    if (!g)
+      return arith::ConstantOp::create(rewriter, loc,
+                                       rewriter.getFloatAttr(element, 0.0));
+    return sweep.convert(g, element);
+  };
+  LogicalResult swept = success();
+  Value result;
+  if (contract) {
+    Block &pair = contract.getBody().front();
+    mapping.map(pair.getArgument(0), widen(savedArgs[0]));
+    mapping.map(pair.getArgument(1), widen(savedArgs[1]));
+    for (Operation &op : pair.without_terminator())
+      rewriter.clone(op, mapping);
+    sweep.accumulate(beforeRounding(pair.getTerminator()->getOperand(0)),
+                     dYArg);
+    swept = sweep.propagateBlock(pair);
+    result = InterleaveOp::create(rewriter, loc, InterleavedType::get(element),
+                                  gradientOf(pair.getArgument(0)),
+                                  gradientOf(pair.getArgument(1)));
+  } else {
+    mapping.map(gemm.getAccumulatorArg(), widen(savedArgs[0]));
+    for (unsigned i = 0, e = gemm.getEpilogueInputs().size(); i < e; ++i)
+      mapping.map(gemm.getInputArg(i),
+                  body->getArgument(1 + savedAccumulator.size() + i));
+    for (Operation &op : gemm.getBody().without_terminator())
+      rewriter.clone(op, mapping);
+    sweep.accumulate(beforeRounding(yielded), dYArg);
+    swept = sweep.propagateBlock(gemm.getBody());
+    result = gradientOf(gemm.getAccumulatorArg());
+  }
+  YieldOp::create(rewriter, loc, result);
+  if (failed(swept))
+    return failure();
+  return fused.getResult(0);
 }
 
 LogicalResult BackwardBuilder::differentiate(linalg::GenericOp generic) {
@@ -896,6 +1108,31 @@ FailureOr<func::FuncOp> BackwardBuilder::build(func::FuncOp forward,
                                                StringRef name) {
   if (failed(check(forward)))
     return failure();
+  // With `save`, f returns what the backward would otherwise recompute: the
+  // results of its GEMMs that are not results of f, and the accumulators of
+  // GEMMs whose epilogue is differentiated in the GEMM producing their
+  // output's gradient.
+  unsigned numResults = forward.getFunctionType().getNumResults();
+  SmallVector<Value> saved;
+  DenseMap<Operation *, unsigned> savedAccumulatorCount;
+  if (save) {
+    for (GemmOp gemm : llvm::to_vector(forward.getOps<GemmOp>()))
+      if (canDifferentiateInProducer(gemm)) {
+        GemmOp rebuilt = saveAccumulator(gemm);
+        savedAccumulatorCount[rebuilt] = rebuilt->getNumResults() - 1;
+      }
+    auto ret = cast<func::ReturnOp>(forward.getBody().front().getTerminator());
+    DenseSet<Value> returned(ret.getOperands().begin(),
+                             ret.getOperands().end());
+    for (GemmOp gemm : forward.getOps<GemmOp>())
+      for (Value result : gemm->getResults())
+        if (!returned.contains(result))
+          saved.push_back(result);
+    rewriter.modifyOpInPlace(ret,
+                             [&] { ret.getOperandsMutable().append(saved); });
+    forward.setFunctionType(rewriter.getFunctionType(
+        forward.getArgumentTypes(), ret.getOperandTypes()));
+  }
   FunctionType type = forward.getFunctionType();
 
   // Arguments only read as scalar or periodic epilogue inputs (an epsilon,
@@ -925,7 +1162,8 @@ FailureOr<func::FuncOp> BackwardBuilder::build(func::FuncOp forward,
   }
 
   SmallVector<Type> inputs(type.getInputs());
-  llvm::append_range(inputs, type.getResults());
+  llvm::append_range(inputs, type.getResults().drop_front(numResults));
+  llvm::append_range(inputs, type.getResults().take_front(numResults));
   SmallVector<Type> results;
   for (unsigned i : differentiated)
     results.push_back(type.getInput(i));
@@ -950,10 +1188,21 @@ FailureOr<func::FuncOp> BackwardBuilder::build(func::FuncOp forward,
     }
     recomputed.push_back(rewriter.clone(op, mapping));
   }
+  ValueRange savedArgs =
+      entry->getArguments().slice(type.getNumInputs(), saved.size());
   ValueRange upstream =
-      entry->getArguments().drop_front(type.getNumInputs());
+      entry->getArguments().drop_front(type.getNumInputs() + saved.size());
   for (auto [value, g] : llvm::zip(forwardReturn.getOperands(), upstream))
     accumulate(mapping.lookup(value), g);
+  for (auto [index, value] : llvm::enumerate(saved)) {
+    auto gemm = cast<GemmOp>(value.getDefiningOp());
+    auto count = savedAccumulatorCount.find(gemm);
+    // A GEMM's saved accumulator follows its output.
+    if (count != savedAccumulatorCount.end() &&
+        cast<OpResult>(value).getResultNumber() == 0)
+      savedAccumulators[mapping.lookup(value).getDefiningOp()] =
+          llvm::to_vector(savedArgs.slice(index + 1, count->second));
+  }
 
   for (Operation *op : llvm::reverse(recomputed)) {
     LogicalResult result =
@@ -968,6 +1217,10 @@ FailureOr<func::FuncOp> BackwardBuilder::build(func::FuncOp forward,
     if (failed(result))
       return failure();
   }
+
+  // The backward reads the saved values instead of its copy of the forward.
+  for (auto [value, arg] : llvm::zip(saved, savedArgs))
+    rewriter.replaceAllUsesWith(mapping.lookup(value), arg);
 
   rewriter.setInsertionPointToEnd(entry);
   SmallVector<Value> gradients;
@@ -1009,7 +1262,7 @@ struct CodaDeriveBackwardPass
             << target << " exists already";
         return signalPassFailure();
       }
-      BackwardBuilder builder(rewriter, tile);
+      BackwardBuilder builder(rewriter, tile, save);
       FailureOr<func::FuncOp> backward = builder.build(forward, target);
       if (failed(backward))
         return signalPassFailure();

@@ -186,7 +186,12 @@ def CodaDeriveBackward : Pass<"coda-derive-backward", "::mlir::ModuleOp"> {
            "name of the backward function (with `function`; default "
            "<function>_backward)">,
     Option<"tile", "tile", "int64_t", "128",
-           "columns (rows) per partial of a row (column) input's gradient">
+           "columns (rows) per partial of a row (column) input's gradient">,
+    Option<"save", "save", "bool", "false",
+           "the forward returns its intermediate results and the "
+           "accumulators the backward needs, and activation gradients are "
+           "computed in the GEMM that produces the activation's gradient, "
+           "instead of recomputing the forward's GEMMs">
   ];
   let dependentDialects = ["::mlir::coda::CodaDialect",
                            "::mlir::arith::ArithDialect",
