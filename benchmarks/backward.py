@@ -26,6 +26,10 @@ def eager_swiglu(x, w):
     return torch.nn.functional.silu(x @ w[0::2].T) * (x @ w[1::2].T)
 
 
+def eager_swiglu_mlp(x, w, wd):
+    return eager_swiglu(x, w) @ wd.T
+
+
 def eager_ce(x, w, t):
     return torch.nn.functional.cross_entropy((x @ w.T).float(), t, reduction="none")
 
@@ -106,6 +110,20 @@ def main():
 
         measure("linear_swiglu_fwd_bwd", {"M": TOKENS, "hidden": hidden, "mlp": mlp}, swiglu,
                 swiglu_step)
+        # The whole MLP: the SwiGLU backward in the epilogue of the dh GEMM.
+        wd = (torch.randn(hidden, mlp, device="cuda") / mlp ** 0.5).bfloat16().requires_grad_()
+        dz = torch.randn(TOKENS, hidden, device="cuda").bfloat16()
+
+        def mlp_step(fn):
+            def run():
+                x.grad = w.grad = wd.grad = None
+                fn(x, w, wd).backward(dz)
+            return run
+
+        measure("swiglu_mlp_fwd_bwd", {"M": TOKENS, "hidden": hidden, "mlp": mlp},
+                (coda_torch.swiglu_mlp, eager_swiglu_mlp, torch.compile(eager_swiglu_mlp)),
+                mlp_step)
+        del wd, dz
         measure("linear_cross_entropy_fwd_bwd", {"M": TOKENS, "hidden": hidden, "vocab": VOCAB},
                 ce, ce_step)
         # Q/K/V with RoPE: hidden / 128 query heads, a quarter of that for K, V.

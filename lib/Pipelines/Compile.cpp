@@ -50,8 +50,16 @@ mlir::coda::compileToDirectory(ModuleOp module, const CompileOptions &options,
     }
     written.push_back(report);
   }
+  if (options.saveForBackward && !options.deriveBackward) {
+    log << "coda-compile: saving for the backward needs the backward "
+           "(--derive-backward)\n";
+    return failure();
+  }
   if (options.deriveBackward &&
-      failed(parsePassPipeline("coda-derive-backward", pm))) {
+      failed(parsePassPipeline(options.saveForBackward
+                                   ? "coda-derive-backward{save=1}"
+                                   : "coda-derive-backward",
+                               pm))) {
     log << "coda-compile: cannot build the backward derivation\n";
     return failure();
   }

@@ -2,9 +2,9 @@
 
     import coda_torch
     coda_torch.load("build/torch-kernels")      # scripts/build-torch-kernels
-    y = coda_torch.linear_swiglu(x, w)           # autograd-aware, torch.compile-able
+    y = coda_torch.swiglu_mlp(x, w_gate_up, w_down)  # autograd-aware, torch.compile-able
     loss = coda_torch.linear_cross_entropy(h, w_vocab, targets).mean()
-    coda_torch.llama.apply(model)                # a Hugging Face Llama's MLPs
+    coda_torch.llama.apply(model)                # MLPs, Q/K/V + RoPE, LM head + loss
 
 Each op is a torch.library custom op (opaque to torch.compile, traced with
 its fake implementation) with an autograd formula whose backward runs the
@@ -15,7 +15,7 @@ CUDA device.
 
 from . import llama
 from .ops import (linear_cross_entropy, linear_qkv_rope, linear_residual_norm,
-                  linear_swiglu, load)
+                  linear_swiglu, load, swiglu_mlp)
 
 __all__ = ["linear_cross_entropy", "linear_qkv_rope", "linear_residual_norm",
-           "linear_swiglu", "llama", "load"]
+           "linear_swiglu", "llama", "load", "swiglu_mlp"]

@@ -4,8 +4,9 @@
     coda_torch.llama.apply(model)
 
 - every LlamaMLP: gate_proj and up_proj become one parameter `gate_up`
-  whose rows interleave them (row 2j: gate j, row 2j + 1: up j), the layout
-  coda_torch.linear_swiglu reads; down_proj stays a torch Linear;
+  whose rows interleave them (row 2j: gate j, row 2j + 1: up j); the MLP
+  runs as coda_torch.swiglu_mlp with down_proj's weight (the SwiGLU backward
+  is computed in the epilogue of the GEMM producing its gradient);
 - every LlamaAttention: q_proj, k_proj and v_proj become one parameter `qkv`
   (Q, K, V rows stacked) projected by coda_torch.linear_qkv_rope, which
   rotates Q and K (rotate_half, head dim 128) in the GEMM's epilogue; the
@@ -21,7 +22,7 @@ original did, up to rounding. The residual adds and RMSNorms stay torch's.
 import torch
 from torch import nn
 
-from .ops import linear_cross_entropy, linear_qkv_rope, linear_swiglu
+from .ops import linear_cross_entropy, linear_qkv_rope, swiglu_mlp
 
 HEAD_DIM = 128  # the head size linear_qkv_rope's kernels rotate
 
@@ -39,8 +40,8 @@ def _patch_mlp(mlp):
     del mlp.gate_proj, mlp.up_proj
 
     def forward(x):
-        h = linear_swiglu(x.reshape(-1, hidden), mlp.gate_up)
-        return mlp.down_proj(h.reshape(*x.shape[:-1], features))
+        z = swiglu_mlp(x.reshape(-1, hidden), mlp.gate_up, mlp.down_proj.weight)
+        return z.view(*x.shape[:-1], z.shape[-1])
 
     mlp.forward = forward
 
@@ -136,7 +137,7 @@ def _check_supported(kind, module):
         act = type(getattr(module, "act_fn", None)).__name__
         if act not in ("SiLU", "SiLUActivation"):
             raise ValueError(f"coda_torch.llama: the MLP activation must be SiLU, got {act}")
-        _no_bias(module.gate_proj, module.up_proj)
+        _no_bias(module.gate_proj, module.up_proj, module.down_proj)
     elif kind == "attention":
         if module.head_dim != HEAD_DIM:
             raise ValueError(f"coda_torch.llama: the Q/K/V + RoPE op needs head_dim "

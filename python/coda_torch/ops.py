@@ -97,6 +97,79 @@ def _backward(ctx, dy):
 linear_swiglu.register_autograd(_backward, setup_context=_setup_context)
 
 
+@torch.library.custom_op("coda::swiglu_mlp_forward", mutates_args=())
+def _swiglu_mlp_forward(x: torch.Tensor, w_gate_up: torch.Tensor, w_down: torch.Tensor
+                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """z = h W_down^T with h = silu(x Wg^T) * (x Wu^T), and what the backward
+    reads: h and the gate and up pre-activations (each T x F)."""
+    _check("swiglu_mlp", x=x, w_gate_up=w_gate_up, w_down=w_down)
+    tokens, features = x.shape[0], w_gate_up.shape[0] // 2
+    if w_gate_up.shape[0] % 2 or w_gate_up.shape[1] != x.shape[1]:
+        raise ValueError("coda_torch.swiglu_mlp: w_gate_up must be 2F x H (interleaved gate/up "
+                         f"rows) for x of {x.shape[1]} columns, got {tuple(w_gate_up.shape)}")
+    if w_down.shape[1] != features:
+        raise ValueError(f"coda_torch.swiglu_mlp: w_down must have {features} columns "
+                         f"(one per SwiGLU feature), got {tuple(w_down.shape)}")
+    module, (gate_up, down) = _kernels("swiglu_mlp", "swiglu_mlp")
+    h, g, u = (x.new_empty(tokens, features) for _ in range(3))
+    x, w_gate_up, w_down = x.contiguous(), w_gate_up.contiguous(), w_down.contiguous()
+    _launch(module, gate_up, x, w_gate_up, h, g, u)
+    z = x.new_empty(tokens, w_down.shape[0])
+    _launch(module, down, h, w_down, z)
+    return z, h, g, u
+
+
+@_swiglu_mlp_forward.register_fake
+def _(x, w_gate_up, w_down):
+    features = w_gate_up.shape[0] // 2
+    return (x.new_empty(x.shape[0], w_down.shape[0]),
+            *(x.new_empty(x.shape[0], features) for _ in range(3)))
+
+
+@torch.library.custom_op("coda::swiglu_mlp_backward", mutates_args=())
+def _swiglu_mlp_backward(dz: torch.Tensor, x: torch.Tensor, w_gate_up: torch.Tensor,
+                         w_down: torch.Tensor, h: torch.Tensor, g: torch.Tensor,
+                         u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dx, dW_gate_up, dW_down in four GEMMs: dz W_down with the SwiGLU
+    derivative (from the saved g, u) in its epilogue, writing dgate / dup
+    interleaved (dAcc); dx = dAcc W_gate_up; dW_gate_up = dAcc^T x;
+    dW_down = dz^T h."""
+    module, (adjoint, data_grad, gate_up_grad, down_grad) = _kernels(
+        "swiglu_mlp", "swiglu_mlp_backward")
+    dz = dz.contiguous().to(torch.bfloat16)
+    dacc = x.new_empty(x.shape[0], w_gate_up.shape[0])
+    _launch(module, adjoint, dz, w_down, g, u, dacc)
+    dx, dw_gate_up, dw_down = (torch.empty_like(t) for t in (x, w_gate_up, w_down))
+    _launch(module, data_grad, dacc, w_gate_up, dx)
+    _launch(module, gate_up_grad, dacc, x, dw_gate_up)
+    _launch(module, down_grad, dz, h, dw_down)
+    return dx, dw_gate_up, dw_down
+
+
+@_swiglu_mlp_backward.register_fake
+def _(dz, x, w_gate_up, w_down, h, g, u):
+    return torch.empty_like(x), torch.empty_like(w_gate_up), torch.empty_like(w_down)
+
+
+def _mlp_setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs, *output[1:])
+
+
+def _mlp_backward(ctx, dz, dh, dg, du):
+    return _swiglu_mlp_backward(dz, *ctx.saved_tensors)
+
+
+_swiglu_mlp_forward.register_autograd(_mlp_backward, setup_context=_mlp_setup_context)
+
+
+def swiglu_mlp(x: torch.Tensor, w_gate_up: torch.Tensor, w_down: torch.Tensor) -> torch.Tensor:
+    """A Llama MLP, (silu(x Wg^T) * (x Wu^T)) W_down^T, for a gate/up weight
+    whose rows interleave gate and up (row 2j: gate j, row 2j + 1: up j).
+    x: T x H, w_gate_up: 2F x H, w_down: H' x F, bf16. The forward keeps h
+    and the gate / up pre-activations; the backward recomputes no GEMM."""
+    return _swiglu_mlp_forward(x, w_gate_up, w_down)[0]
+
+
 @torch.library.custom_op("coda::linear_cross_entropy_forward", mutates_args=())
 def _linear_cross_entropy_forward(x: torch.Tensor, w: torch.Tensor,
                                   target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -43,6 +43,11 @@ static cl::opt<bool> deriveBackward(
     "derive-backward",
     cl::desc("also compile each function's backward program "
              "(--coda-derive-backward)"));
+static cl::opt<bool> saveForBackward(
+    "save-for-backward",
+    cl::desc("with --derive-backward: forward functions also return the "
+             "intermediate results and accumulators their backward reads, "
+             "instead of it recomputing them (--coda-derive-backward=save=1)"));
 static cl::opt<std::string> chip("chip", cl::desc("GPU architecture"),
                                  cl::init("sm_90a"));
 static cl::opt<std::string>
@@ -94,6 +99,7 @@ static int compile() {
   coda::CompileOptions options;
   options.fuse = fuse;
   options.deriveBackward = deriveBackward;
+  options.saveForBackward = saveForBackward;
   options.chip = chip;
   options.format = format;
   options.tileM = tileM;

@@ -19,6 +19,9 @@ struct CompileOptions {
   /// Run --coda-derive-backward (after fusing): the kernels of each
   /// function's backward program too.
   bool deriveBackward = false;
+  /// With deriveBackward: forward functions also return what their backward
+  /// reads instead of recomputing (--coda-derive-backward=save=1).
+  bool saveForBackward = false;
   std::string chip = "sm_90a";
   /// bin (cubin), isa (PTX) or fatbin.
   std::string format = "bin";

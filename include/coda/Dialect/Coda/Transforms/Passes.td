@@ -151,12 +151,12 @@ def CodaFuseGathers : Pass<"coda-fuse-gathers"> {
 def CodaDeriveBackward : Pass<"coda-derive-backward", "::mlir::ModuleOp"> {
   let summary = "derive the backward program of functions of coda.gemm ops";
   let description = [{
-    For a function `@f` on tensors whose body is `coda.gemm` ops (unbatched,
-    tile outputs), adds `@f_backward(f's arguments..., one upstream gradient
-    per result of f) -> (one gradient per float tensor argument of f)`,
-    itself made of `coda.gemm` ops: reverse-mode differentiation where each
-    GEMM's epilogue is differentiated in the epilogue of a GEMM that
-    recomputes its accumulator.
+    For a function `@f` on tensors whose body is `coda.gemm` ops (unbatched),
+    `coda.reduce_partials` and elementwise `linalg.generic` glue, adds
+    `@f_backward(f's arguments..., one upstream gradient per result of f) ->
+    (one gradient per float tensor argument of f)`, itself made of
+    `coda.gemm` ops: reverse-mode differentiation where each GEMM's epilogue
+    is differentiated in the epilogue of a GEMM.
 
     For each GEMM `Y_o = E_o(acc, inputs)`, `acc = A x B`, from the last to
     the first:
@@ -165,18 +165,28 @@ def CodaDeriveBackward : Pass<"coda-derive-backward", "::mlir::ModuleOp"> {
       `E`'s reverse sweep and yields `dAcc = sum_o dY_o dE_o/dacc`, each tile
       input's gradient as a tile, and each row (column) input's gradient as
       row (column) partials of `tile` columns (rows) that a
-      `coda.reduce_partials` finishes. Activation derivatives are recomputed
-      from `acc`, never stored. When `E` only rounds the accumulator,
+      `coda.reduce_partials` finishes. When `E` only rounds the accumulator,
       `dAcc = dY` and there is no adjoint GEMM;
     - `dA = dAcc x B^T` and `dB = A^T x dAcc` (K x N rhs) or `dAcc^T x A`
-      (N x K rhs, `transpose_b`), with a `linalg.transpose` of the operand;
+      (N x K rhs, `transpose_b`), reading every operand as stored
+      (`transpose_a` / `transpose_b`);
     - gradients of values used several times are summed.
 
-    Scalar inputs (such as an epsilon) are constants to the derivative.
-    Epilogue ops with a rule: arith add/sub/mul/div/neg, max/min, select,
-    extf/truncf, math exp/expm1/log/log1p/sqrt/rsqrt/tanh/erf/absf/fma;
-    anything else that a gradient reaches, other ops in the function, pair,
-    partial and row outputs, periodic inputs and batched GEMMs are reported.
+    With `save=1`, `@f` itself also returns its GEMMs' results that are not
+    results of `@f` and, for each GEMM whose one output only feeds a later
+    GEMM's lhs through an elementwise epilogue or one pair contraction
+    (SwiGLU), its accumulator (the two columns of each pair as two outputs);
+    `@f_backward` takes them after `@f`'s arguments. Such a GEMM's epilogue is
+    differentiated in the GEMM that produces its output's gradient (dY x B'^T
+    of the consumer), which then yields dAcc (interleaved for a pair
+    contraction): no adjoint GEMM, nothing recomputed.
+
+    Scalar and periodic inputs (an epsilon, RoPE's tables) are constants to
+    the derivative. Epilogue ops with a rule: arith add/sub/mul/div/neg,
+    max/min, select, extf/truncf, math exp/expm1/log/log1p/sqrt/rsqrt/tanh/
+    erf/absf/fma, pair_map and pair_contract; anything else that a gradient
+    reaches, other ops in the function, max partials, interleaved outputs
+    and batched GEMMs are reported.
   }];
   let options = [
     Option<"function", "function", "std::string", /*default=*/"\"\"",
