@@ -74,3 +74,17 @@ func.func @mixed(%x: tensor<8x4xf32>, %w: tensor<8x4xf32>, %t: tensor<8x4xf32>) 
   }
   return %a, %b : tensor<8x8xf32>, tensor<8x8xf32>
 }
+
+// -----
+
+// Interleaved outputs (a backward's own layout) are not differentiated.
+func.func @interleaved_output(%x: tensor<8x4xf32>, %w: tensor<6x4xf32>) -> tensor<8x12xf32> {
+  %e = tensor.empty() : tensor<8x12xf32>
+  // expected-error @below {{'coda.gemm' op interleaved output 0 is not differentiated by --coda-derive-backward}}
+  %y = coda.gemm %x, %w transpose_b : tensor<8x4xf32>, tensor<6x4xf32>
+      epilogue(%acc) outs(%e : tensor<8x12xf32>) {
+    %both = coda.interleave %acc, %acc : f32
+    coda.yield %both : !coda.interleaved<f32>
+  }
+  return %y : tensor<8x12xf32>
+}
