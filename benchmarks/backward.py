@@ -16,7 +16,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 import coda_torch  # noqa: E402
-from bench import median_ms  # noqa: E402
+from timing import median_ms  # noqa: E402
 
 TOKENS, VOCAB, SEQ = 16384, 32768, 2048
 SIZES = {2048: 5632, 4096: 11008}
@@ -68,28 +68,26 @@ def decoder_layers(hidden, mlp):
     return eager, coda, tables
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--kernels", required=True)
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--commit", default="unknown")
-    args = parser.parse_args()
+def measure(kernels, hidden_sizes, record):
+    """Runs every case at each hidden size (keys of SIZES) with the
+    coda_torch kernels under `kernels`; record(row) gets each result, in
+    bench.py's format."""
     torch.backends.cuda.matmul.allow_tf32 = False
-    coda_torch.load(args.kernels)
-    rows = []
+    coda_torch.load(kernels)
 
-    def measure(case, shape, ops, make_step):
+    def compare(case, shape, ops, make_step):
         row = {"case": case, "shape": shape, "coda_ms": median_ms(make_step(ops[0])),
                "baselines": {"torch_eager": median_ms(make_step(ops[1])),
                              "torch_compile": median_ms(make_step(ops[2]))}}
-        rows.append(row)
+        record(row)
         print(f"{case} {shape}: coda {row['coda_ms']:.3f} ms; " + ", ".join(
             f"{k} {v:.3f} ms ({v / row['coda_ms']:.2f}x)" for k, v in row["baselines"].items()),
             flush=True)
 
     swiglu = (coda_torch.linear_swiglu, eager_swiglu, torch.compile(eager_swiglu))
     ce = (coda_torch.linear_cross_entropy, eager_ce, torch.compile(eager_ce))
-    for hidden, mlp in SIZES.items():
+    for hidden in hidden_sizes:
+        mlp = SIZES[hidden]
         x = torch.randn(TOKENS, hidden, device="cuda").bfloat16().requires_grad_()
         w = (torch.randn(2 * mlp, hidden, device="cuda") / hidden ** 0.5).bfloat16().requires_grad_()
         dy = torch.randn(TOKENS, mlp, device="cuda").bfloat16()
@@ -108,7 +106,7 @@ def main():
                 fn(x, wv, t).mean().backward()
             return run
 
-        measure("linear_swiglu_fwd_bwd", {"M": TOKENS, "hidden": hidden, "mlp": mlp}, swiglu,
+        compare("linear_swiglu_fwd_bwd", {"M": TOKENS, "hidden": hidden, "mlp": mlp}, swiglu,
                 swiglu_step)
         # The whole MLP: the SwiGLU backward in the epilogue of the dh GEMM.
         wd = (torch.randn(hidden, mlp, device="cuda") / mlp ** 0.5).bfloat16().requires_grad_()
@@ -120,11 +118,11 @@ def main():
                 fn(x, w, wd).backward(dz)
             return run
 
-        measure("swiglu_mlp_fwd_bwd", {"M": TOKENS, "hidden": hidden, "mlp": mlp},
+        compare("swiglu_mlp_fwd_bwd", {"M": TOKENS, "hidden": hidden, "mlp": mlp},
                 (coda_torch.swiglu_mlp, eager_swiglu_mlp, torch.compile(eager_swiglu_mlp)),
                 mlp_step)
         del wd, dz
-        measure("linear_cross_entropy_fwd_bwd", {"M": TOKENS, "hidden": hidden, "vocab": VOCAB},
+        compare("linear_cross_entropy_fwd_bwd", {"M": TOKENS, "hidden": hidden, "vocab": VOCAB},
                 ce, ce_step)
         # Q/K/V with RoPE: hidden / 128 query heads, a quarter of that for K, V.
         qh = hidden // 128
@@ -142,7 +140,7 @@ def main():
                 fn(x, wq, cos, sin, rotate).backward(dq)
             return run
 
-        measure("linear_qkv_rope_fwd_bwd", {"M": TOKENS, "hidden": hidden, "N": n},
+        compare("linear_qkv_rope_fwd_bwd", {"M": TOKENS, "hidden": hidden, "N": n},
                 (coda_torch.linear_qkv_rope, eager_qkv_rope, torch.compile(eager_qkv_rope)),
                 rope_step)
         # The down projection + residual and the next RMSNorm's sums of squares.
@@ -158,14 +156,14 @@ def main():
                 torch.autograd.backward(fn(xd, wd, r), [dh, dss])
             return run
 
-        measure("linear_residual_norm_fwd_bwd", {"M": TOKENS, "K": mlp, "N": hidden},
+        compare("linear_residual_norm_fwd_bwd", {"M": TOKENS, "K": mlp, "N": hidden},
                 (coda_torch.linear_residual_norm, eager_residual_norm,
                  torch.compile(eager_residual_norm)), norm_step)
         del x, w, dy, wv, t, wq, dq, xd, wd, r, dh
         torch.cuda.empty_cache()
         # A whole decoder layer (RMSNorm, Q/K/V + RoPE, sdpa attention, o_proj,
         # residual, RMSNorm, MLP, residual): coda's copy runs Q/K/V + RoPE and
-        # gate/up + SwiGLU through coda_torch.
+        # the MLP through coda_torch.
         eager, coda, tables = decoder_layers(hidden, mlp)
         compiled = torch.compile(eager)
         xb = torch.randn(TOKENS // SEQ, SEQ, hidden, device="cuda").bfloat16().requires_grad_()
@@ -180,12 +178,23 @@ def main():
                 layer(xb, position_embeddings=tables).backward(dyb)
             return run
 
-        measure("llama_decoder_layer_fwd_bwd",
-                {"batch": TOKENS // SEQ, "seq": SEQ, "hidden": hidden, "mlp": mlp,
+        compare("llama_decoder_layer_fwd_bwd",
+                {"M": TOKENS, "batch": TOKENS // SEQ, "seq": SEQ, "hidden": hidden, "mlp": mlp,
                  "heads": hidden // 128, "kv_heads": hidden // 512},
                 (coda, eager, compiled), layer_step)
         del eager, coda, compiled, xb, dyb
         torch.cuda.empty_cache()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--kernels", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--commit", default="unknown")
+    parser.add_argument("--hidden", type=int, nargs="+", default=sorted(SIZES))
+    args = parser.parse_args()
+    rows = []
+    measure(args.kernels, args.hidden, rows.append)
     with open(args.out, "w") as f:
         json.dump({"device": torch.cuda.get_device_name(), "date": datetime.date.today().isoformat(),
                    "commit": args.commit, "torch": torch.__version__, "results": rows}, f, indent=1)

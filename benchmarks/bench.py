@@ -9,47 +9,27 @@ default and mode="max-autotune-no-cudagraphs"), M = 16384 tokens, bf16.
 Each coda result is checked against eager before timing. Times are medians of
 CUDA-event timings after warm-up, with L2 flushed before every repetition.
 Kernels come from scripts/build-gpu-tests; the runtime from
-scripts/build-runtime (PYTHONPATH).
+scripts/build-runtime (PYTHONPATH). With --torch-kernels (the output of
+scripts/build-torch-kernels), the forward + backward cases of backward.py
+(coda_torch's ops and a Llama decoder layer) join the same results.
 """
 
 import argparse
 import datetime
 import json
 import os
-import statistics
 import subprocess
 
 import coda_runtime
 import torch
 
 from patterns import PATTERNS
+from timing import median_ms
 
 BUILD = os.environ.get("CODA_GPU_TESTS", os.path.join(
     os.path.dirname(__file__), "..", "build", "gpu-tests"))
 SIZES = {2048: 5632, 4096: 11008, 8192: 22016}
 TOKENS, VOCAB = 16384, 32768
-
-_flush = None
-
-
-def median_ms(fn, reps=20, warmup=3):
-    global _flush
-    if _flush is None:
-        _flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        _flush.zero_()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
 
 def first(x):
     return x[0] if isinstance(x, tuple) else x
@@ -62,6 +42,8 @@ def main():
                         help="torch.compile modes to compare (none: eager only)")
     parser.add_argument("--out", required=True)
     parser.add_argument("--commit", default=os.environ.get("CODA_COMMIT", "unknown"))
+    parser.add_argument("--torch-kernels",
+                        help="also run backward.py's cases with these coda_torch kernels")
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.empty(1, device="cuda")
@@ -137,6 +119,15 @@ def main():
             del t, coda_args
             torch.cuda.empty_cache()
 
+    if args.torch_kernels:
+        import backward
+
+        def record(row):
+            results.append(row)
+            save()
+
+        backward.measure(args.torch_kernels, [h for h in args.hidden if h in backward.SIZES],
+                         record)
     save()
 
 

@@ -14,7 +14,8 @@ import json
 import coda_runtime
 import torch
 
-from bench import median_ms, SIZES, TOKENS, VOCAB
+from bench import SIZES, TOKENS, VOCAB
+from timing import median_ms
 
 
 def block_shapes():
