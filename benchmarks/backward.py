@@ -182,6 +182,12 @@ def measure(kernels, hidden_sizes, record):
                 {"M": TOKENS, "batch": TOKENS // SEQ, "seq": SEQ, "hidden": hidden, "mlp": mlp,
                  "heads": hidden // 128, "kv_heads": hidden // 512},
                 (coda, eager, compiled), layer_step)
+        # The same with torch.compile around coda's (opaque) ops, fusing the
+        # norms, residuals and attention glue as it does for eager's layer.
+        compare("llama_decoder_layer_compiled_fwd_bwd",
+                {"M": TOKENS, "batch": TOKENS // SEQ, "seq": SEQ, "hidden": hidden, "mlp": mlp,
+                 "heads": hidden // 128, "kv_heads": hidden // 512},
+                (torch.compile(coda), eager, compiled), layer_step)
         del eager, coda, compiled, xb, dyb
         torch.cuda.empty_cache()
 

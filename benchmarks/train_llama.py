@@ -1,5 +1,7 @@
 """A small Llama (random init) trained on synthetic data with PyTorch eager,
-with coda's ops swapped in (coda_torch.llama.apply), and with torch.compile:
+with coda's ops swapped in (coda_torch.llama.apply), with torch.compile, and
+with both (coda_compile: torch.compile fuses the norms and residuals around
+coda's opaque ops):
 the same initial weights and batches for each, losses per step, median step
 time and peak memory, in one process.
 
@@ -41,13 +43,14 @@ def batches(steps, batch, seq, vocab):
 def train(mode, args, config, rank, world):
     torch.manual_seed(0)
     model = LlamaForCausalLM(config).cuda().to(torch.bfloat16)
-    if mode == "coda":
+    if mode in ("coda", "coda_compile"):
         coda_torch.llama.apply(model)
     step_fn = model
     if world > 1:
         step_fn = model = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[torch.cuda.current_device()])
-    if mode == "torch_compile":
+    if mode in ("torch_compile", "coda_compile"):
+        # coda's ops stay opaque; torch.compile fuses what is around them.
         step_fn = torch.compile(model)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
     torch.cuda.reset_peak_memory_stats()
@@ -87,7 +90,8 @@ def main():
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--vocab", type=int, default=32768)
     parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--modes", nargs="+", default=["torch_eager", "coda", "torch_compile"])
+    parser.add_argument("--modes", nargs="+",
+                        default=["torch_eager", "coda", "torch_compile", "coda_compile"])
     parser.add_argument("--commit", default="unknown")
     args = parser.parse_args()
     world = int(os.environ.get("WORLD_SIZE", "1"))

@@ -135,17 +135,20 @@ def llama_pair(**overrides):
     return original, copy.deepcopy(original)
 
 
-def test_llama_patch_matches_original():
+@pytest.mark.parametrize("compiled", [False, True])
+def test_llama_patch_matches_original(compiled):
     # A patched Hugging Face Llama (MLP, Q/K/V + RoPE with grouped K/V heads,
     # LM head + cross-entropy) computes what the original does: the loss with
-    # ignored labels, and every weight's gradient.
+    # ignored labels, and every weight's gradient; also under torch.compile,
+    # which fuses the rest around coda's opaque ops.
     original, patched = llama_pair()
     assert coda_torch.llama.apply(patched) == {"mlp": 2, "attention": 2, "cross_entropy": 1}
+    step = torch.compile(patched) if compiled else patched
     ids = torch.randint(0, 1000, (2, 128), device="cuda")
     labels = ids.clone()
     labels[0, :17] = -100
     want = original(input_ids=ids, labels=labels).loss
-    got = patched(input_ids=ids, labels=labels)
+    got = step(input_ids=ids, labels=labels)
     assert got.logits is None  # the LM head's logits are never stored
     want.backward()
     got.loss.backward()
