@@ -45,9 +45,38 @@ public:
 private:
   std::vector<std::unique_ptr<uint8_t[]>> storage;
 };
+
+/// Makes `context` current on the calling thread for a scope. A thread that
+/// has made no CUDA call yet has none (PyTorch's autograd thread, which runs
+/// custom ops' backward, may not): the driver would refuse the launch. A
+/// different current context is restored afterwards; none stays none only
+/// if there was one.
+class CurrentContext {
+public:
+  explicit CurrentContext(CUcontext context) {
+    const Driver &d = driver();
+    check(d.cuCtxGetCurrent(&previous), "cuCtxGetCurrent");
+    if (previous == context)
+      return;
+    check(d.cuCtxSetCurrent(context), "cuCtxSetCurrent");
+    restore = previous != nullptr;
+  }
+  ~CurrentContext() {
+    if (restore)
+      driver().cuCtxSetCurrent(previous);
+  }
+  CurrentContext(const CurrentContext &) = delete;
+  CurrentContext &operator=(const CurrentContext &) = delete;
+
+private:
+  CUcontext previous = nullptr;
+  bool restore = false;
+};
 } // namespace
 
 struct Module::Impl {
+  /// The context the module was loaded in; launches run in it.
+  CUcontext context = nullptr;
   std::map<std::string, CUmodule> modules;
   std::map<std::string, CUfunction> functions;
   std::map<DescriptorKey, CUdeviceptr> descriptors;
@@ -100,6 +129,7 @@ std::unique_ptr<Module> Module::load(const std::string &directory,
     check(d.cuDevicePrimaryCtxRetain(&context, dev), "cuDevicePrimaryCtxRetain");
     check(d.cuCtxSetCurrent(context), "cuCtxSetCurrent");
   }
+  module->impl_->context = context;
   CUdevice current;
   check(d.cuCtxGetDevice(&current), "cuCtxGetDevice");
   int multiprocessors = 0;
@@ -130,6 +160,7 @@ Module::~Module() {
     return;
   try {
     const Driver &d = driver();
+    CurrentContext scope(impl_->context);
     for (auto &[key, buffer] : impl_->descriptors)
       d.cuMemFree(buffer);
     for (auto &[name, handle] : impl_->modules)
@@ -166,6 +197,7 @@ void Module::launchSpec(const KernelSpec &kernel,
     return;
   bool dynamicShared = kernel.sharedMemoryBytes > 48 * 1024;
   const Driver &d = driver();
+  CurrentContext scope(impl_->context);
   CUfunction function = impl_->functions[name];
   if (!function) {
     check(d.cuModuleGetFunction(&function, impl_->modules.at(kernel.module),

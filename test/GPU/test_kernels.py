@@ -15,6 +15,7 @@ for round-to-nearest, 2^-8 near binade edges): rtol 8e-3.
 import json
 import math
 import os
+import threading
 
 import coda_runtime
 import pytest
@@ -189,6 +190,31 @@ def test_positions_colsum(prims, m, n, k):
     ninf = torch.full((tiles * 128 - m, n), -math.inf, device="cuda", dtype=torch.float64)
     swb = g.to(torch.bfloat16).double()
     check_bf16(cm, torch.cat([swb, ninf]).view(tiles, 128, n).amax(1))
+
+
+def test_launch_from_a_fresh_thread(prims):
+    # A thread that has made no CUDA call has no current context (PyTorch's
+    # autograd thread running a custom op's backward can be one): the
+    # runtime makes the module's context current for the launch. A distinct
+    # kernel also creates its TMA descriptors on that thread.
+    (kernel,) = prims.kernels_of("plain_nt")
+    a, b = rand(200, 136), rand(72, 136)
+    y = poison(200, 72, dtype=torch.bfloat16)
+    torch.cuda.synchronize()
+    failures = []
+
+    def launch():
+        try:
+            prims.launch(kernel, [a, b, y], 0)
+        except Exception as e:  # reported below, on the test's thread
+            failures.append(e)
+
+    worker = threading.Thread(target=launch)
+    worker.start()
+    worker.join()
+    assert not failures, failures
+    torch.cuda.synchronize()
+    check_bf16(y, a.double() @ b.double().T)
 
 
 def test_rejects_bad_arguments(prims):
