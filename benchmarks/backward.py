@@ -156,7 +156,8 @@ def measure(kernels, hidden_sizes, record):
                 torch.autograd.backward(fn(xd, wd, r), [dh, dss])
             return run
 
-        compare("linear_residual_norm_fwd_bwd", {"M": TOKENS, "K": mlp, "N": hidden},
+        compare("linear_residual_norm_fwd_bwd",
+                {"M": TOKENS, "hidden": hidden, "K": mlp, "N": hidden},
                 (coda_torch.linear_residual_norm, eager_residual_norm,
                  torch.compile(eager_residual_norm)), norm_step)
         del x, w, dy, wv, t, wq, dq, xd, wd, r, dh

@@ -36,7 +36,7 @@ def gemm_shapes(r):
     if r["case"] == "gemm":
         return []
     s, m = r["shape"], r["shape"]["M"]
-    h = s["hidden"]
+    h = s.get("hidden", s.get("N"))
     return {"rmsnorm_gemm": [(m, h, h), (m, s.get("N", 0), h)],
             "gate_up_swiglu": [(m, 2 * s.get("mlp", 0), h)],
             "down_residual_norm": [(m, h, s.get("mlp", 0))],
@@ -52,7 +52,7 @@ for r in rows:
     if not shapes or not all(x in gemm_ms for x in shapes):
         continue
     plain = sum(gemm_ms[x] for x in shapes)
-    print(f"| {r['case']} | {r['shape']['hidden']} | {r['coda_ms']:.3f} | {plain:.3f} | "
+    print(f"| {r['case']} | {r['shape'].get('hidden')} | {r['coda_ms']:.3f} | {plain:.3f} | "
           f"{r['coda_ms'] / plain:.2f}x |")
 
 patterns = [r for r in rows if r["case"] != "gemm"]
@@ -65,7 +65,7 @@ axes[0].set_xlabel("cuBLAS time / coda time (>1: coda faster)")
 axes[0].set_title("plain GEMM vs torch.matmul (cuBLAS)")
 keys = [("torch_eager", "torch eager"), ("torch_compile", "torch.compile"),
         ("torch_compile_max_autotune", "max-autotune-no-cudagraphs")]
-labels = [f"{r['case']} h{r['shape']['hidden']}" for r in patterns]
+labels = [f"{r['case']} h{r['shape'].get('hidden', r['shape'].get('N'))}" for r in patterns]
 width = 0.27
 for i, (key, name) in enumerate(keys):
     axes[1].bar([x + (i - 1) * width for x in range(len(patterns))],
