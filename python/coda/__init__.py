@@ -7,6 +7,8 @@ The compiler entry points (needs the package built against MLIR 22):
     coda.verify(source)   # raises coda.CompilerError with MLIR's diagnostics
     coda.compile(source, "out/dir", fuse=True)   # cubins + manifest.json,
                                                   # for the coda_runtime package
+    coda.compile(source, "out/bw", derive_backward=True, save_for_backward=True,
+                 persistent=True)                 # coda-compile's options
 """
 
 from ._coda_compiler import CompilerError, compile, run_pipeline, verify

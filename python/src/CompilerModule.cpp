@@ -125,22 +125,26 @@ std::string verify(const std::string &source) {
   return print(*module);
 }
 
-std::vector<std::string> compile(const std::string &source,
-                                 const std::string &directory, bool fuse,
-                                 const std::string &chip,
-                                 const std::string &format, int64_t tileM,
-                                 int64_t tileN, int64_t stages) {
+std::vector<std::string>
+compile(const std::string &source, const std::string &directory, bool fuse,
+        bool deriveBackward, bool saveForBackward, const std::string &chip,
+        const std::string &format, int64_t tileM, int64_t tileN, int64_t stages,
+        bool persistent, const std::string &ptxasOptions) {
   Session session;
   OwningOpRef<ModuleOp> module = session.parse(source);
   if (!module)
     session.fail("the input does not parse or verify");
   coda::CompileOptions options;
   options.fuse = fuse;
+  options.deriveBackward = deriveBackward;
+  options.saveForBackward = saveForBackward;
   options.chip = chip;
   options.format = format;
   options.tileM = tileM;
   options.tileN = tileN;
   options.stages = stages;
+  options.persistent = persistent;
+  options.ptxasOptions = ptxasOptions;
   std::string log;
   llvm::raw_string_ostream logStream(log);
   FailureOr<SmallVector<std::string>> written =
@@ -172,12 +176,17 @@ PYBIND11_MODULE(_coda_compiler, m) {
         "Parse `source`, run the textual pass pipeline (for example "
         "'builtin.module(coda-lower-to-linalg)') and return the printed IR.");
   m.def("compile", &compile, py::arg("source"), py::arg("directory"),
-        py::arg("fuse") = false, py::arg("chip") = "sm_90a",
+        py::arg("fuse") = false, py::arg("derive_backward") = false,
+        py::arg("save_for_backward") = false, py::arg("chip") = "sm_90a",
         py::arg("format") = "bin", py::arg("tile_m") = 128,
         py::arg("tile_n") = 256, py::arg("stages") = 4,
+        py::arg("persistent") = false, py::arg("ptxas_options") = "",
         "Compile `source` for the GPU into `directory` (what coda-compile "
-        "does): GPU binaries, manifest.json, host.mlir and, with fuse=True, "
-        "fusion-report.txt. Returns the written paths.");
+        "does, its options by the same names): GPU binaries, manifest.json, "
+        "host.mlir and, with fuse=True, fusion-report.txt; with "
+        "derive_backward=True each function's backward program too "
+        "(save_for_backward: the forward returns what the backward reads). "
+        "Returns the written paths.");
   m.def("verify", &verify, py::arg("source"),
         "Parse and verify `source`; return it printed in canonical form.");
 }

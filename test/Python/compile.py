@@ -1,8 +1,8 @@
 # RUN: rm -rf %t && %python %s %t %S/../Runtime/kernels.mlir | FileCheck %s
 # REQUIRES: python-bindings
 
-# coda.compile writes what coda-compile writes; errors come back as
-# coda.CompilerError with the diagnostics.
+# coda.compile writes what coda-compile writes, with its options; errors
+# come back as coda.CompilerError with the diagnostics.
 
 import os
 import sys
@@ -13,6 +13,30 @@ out, source = sys.argv[1], open(sys.argv[2]).read()
 written = coda.compile(source, out, format="isa")
 print(sorted(os.path.basename(p) for p in written))
 # CHECK: ['coda_kernels.ptx', 'host.mlir', 'manifest.json']
+
+# The backward program, saving for it, and persistent kernels, as
+# coda-compile --derive-backward --save-for-backward --persistent.
+import json  # noqa: E402
+
+mlp = open(os.path.join(os.path.dirname(sys.argv[2]), "..", "..", "python", "coda_torch",
+                        "kernels", "swiglu_mlp.mlir")).read()
+coda.compile(mlp, out + "/mlp", format="isa", derive_backward=True, save_for_backward=True,
+             persistent=True)
+manifest = json.load(open(out + "/mlp/manifest.json"))
+for kernel in manifest["kernels"]:
+    roles = [p.get("role") for p in kernel["params"] if p.get("role")]
+    print(kernel["name"], kernel["persistent"], roles)
+# CHECK: swiglu_mlp_gemm0 True ['pair', 'pair', 'pair']
+# CHECK: swiglu_mlp_gemm1 True ['tile']
+# CHECK: swiglu_mlp_backward_gemm0 True ['tile', 'tile', 'interleaved']
+# CHECK: swiglu_mlp_backward_gemm1 True ['tile']
+# CHECK: swiglu_mlp_backward_gemm2 True ['tile']
+# CHECK: swiglu_mlp_backward_gemm3 True ['tile']
+try:
+    coda.compile(mlp, out + "/nosave", format="isa", save_for_backward=True)
+except coda.CompilerError as e:
+    print(e)
+# CHECK: saving for the backward needs the backward (--derive-backward)
 
 F32_GEMM = """
 func.func @f(%a: memref<?x64xf32>, %b: memref<64x64xf32>, %y: memref<?x64xf32>) {
