@@ -18,11 +18,14 @@ def main():
     for path in files:
         doc = json.load(open(path))
         gpus = doc.get("gpus", 1)
+        device = doc["device"].replace("NVIDIA ", "")
         for mode, run in doc["runs"].items():
-            ax.plot(run["losses"], label=f"{mode}, {gpus} x {doc['device'].replace('NVIDIA ', '')}", linewidth=1)
+            ax.plot(run["losses"], label=f"{mode}, {gpus} x {device}", linewidth=1)
+    c = doc["config"]  # the runs of one chart share the model
     ax.set_xlabel("step")
     ax.set_ylabel("training loss")
-    ax.set_title("Llama, 2 layers, hidden 1024, sequence 2048, vocabulary 32768 (bf16)")
+    ax.set_title(f"Llama, {c['layers']} layers, hidden {c['hidden']}, sequence {c['seq']}, "
+                 f"vocabulary {c['vocab']} (bf16)")
     ax.legend()
     fig.tight_layout()
     fig.savefig(out, dpi=120)
