@@ -118,7 +118,8 @@ def apply(model, mlp=True, attention=True, cross_entropy=True):
     holding Llama layers) in place; returns how many modules each patch
     changed, e.g. {"mlp": 2, "attention": 2, "cross_entropy": 1}. Raises
     ValueError, before changing anything, for what the ops cannot run (biases,
-    an activation other than SiLU, heads other than 128)."""
+    an activation other than SiLU, heads other than 128) and for modules it
+    patched before."""
     chosen = {"mlp": mlp, "attention": attention, "cross_entropy": cross_entropy}
     targets = [(kind, module) for module in model.modules()
                for kind, (name, _) in _PATCHES.items()
@@ -128,11 +129,14 @@ def apply(model, mlp=True, attention=True, cross_entropy=True):
     counts = {kind: 0 for kind, on in chosen.items() if on}
     for kind, module in targets:
         _PATCHES[kind][1](module)
+        module._coda_patched = True
         counts[kind] += 1
     return counts
 
 
 def _check_supported(kind, module):
+    if getattr(module, "_coda_patched", False):
+        raise ValueError(f"coda_torch.llama: a {type(module).__name__} is patched already")
     if kind == "mlp":
         act = type(getattr(module, "act_fn", None)).__name__
         if act not in ("SiLU", "SiLUActivation"):

@@ -176,6 +176,8 @@ def test_llama_patch_rejects_unsupported_models():
         coda_torch.llama.apply(model)
     assert hasattr(model.model.layers[0].mlp, "gate_proj")
     assert coda_torch.llama.apply(model, attention=False) == {"mlp": 2, "cross_entropy": 1}
+    with pytest.raises(ValueError, match="is patched already"):
+        coda_torch.llama.apply(model, attention=False)
 
 
 @pytest.mark.parametrize("t,h,v", [(200, 256, 1000), (1000, 512, 32768)])
