@@ -18,7 +18,6 @@ import argparse
 import datetime
 import json
 import os
-import subprocess
 
 import coda_runtime
 import torch

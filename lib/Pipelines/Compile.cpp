@@ -1,6 +1,7 @@
 //===- Compile.cpp - compile a module to a directory of GPU binaries ------===//
 
 #include "coda/Pipelines/Compile.h"
+#include "coda/Dialect/Coda/Transforms/Passes.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Pass/PassManager.h"
@@ -28,6 +29,11 @@ static LogicalResult writeFile(StringRef path, StringRef data,
 FailureOr<SmallVector<std::string>>
 mlir::coda::compileToDirectory(ModuleOp module, const CompileOptions &options,
                                StringRef directory, llvm::raw_ostream &log) {
+  if (options.saveForBackward && !options.deriveBackward) {
+    log << "coda-compile: saving for the backward needs the backward "
+           "(--derive-backward)\n";
+    return failure();
+  }
   if (std::error_code ec = llvm::sys::fs::create_directories(directory)) {
     log << "coda-compile: cannot create " << directory << ": " << ec.message()
         << "\n";
@@ -50,18 +56,10 @@ mlir::coda::compileToDirectory(ModuleOp module, const CompileOptions &options,
     }
     written.push_back(report);
   }
-  if (options.saveForBackward && !options.deriveBackward) {
-    log << "coda-compile: saving for the backward needs the backward "
-           "(--derive-backward)\n";
-    return failure();
-  }
-  if (options.deriveBackward &&
-      failed(parsePassPipeline(options.saveForBackward
-                                   ? "coda-derive-backward{save=1}"
-                                   : "coda-derive-backward",
-                               pm))) {
-    log << "coda-compile: cannot build the backward derivation\n";
-    return failure();
+  if (options.deriveBackward) {
+    CodaDeriveBackwardOptions derive;
+    derive.save = options.saveForBackward;
+    pm.addPass(createCodaDeriveBackward(derive));
   }
   CodaToGPUBinaryOptions pipeline;
   pipeline.chip = options.chip;

@@ -19,6 +19,8 @@ The values are the same as before, so a patched model computes what the
 original did, up to rounding. The residual adds and RMSNorms stay torch's.
 """
 
+import types
+
 import torch
 from torch import nn
 
@@ -32,80 +34,83 @@ def _no_bias(*linears):
         raise ValueError("coda_torch.llama: projections with biases are not supported")
 
 
+# The patched forwards are methods bound to their module (types.MethodType),
+# so that copy.deepcopy of a patched model binds them to the copy.
+
+
+def _mlp_forward(mlp, x):
+    z = swiglu_mlp(x.reshape(-1, x.shape[-1]), mlp.gate_up, mlp.down_proj.weight)
+    return z.view(*x.shape[:-1], z.shape[-1])
+
+
 def _patch_mlp(mlp):
     gate, up = mlp.gate_proj, mlp.up_proj
     features, hidden = gate.weight.shape
     interleaved = torch.stack([gate.weight.data, up.weight.data], dim=1)
     mlp.gate_up = nn.Parameter(interleaved.reshape(2 * features, hidden))
     del mlp.gate_proj, mlp.up_proj
+    mlp.forward = types.MethodType(_mlp_forward, mlp)
 
-    def forward(x):
-        z = swiglu_mlp(x.reshape(-1, hidden), mlp.gate_up, mlp.down_proj.weight)
-        return z.view(*x.shape[:-1], z.shape[-1])
 
-    mlp.forward = forward
+def _attention_forward(attn, hidden_states, position_embeddings=None, attention_mask=None,
+                       past_key_values=None, **kwargs):
+    from transformers.models.llama import modeling_llama as hf
+
+    input_shape = hidden_states.shape[:-1]
+    # Hugging Face's tables are batch (or 1) x sequence x head_dim in the
+    # model's dtype; the kernel reads one f32 row per token.
+    cos, sin = (t.expand(*input_shape, HEAD_DIM).reshape(-1, HEAD_DIM).float()
+                for t in position_embeddings)
+    # .float(): a no-op, unless the model was cast after patching.
+    qkv = linear_qkv_rope(hidden_states.reshape(-1, hidden_states.shape[-1]), attn.qkv,
+                          cos, sin, attn.qkv_rotate.float())
+    query, key, value = (t.view(*input_shape, -1, HEAD_DIM).transpose(1, 2)
+                         for t in qkv.split(attn.qkv_sizes, dim=1))
+    if past_key_values is not None:
+        key, value = past_key_values.update(key, value, attn.layer_idx)
+    interface = hf.ALL_ATTENTION_FUNCTIONS.get_interface(
+        attn.config._attn_implementation, hf.eager_attention_forward)
+    out, weights = interface(attn, query, key, value, attention_mask,
+                             dropout=attn.attention_dropout if attn.training else 0.0,
+                             scaling=attn.scaling, **kwargs)
+    return attn.o_proj(out.reshape(*input_shape, -1).contiguous()), weights
 
 
 def _patch_attention(attn):
-    from transformers.models.llama import modeling_llama as hf
-
     q, k, v = attn.q_proj, attn.k_proj, attn.v_proj
-    hidden = q.weight.shape[1]
-    sizes = [q.weight.shape[0], k.weight.shape[0], v.weight.shape[0]]
+    attn.qkv_sizes = [q.weight.shape[0], k.weight.shape[0], v.weight.shape[0]]
     attn.qkv = nn.Parameter(torch.cat([q.weight.data, k.weight.data, v.weight.data]))
-    rotate = torch.zeros(sum(sizes), device=q.weight.device)
-    rotate[: sizes[0] + sizes[1]] = 1.0
+    rotate = torch.zeros(sum(attn.qkv_sizes), device=q.weight.device, dtype=torch.float32)
+    rotate[: attn.qkv_sizes[0] + attn.qkv_sizes[1]] = 1.0
     attn.register_buffer("qkv_rotate", rotate, persistent=False)
     del attn.q_proj, attn.k_proj, attn.v_proj
+    attn.forward = types.MethodType(_attention_forward, attn)
 
-    def forward(hidden_states, position_embeddings=None, attention_mask=None,
-                past_key_values=None, **kwargs):
-        input_shape = hidden_states.shape[:-1]
-        # Hugging Face's tables are batch (or 1) x sequence x head_dim in the
-        # model's dtype; the kernel reads one f32 row per token.
-        cos, sin = (t.expand(*input_shape, HEAD_DIM).reshape(-1, HEAD_DIM).float()
-                    for t in position_embeddings)
-        qkv = linear_qkv_rope(hidden_states.reshape(-1, hidden), attn.qkv, cos, sin,
-                              attn.qkv_rotate)
-        query, key, value = (t.view(*input_shape, -1, HEAD_DIM).transpose(1, 2)
-                             for t in qkv.split(sizes, dim=1))
-        if past_key_values is not None:
-            key, value = past_key_values.update(key, value, attn.layer_idx)
-        interface = hf.ALL_ATTENTION_FUNCTIONS.get_interface(
-            attn.config._attn_implementation, hf.eager_attention_forward)
-        out, weights = interface(attn, query, key, value, attention_mask,
-                                 dropout=attn.attention_dropout if attn.training else 0.0,
-                                 scaling=attn.scaling, **kwargs)
-        return attn.o_proj(out.reshape(*input_shape, -1).contiguous()), weights
 
-    attn.forward = forward
+def _causal_lm_forward(model, *args, labels=None, num_items_in_batch=None, **kwargs):
+    from transformers.modeling_outputs import CausalLMOutputWithPast
+
+    if labels is None:
+        return type(model).forward(model, *args, **kwargs)
+    outputs = model.model(*args, **kwargs)
+    hidden = outputs.last_hidden_state
+    # Hugging Face's causal-LM loss: token t predicts label t + 1; the last
+    # position and labels of -100 count for nothing.
+    shifted = nn.functional.pad(labels, (0, 1), value=-100)[..., 1:]
+    shifted = shifted.reshape(-1).to(hidden.device)
+    losses = linear_cross_entropy(hidden.reshape(-1, hidden.shape[-1]),
+                                  model.lm_head.weight, shifted)
+    count = num_items_in_batch
+    if count is None:
+        count = (shifted != -100).sum()
+    return CausalLMOutputWithPast(loss=losses.sum() / count,
+                                  past_key_values=outputs.past_key_values,
+                                  hidden_states=outputs.hidden_states,
+                                  attentions=outputs.attentions)
 
 
 def _patch_causal_lm(model):
-    from transformers.modeling_outputs import CausalLMOutputWithPast
-
-    original = model.forward
-
-    def forward(input_ids=None, labels=None, num_items_in_batch=None, **kwargs):
-        if labels is None:
-            return original(input_ids=input_ids, **kwargs)
-        outputs = model.model(input_ids=input_ids, **kwargs)
-        hidden = outputs.last_hidden_state
-        # Hugging Face's causal-LM loss: token t predicts label t + 1; the
-        # last position and labels of -100 count for nothing.
-        shifted = nn.functional.pad(labels, (0, 1), value=-100)[..., 1:]
-        shifted = shifted.reshape(-1).to(hidden.device)
-        losses = linear_cross_entropy(hidden.reshape(-1, hidden.shape[-1]),
-                                      model.lm_head.weight, shifted)
-        count = num_items_in_batch
-        if count is None:
-            count = (shifted != -100).sum()
-        return CausalLMOutputWithPast(loss=losses.sum() / count,
-                                      past_key_values=outputs.past_key_values,
-                                      hidden_states=outputs.hidden_states,
-                                      attentions=outputs.attentions)
-
-    model.forward = forward
+    model.forward = types.MethodType(_causal_lm_forward, model)
 
 
 _PATCHES = {"mlp": ("LlamaMLP", _patch_mlp),

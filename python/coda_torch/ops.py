@@ -37,11 +37,20 @@ def _gemm_backward(module, kernels, x, w, *adjoint_inputs, extra_outputs=()):
     x, w = x.contiguous(), w.contiguous()
     dacc = x.new_empty(x.shape[0], w.shape[0])
     _launch(module, adjoint, x, w, *adjoint_inputs, dacc, *extra_outputs)
+    return _operand_grads(module, data_grad, weight_grad, dacc, x, w)
+
+
+def _operand_grads(module, data_grad, weight_grad, dacc, x, w):
+    """dx = dAcc W and dW = dAcc^T x of a GEMM x W^T (x, w contiguous)."""
     dx = torch.empty_like(x)
     _launch(module, data_grad, dacc, w, dx)
     dw = torch.empty_like(w)
     _launch(module, weight_grad, dacc, x, dw)
     return dx, dw
+
+
+def _save_inputs(ctx, inputs, output):
+    ctx.save_for_backward(*inputs)
 
 
 def _check(name, **tensors):
@@ -85,16 +94,12 @@ def _(dy, x, w):
     return torch.empty_like(x), torch.empty_like(w)
 
 
-def _setup_context(ctx, inputs, output):
-    ctx.save_for_backward(*inputs)
-
-
 def _backward(ctx, dy):
     x, w = ctx.saved_tensors
     return linear_swiglu_backward(dy, x, w)
 
 
-linear_swiglu.register_autograd(_backward, setup_context=_setup_context)
+linear_swiglu.register_autograd(_backward, setup_context=_save_inputs)
 
 
 @torch.library.custom_op("coda::swiglu_mlp_forward", mutates_args=())
@@ -137,11 +142,11 @@ def _swiglu_mlp_backward(dz: torch.Tensor, x: torch.Tensor, w_gate_up: torch.Ten
     module, (adjoint, data_grad, gate_up_grad, down_grad) = _kernels(
         "swiglu_mlp", "swiglu_mlp_backward")
     dz = dz.contiguous().to(torch.bfloat16)
+    x, w_gate_up, w_down = x.contiguous(), w_gate_up.contiguous(), w_down.contiguous()
     dacc = x.new_empty(x.shape[0], w_gate_up.shape[0])
     _launch(module, adjoint, dz, w_down, g, u, dacc)
-    dx, dw_gate_up, dw_down = (torch.empty_like(t) for t in (x, w_gate_up, w_down))
-    _launch(module, data_grad, dacc, w_gate_up, dx)
-    _launch(module, gate_up_grad, dacc, x, dw_gate_up)
+    dx, dw_gate_up = _operand_grads(module, data_grad, gate_up_grad, dacc, x, w_gate_up)
+    dw_down = torch.empty_like(w_down)
     _launch(module, down_grad, dz, h, dw_down)
     return dx, dw_gate_up, dw_down
 
@@ -153,9 +158,14 @@ def _(dz, x, w_gate_up, w_down, h, g, u):
 
 def _mlp_setup_context(ctx, inputs, output):
     ctx.save_for_backward(*inputs, *output[1:])
+    # h, g and u are kept for the backward, never used outside: no zero
+    # gradients for them.
+    ctx.set_materialize_grads(False)
 
 
 def _mlp_backward(ctx, dz, dh, dg, du):
+    if dz is None:
+        return None, None, None
     return _swiglu_mlp_backward(dz, *ctx.saved_tensors)
 
 
@@ -180,9 +190,10 @@ def _linear_cross_entropy_forward(x: torch.Tensor, w: torch.Tensor,
                          f"shape ({x.shape[0]},), got {target.dtype} {tuple(target.shape)}")
     module, (logits, finish) = _kernels("linear_cross_entropy", "linear_cross_entropy")
     tokens, vocab = x.shape[0], w.shape[0]
-    partials = torch.empty(tokens, (vocab + 127) // 128, device=x.device)
-    picked = torch.zeros(tokens, device=x.device)
-    lse = torch.empty(tokens, device=x.device)
+    partials = torch.empty(tokens, (vocab + 127) // 128, device=x.device,
+                           dtype=torch.float32)
+    picked = torch.zeros(tokens, device=x.device, dtype=torch.float32)
+    lse = torch.empty(tokens, device=x.device, dtype=torch.float32)
     x, w, target = x.contiguous(), w.contiguous(), target.contiguous()
     _launch(module, logits, x, w, target, partials, picked)
     _launch(module, finish, partials, lse)
@@ -282,17 +293,13 @@ def _(dy, x, w, cos, sin, rotate):
     return torch.empty_like(x), torch.empty_like(w)
 
 
-def _rope_setup_context(ctx, inputs, output):
-    ctx.save_for_backward(*inputs)
-
-
 def _rope_backward(ctx, dy):
     x, w, cos, sin, rotate = ctx.saved_tensors
     dx, dw = _linear_qkv_rope_backward(dy, x, w, cos, sin, rotate)
     return dx, dw, None, None, None
 
 
-linear_qkv_rope.register_autograd(_rope_backward, setup_context=_rope_setup_context)
+linear_qkv_rope.register_autograd(_rope_backward, setup_context=_save_inputs)
 
 
 @torch.library.custom_op("coda::linear_residual_norm", mutates_args=())
@@ -308,8 +315,8 @@ def linear_residual_norm(x: torch.Tensor, w: torch.Tensor,
                          f"got {tuple(residual.shape)}")
     module, (forward, finish) = _kernels("linear_residual_norm", "linear_residual_norm")
     h = x.new_empty(tokens, n)
-    partials = torch.empty(tokens, (n + 127) // 128, device=x.device)
-    sum_sq = torch.empty(tokens, device=x.device)
+    partials = torch.empty(tokens, (n + 127) // 128, device=x.device, dtype=torch.float32)
+    sum_sq = torch.empty(tokens, device=x.device, dtype=torch.float32)
     _launch(module, forward, x.contiguous(), w.contiguous(), residual.contiguous(), h, partials)
     _launch(module, finish, partials, sum_sq)
     return h, sum_sq
@@ -341,6 +348,8 @@ def _(dh, dsum_sq, x, w, residual):
 
 def _norm_setup_context(ctx, inputs, output):
     ctx.save_for_backward(*inputs)
+    # One of h and its sums of squares may be unused: zeros made here only.
+    ctx.set_materialize_grads(False)
 
 
 def _norm_backward(ctx, dh, dsum_sq):
@@ -348,7 +357,7 @@ def _norm_backward(ctx, dh, dsum_sq):
     if dh is None:
         dh = torch.zeros(x.shape[0], w.shape[0], device=x.device, dtype=torch.bfloat16)
     if dsum_sq is None:
-        dsum_sq = torch.zeros(x.shape[0], device=x.device)
+        dsum_sq = torch.zeros(x.shape[0], device=x.device, dtype=torch.float32)
     return _linear_residual_norm_backward(dh, dsum_sq, x, w, residual)
 
 

@@ -129,7 +129,8 @@ std::vector<std::string>
 compile(const std::string &source, const std::string &directory, bool fuse,
         bool deriveBackward, bool saveForBackward, const std::string &chip,
         const std::string &format, int64_t tileM, int64_t tileN, int64_t stages,
-        bool persistent, const std::string &ptxasOptions) {
+        bool warpSpecialized, bool persistent,
+        const std::string &ptxasOptions) {
   Session session;
   OwningOpRef<ModuleOp> module = session.parse(source);
   if (!module)
@@ -143,6 +144,7 @@ compile(const std::string &source, const std::string &directory, bool fuse,
   options.tileM = tileM;
   options.tileN = tileN;
   options.stages = stages;
+  options.warpSpecialized = warpSpecialized;
   options.persistent = persistent;
   options.ptxasOptions = ptxasOptions;
   std::string log;
@@ -180,7 +182,8 @@ PYBIND11_MODULE(_coda_compiler, m) {
         py::arg("save_for_backward") = false, py::arg("chip") = "sm_90a",
         py::arg("format") = "bin", py::arg("tile_m") = 128,
         py::arg("tile_n") = 256, py::arg("stages") = 4,
-        py::arg("persistent") = false, py::arg("ptxas_options") = "",
+        py::arg("warp_specialized") = true, py::arg("persistent") = false,
+        py::arg("ptxas_options") = "",
         "Compile `source` for the GPU into `directory` (what coda-compile "
         "does, its options by the same names): GPU binaries, manifest.json, "
         "host.mlir and, with fuse=True, fusion-report.txt; with "

@@ -83,7 +83,7 @@ struct Module::Impl {
   /// Of the module's device: persistent kernels launch one CTA per SM.
   int64_t multiprocessors = 1;
   /// Kernels as launchKernel reads them (sources renumbered to the kernel's
-  /// own parameter order), made once per kernel.
+  /// own parameter order), made at load so launches only read the map.
   std::map<std::string, KernelSpec> ownParameters;
 
   CUdeviceptr descriptor(const ParamSpec &p, const TensorRef &t) {
@@ -139,6 +139,11 @@ std::unique_ptr<Module> Module::load(const std::string &directory,
         "cuDeviceGetAttribute");
   module->impl_->multiprocessors = multiprocessors;
   for (const KernelSpec &kernel : module->manifest_.kernels) {
+    KernelSpec own = kernel;
+    int64_t position = 0;
+    for (ParamSpec &p : own.params)
+      p.source = p.kind == ParamSpec::Kind::index ? -1 : position++;
+    module->impl_->ownParameters.emplace(kernel.name, std::move(own));
     if (module->impl_->modules.count(kernel.module))
       continue;
     std::string path = directory + "/" + kernel.module + ".cubin";
@@ -178,12 +183,8 @@ void Module::launch(const std::string &name, const std::vector<Argument> &args,
 void Module::launchKernel(const std::string &name,
                           const std::vector<Argument> &args, uint64_t stream) {
   auto it = impl_->ownParameters.find(name);
-  if (it == impl_->ownParameters.end()) {
-    it = impl_->ownParameters.emplace(name, manifest_.kernel(name)).first;
-    int64_t position = 0;
-    for (ParamSpec &p : it->second.params)
-      p.source = p.kind == ParamSpec::Kind::index ? -1 : position++;
-  }
+  if (it == impl_->ownParameters.end())
+    (void)manifest_.kernel(name); // not in the manifest: throws its error
   launchSpec(it->second, args, stream);
 }
 

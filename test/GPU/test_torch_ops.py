@@ -178,6 +178,11 @@ def test_llama_patch_rejects_unsupported_models():
     assert coda_torch.llama.apply(model, attention=False) == {"mlp": 2, "cross_entropy": 1}
     with pytest.raises(ValueError, match="is patched already"):
         coda_torch.llama.apply(model, attention=False)
+    # A copy of a patched model runs on its own weights.
+    import copy
+    clone = copy.deepcopy(model)
+    assert clone.model.layers[0].mlp.forward.__self__ is clone.model.layers[0].mlp
+    assert clone.forward.__self__ is clone
 
 
 @pytest.mark.parametrize("t,h,v", [(200, 256, 1000), (1000, 512, 32768)])

@@ -66,8 +66,8 @@ static cl::opt<bool> warpSpecialized(
     cl::init(true));
 static cl::opt<bool> persistent(
     "persistent",
-    cl::desc("persistent warp-specialized kernels with an epilogue warpgroup "
-             "(128 x 128 tiles)"),
+    cl::desc("persistent warp-specialized kernels, producer warps running "
+             "the epilogue (128 x 128 tiles)"),
     cl::init(false));
 static cl::opt<std::string> ptxasOptions("ptxas-options",
                                          cl::desc("extra ptxas options"),

@@ -77,7 +77,7 @@ def CodaToGPU : Pass<"coda-to-gpu", "ModuleOp"> {
     - epilogue: the accumulator tile goes to shared memory; each thread
       covers 8 consecutive columns of a row (a row's threads are consecutive
       lanes), evaluates the epilogue region, reads row/column/tile/periodic
-      /pair inputs, writes tile and pair outputs with bounds masks (16-byte vectors
+      /pair inputs, writes tile, pair and interleaved outputs with bounds masks (16-byte vectors
       where in bounds and aligned), reduces row partials with lane shuffles
       and column partials through shared memory (fixed order, so
       deterministic), and applies row selections.
@@ -107,8 +107,8 @@ def CodaToGPU : Pass<"coda-to-gpu", "ModuleOp"> {
            "consumer warpgroups on WGMMA (otherwise one warpgroup per CTA)">,
     Option<"persistent", "persistent", "bool", /*default=*/"false",
            "warp-specialized kernels as persistent CTAs with 128 x 128 tiles "
-           "and an epilogue warpgroup that overlaps each tile's epilogue "
-           "with the next tile's mainloop">
+           "whose producer warpgroup's warps 1-3 run each tile's epilogue "
+           "while the consumers compute the next tile">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

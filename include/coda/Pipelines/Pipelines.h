@@ -38,8 +38,8 @@ struct CodaToGPUBinaryOptions
       llvm::cl::init(true)};
   Option<bool> persistent{
       *this, "persistent",
-      llvm::cl::desc("persistent warp-specialized kernels with an epilogue "
-                     "warpgroup (128 x 128 tiles)"),
+      llvm::cl::desc("persistent warp-specialized kernels, producer warps "
+                     "running the epilogue (128 x 128 tiles)"),
       llvm::cl::init(false)};
   Option<std::string> manifest{
       *this, "manifest",

@@ -1257,11 +1257,9 @@ struct CodaToGPUPass : coda::impl::CodaToGPUBase<CodaToGPUPass> {
           nvgpu::TmaCreateDescriptorOp::create(hb, mapType, unranked, boxSizes);
       return UnrealizedConversionCastOp::create(hb, ptrType, map).getResult(0);
     };
-    bool transposeA = op.getTransposeA();
-    Value sizeM = memref::DimOp::create(hb, op.getLhs(), transposeA ? 1 : 0);
-    Value sizeK = memref::DimOp::create(hb, op.getLhs(), transposeA ? 0 : 1);
-    Value sizeN =
-        memref::DimOp::create(hb, op.getRhs(), op.getTransposeB() ? 0 : 1);
+    Value sizeM = memref::DimOp::create(hb, op.getLhs(), op.getLhsMDim());
+    Value sizeK = memref::DimOp::create(hb, op.getLhs(), op.getLhsKDim());
+    Value sizeN = memref::DimOp::create(hb, op.getRhs(), op.getRhsNDim());
     SmallVector<Value> args = {
         descriptor(op.getLhs(), target.getLhsMapType(config),
                    target.getLhsBox(config)),

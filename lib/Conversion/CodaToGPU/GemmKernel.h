@@ -35,9 +35,9 @@ struct GemmKernelConfig {
   int64_t epilogueThreads = 128;
   /// One producer warpgroup issuing TMA, two consumer warpgroups on WGMMA.
   bool warpSpecialized = false;
-  /// Warp-specialized and persistent: each CTA loops over tiles, and a
-  /// fourth warpgroup runs the epilogue of one tile from its own shared
-  /// memory while the consumers compute the next.
+  /// Warp-specialized and persistent: each CTA loops over tiles, and warps
+  /// 1-3 of the producer warpgroup run the epilogue of one tile from a
+  /// staging tile while the consumers compute the next.
   bool persistent = false;
   Type operandType;
   int64_t operandBytes = 2;

@@ -77,9 +77,6 @@ public:
     // Accumulator registers per thread: a warpgroup's rows (all of tile M,
     // or 64 per consumer when warp-specialized) x tile N / 128.
     int64_t rowsPerWarpgroup = config.warpSpecialized ? kWgmmaM : config.tileM;
-    if (config.persistent && config.tileM != 2 * kWgmmaM)
-      return op.emitOpError("the persistent kernel's tile M must be ")
-             << 2 * kWgmmaM << " (one 64-row slab per consumer)";
     if (rowsPerWarpgroup * config.tileN > 128 * 128)
       return op.emitOpError("a ")
              << config.tileM << "x" << config.tileN
@@ -623,12 +620,14 @@ void forEachTile(
 /// consecutive phases only, as parity waits require.
 void emitPersistent(ImplicitLocOpBuilder &b, KernelFrame &frame,
                     const GemmKernelConfig &c, EpilogueEmitter epilogue) {
-  constexpr int64_t kConsumerThreads = 256, kEpilogueThreads = 96;
+  // Two consumer warpgroups; the epilogue warps are the configuration's.
+  const int64_t consumerThreads = c.numThreads - 128,
+                epilogueThreads = c.epilogueThreads;
   Mainloop m(b, frame, c);
   Value full = m.createBarriers(1);
   Value empty = m.createBarriers(2);
-  Value staged = m.createBarriers(kConsumerThreads, /*slots=*/1);
-  Value drained = m.createBarriers(kEpilogueThreads, /*slots=*/1);
+  Value staged = m.createBarriers(consumerThreads, /*slots=*/1);
+  Value drained = m.createBarriers(epilogueThreads, /*slots=*/1);
   m.initBarriers();
   m.buildDescriptors();
   Value warpgroup = uniformGroupIndex(b, frame.tid, 128);
@@ -762,11 +761,11 @@ void emitPersistent(ImplicitLocOpBuilder &b, KernelFrame &frame,
         arith::DivUIOp::create(eb, epilogueFrame.tid, m.index(eb, 32));
     epilogueFrame.lane =
         arith::RemUIOp::create(eb, epilogueFrame.tid, m.index(eb, 32));
-    epilogueFrame.syncEpilogue = [](ImplicitLocOpBuilder &sb) {
+    epilogueFrame.syncEpilogue = [epilogueThreads](ImplicitLocOpBuilder &sb) {
       Type i32 = sb.getI32Type();
       NVVM::BarrierOp::create(
           sb, Type(), arith::ConstantIntOp::create(sb, i32, 1),
-          arith::ConstantIntOp::create(sb, i32, kEpilogueThreads),
+          arith::ConstantIntOp::create(sb, i32, epilogueThreads),
           NVVM::BarrierReductionAttr(), Value());
     };
     forEachTile(eb, numTiles,

@@ -68,8 +68,6 @@ Value buildAccumulator(OpBuilder &b, Location loc, GemmOp op,
   MLIRContext *ctx = b.getContext();
   bool batched = op.isBatched();
   bool batchedRhs = op.getRhsType().getRank() == 3;
-  unsigned lhsRank = op.getLhsType().getRank();
-  unsigned rhsRank = op.getRhsType().getRank();
 
   // Sizes of the [B x] M x N accumulator.
   SmallVector<Value> dynamicSizes;
@@ -82,8 +80,8 @@ Value buildAccumulator(OpBuilder &b, Location loc, GemmOp op,
   };
   if (batched)
     addDim(op.getLhs(), 0);
-  addDim(op.getLhs(), lhsRank - (op.getTransposeA() ? 1 : 2));
-  addDim(op.getRhs(), rhsRank - (op.getTransposeB() ? 2 : 1));
+  addDim(op.getLhs(), op.getLhsMDim());
+  addDim(op.getRhs(), op.getRhsNDim());
 
   Type f32 = b.getF32Type();
   Value init;

@@ -74,20 +74,11 @@ static bool isSinkType(Type type) {
 // GemmOp
 //===----------------------------------------------------------------------===//
 
-int64_t GemmOp::getStaticM() {
-  return getLhsType().getDimSize(getLhsType().getRank() -
-                                 (getTransposeA() ? 1 : 2));
-}
+int64_t GemmOp::getStaticM() { return getLhsType().getDimSize(getLhsMDim()); }
 
-int64_t GemmOp::getStaticK() {
-  return getLhsType().getDimSize(getLhsType().getRank() -
-                                 (getTransposeA() ? 2 : 1));
-}
+int64_t GemmOp::getStaticK() { return getLhsType().getDimSize(getLhsKDim()); }
 
-int64_t GemmOp::getStaticN() {
-  ShapedType rhs = getRhsType();
-  return rhs.getDimSize(rhs.getRank() - (getTransposeB() ? 2 : 1));
-}
+int64_t GemmOp::getStaticN() { return getRhsType().getDimSize(getRhsNDim()); }
 
 int64_t GemmOp::getStaticBatch() {
   return isBatched() ? getLhsType().getDimSize(0) : 1;

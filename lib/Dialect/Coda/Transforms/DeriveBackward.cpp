@@ -396,14 +396,16 @@ private:
   /// Partials of one per `tile` columns (rows) of an M x N output.
   Value partialsDestination(GemmOp gemm, bool rows);
   SmallVector<OpFoldResult> outputSizes(GemmOp gemm);
+  SmallVector<OpFoldResult> outputSizes(Operand lhs, Operand rhs);
 
   IRRewriter &rewriter;
   int64_t tile;
   bool save;
   DenseMap<Value, Value> adjoints;
-  /// Backward copies of forward GEMMs whose accumulator the forward saved,
-  /// and the backward's arguments holding it.
-  DenseMap<Operation *, SmallVector<Value>> savedAccumulators;
+  /// Backward copies of forward GEMMs whose accumulator the forward saves:
+  /// their results after the first (replaced by the saved arguments at the
+  /// end).
+  DenseSet<Operation *> savingAccumulator;
   DenseMap<Value, FinishedPartials> finishedPartials;
 };
 
@@ -513,11 +515,15 @@ Value BackwardBuilder::zerosLike(Value value) {
 }
 
 SmallVector<OpFoldResult> BackwardBuilder::outputSizes(GemmOp gemm) {
-  Location loc = gemm.getLoc();
-  return {tensor::getMixedSize(rewriter, loc, gemm.getLhs(),
-                               gemm.getTransposeA() ? 1 : 0),
-          tensor::getMixedSize(rewriter, loc, gemm.getRhs(),
-                               gemm.getTransposeB() ? 0 : 1)};
+  return outputSizes({gemm.getLhs(), gemm.getTransposeA()},
+                     {gemm.getRhs(), gemm.getTransposeB()});
+}
+
+SmallVector<OpFoldResult> BackwardBuilder::outputSizes(Operand lhs,
+                                                       Operand rhs) {
+  Location loc = lhs.value.getLoc();
+  return {tensor::getMixedSize(rewriter, loc, lhs.value, lhs.transposed ? 1 : 0),
+          tensor::getMixedSize(rewriter, loc, rhs.value, rhs.transposed ? 0 : 1)};
 }
 
 Value BackwardBuilder::partialsDestination(GemmOp gemm, bool rows) {
@@ -538,41 +544,25 @@ Value BackwardBuilder::partialsDestination(GemmOp gemm, bool rows) {
 Value BackwardBuilder::plainGemm(Operand lhs, Operand rhs, Type element,
                                  Value addend) {
   Location loc = lhs.value.getLoc();
-  MLIRContext *ctx = rewriter.getContext();
-  SmallVector<OpFoldResult> sizes = {
-      tensor::getMixedSize(rewriter, loc, lhs.value, lhs.transposed ? 1 : 0),
-      tensor::getMixedSize(rewriter, loc, rhs.value, rhs.transposed ? 0 : 1)};
-  Value init = tensor::EmptyOp::create(rewriter, loc, sizes, element);
-  SmallVector<Value> inputs;
-  SmallVector<Attribute> forms;
-  SmallVector<Type> argTypes = {rewriter.getF32Type()};
-  SmallVector<Location> argLocs = {loc};
-  if (addend) {
-    inputs.push_back(addend);
-    forms.push_back(AccessFormAttr::get(ctx, AccessForm::tile));
-    argTypes.push_back(getElementTypeOrSelf(addend.getType()));
-    argLocs.push_back(loc);
-  }
-  auto unit = [&](bool set) {
-    return set ? rewriter.getUnitAttr() : UnitAttr();
-  };
-  auto gemm = GemmOp::create(rewriter, loc, TypeRange{init.getType()},
-                             lhs.value, rhs.value, inputs, ValueRange{init},
-                             ArrayAttr::get(ctx, forms), unit(rhs.transposed),
-                             unit(lhs.transposed));
-  OpBuilder::InsertionGuard guard(rewriter);
-  Block *body = rewriter.createBlock(&gemm.getEpilogue(), {}, argTypes,
-                                     argLocs);
-  Value acc = body->getArgument(0);
-  if (addend) {
-    Value extra = body->getArgument(1);
-    if (extra.getType() != acc.getType())
-      extra = arith::ExtFOp::create(rewriter, loc, acc.getType(), extra);
-    acc = arith::AddFOp::create(rewriter, loc, acc, extra);
-  }
-  if (element != acc.getType())
-    acc = arith::TruncFOp::create(rewriter, loc, element, acc);
-  YieldOp::create(rewriter, loc, ValueRange{acc});
+  Value init =
+      tensor::EmptyOp::create(rewriter, loc, outputSizes(lhs, rhs), element);
+  SmallVector<EpilogueInput> inputs;
+  if (addend)
+    inputs.push_back({addend, AccessForm::tile});
+  GemmOp gemm = createGemm(
+      rewriter, loc, lhs.value, rhs.value, lhs.transposed, rhs.transposed,
+      inputs, ValueRange{init}, [&](OpBuilder &b, Block &body) {
+        Value acc = body.getArgument(0);
+        if (addend) {
+          Value extra = body.getArgument(1);
+          if (extra.getType() != acc.getType())
+            extra = arith::ExtFOp::create(b, loc, acc.getType(), extra);
+          acc = arith::AddFOp::create(b, loc, acc, extra);
+        }
+        if (element != acc.getType())
+          acc = arith::TruncFOp::create(b, loc, element, acc);
+        return SmallVector<Value>{acc};
+      });
   return gemm.getResult(0);
 }
 
@@ -654,10 +644,7 @@ bool roundsAccumulatorOnly(GemmOp gemm) {
   ValueRange yielded = gemm.getYieldOp().getValues();
   if (yielded.size() != 1)
     return false;
-  Value v = yielded[0];
-  while (auto cast = v.getDefiningOp<arith::TruncFOp>())
-    v = cast.getIn();
-  return v == gemm.getAccumulatorArg();
+  return beforeRounding(yielded[0]) == gemm.getAccumulatorArg();
 }
 
 /// True when `gemm`'s epilogue can be differentiated, from a saved
@@ -700,10 +687,11 @@ LogicalResult BackwardBuilder::differentiate(GemmOp gemm) {
   Location loc = gemm.getLoc();
   // After everything so far: the seeds come from later ops' backward.
   rewriter.setInsertionPointToEnd(gemm->getBlock());
-  if (auto it = savedAccumulators.find(gemm); it != savedAccumulators.end()) {
+  if (savingAccumulator.contains(gemm)) {
     if (!adjoints.lookup(gemm->getResult(0)))
       return success();
-    FailureOr<Value> dAcc = adjointInProducer(gemm, it->second);
+    FailureOr<Value> dAcc =
+        adjointInProducer(gemm, gemm->getResults().drop_front());
     if (failed(dAcc))
       return failure();
     if (*dAcc) {
@@ -774,6 +762,9 @@ LogicalResult BackwardBuilder::differentiate(GemmOp gemm) {
       if (!isFloatTensor(inputs[i].getType()) || isConstantForm(form) ||
           !reachesYieldedFloat(gemm.getInputArg(i)))
         continue;
+      if (form == AccessForm::pair)
+        return gemm.emitOpError("pair input ")
+               << i << " is not differentiated by --coda-derive-backward";
       inputGradients.push_back({i, form});
       if (form == AccessForm::tile)
         outputs.push_back(
@@ -906,7 +897,8 @@ GemmOp BackwardBuilder::saveAccumulator(GemmOp gemm) {
       gemm.getYieldOp().getValues()[0].getDefiningOp<PairContractOp>();
   SmallVector<Value> outputs(gemm.getOutputs());
   if (contract)
-    outputs.append(2, emptyLike(gemm.getOutputs()[0], element));
+    for (int half = 0; half < 2; ++half)
+      outputs.push_back(emptyLike(gemm.getOutputs()[0], element));
   else
     outputs.push_back(
         tensor::EmptyOp::create(rewriter, loc, outputSizes(gemm), element));
@@ -967,69 +959,54 @@ FailureOr<Value> BackwardBuilder::adjointInProducer(GemmOp gemm,
                      .getResult();
   }
   Value init = tensor::EmptyOp::create(rewriter, loc, sizes, element);
-  SmallVector<Value> inputs(savedAccumulator);
-  SmallVector<Attribute> forms(savedAccumulator.size(),
-                               AccessFormAttr::get(rewriter.getContext(),
-                                                   AccessForm::tile));
-  llvm::append_range(inputs, gemm.getEpilogueInputs());
-  llvm::append_range(forms, gemm.getInputForms().getValue());
-  auto fused = GemmOp::create(
-      rewriter, loc, TypeRange{init.getType()}, producer.getLhs(),
-      producer.getRhs(), inputs, ValueRange{init},
-      rewriter.getArrayAttr(forms), producer.getTransposeBAttr(),
-      producer.getTransposeAAttr());
-
-  SmallVector<Type> argTypes = {f32};
-  SmallVector<Location> argLocs = {loc};
-  for (Value input : inputs) {
-    argTypes.push_back(GemmOp::getInputElementType(input.getType()));
-    argLocs.push_back(loc);
-  }
-  OpBuilder::InsertionGuard guard(rewriter);
-  Block *body =
-      rewriter.createBlock(&fused.getEpilogue(), {}, argTypes, argLocs);
+  SmallVector<EpilogueInput> inputs;
+  for (Value saved : savedAccumulator)
+    inputs.push_back({saved, AccessForm::tile});
+  for (unsigned i = 0, e = gemm.getEpilogueInputs().size(); i < e; ++i)
+    inputs.push_back({gemm.getEpilogueInputs()[i], gemm.getInputForm(i)});
+  LogicalResult swept = success();
   // The epilogue's own accumulator is dY; the forward accumulator comes
   // from the saved inputs.
-  Value dYArg = body->getArgument(0);
-  ValueRange savedArgs = body->getArguments().slice(1, savedAccumulator.size());
-  auto widen = [&](Value v) -> Value {
-    return v.getType() == f32 ? v : arith::ExtFOp::create(rewriter, loc, f32, v);
-  };
-  IRMapping mapping;
-  EpilogueAdjoints sweep(rewriter, loc, mapping);
-  auto gradientOf = [&](Value old) -> Value {
-    Value g = sweep.get(old);
-    if (!g)
-      return arith::ConstantOp::create(rewriter, loc,
-                                       rewriter.getFloatAttr(element, 0.0));
-    return sweep.convert(g, element);
-  };
-  LogicalResult swept = success();
-  Value result;
-  if (contract) {
-    Block &pair = contract.getBody().front();
-    mapping.map(pair.getArgument(0), widen(savedArgs[0]));
-    mapping.map(pair.getArgument(1), widen(savedArgs[1]));
-    for (Operation &op : pair.without_terminator())
-      rewriter.clone(op, mapping);
-    sweep.accumulate(beforeRounding(pair.getTerminator()->getOperand(0)),
-                     dYArg);
-    swept = sweep.propagateBlock(pair);
-    result = InterleaveOp::create(rewriter, loc, InterleavedType::get(element),
-                                  gradientOf(pair.getArgument(0)),
-                                  gradientOf(pair.getArgument(1)));
-  } else {
-    mapping.map(gemm.getAccumulatorArg(), widen(savedArgs[0]));
-    for (unsigned i = 0, e = gemm.getEpilogueInputs().size(); i < e; ++i)
-      mapping.map(gemm.getInputArg(i),
-                  body->getArgument(1 + savedAccumulator.size() + i));
-    for (Operation &op : gemm.getBody().without_terminator())
-      rewriter.clone(op, mapping);
-    sweep.accumulate(beforeRounding(yielded), dYArg);
-    swept = sweep.propagateBlock(gemm.getBody());
-    result = gradientOf(gemm.getAccumulatorArg());
-  }
-  YieldOp::create(rewriter, loc, result);
+  GemmOp fused = createGemm(
+      rewriter, loc, producer.getLhs(), producer.getRhs(),
+      producer.getTransposeA(), producer.getTransposeB(), inputs,
+      ValueRange{init}, [&](OpBuilder &b, Block &body) {
+        Value dYArg = body.getArgument(0);
+        ValueRange savedArgs =
+            body.getArguments().slice(1, savedAccumulator.size());
+        IRMapping mapping;
+        EpilogueAdjoints sweep(b, loc, mapping);
+        auto gradientOf = [&](Value old) -> Value {
+          Value g = sweep.get(old);
+          if (!g)
+            return arith::ConstantOp::create(b, loc,
+                                             b.getFloatAttr(element, 0.0));
+          return sweep.convert(g, element);
+        };
+        if (contract) {
+          Block &pair = contract.getBody().front();
+          mapping.map(pair.getArgument(0), sweep.convert(savedArgs[0], f32));
+          mapping.map(pair.getArgument(1), sweep.convert(savedArgs[1], f32));
+          for (Operation &op : pair.without_terminator())
+            b.clone(op, mapping);
+          sweep.accumulate(
+              beforeRounding(pair.getTerminator()->getOperand(0)), dYArg);
+          swept = sweep.propagateBlock(pair);
+          return SmallVector<Value>{InterleaveOp::create(
+              b, loc, InterleavedType::get(element),
+              gradientOf(pair.getArgument(0)),
+              gradientOf(pair.getArgument(1)))};
+        }
+        mapping.map(gemm.getAccumulatorArg(), sweep.convert(savedArgs[0], f32));
+        for (unsigned i = 0, e = gemm.getEpilogueInputs().size(); i < e; ++i)
+          mapping.map(gemm.getInputArg(i),
+                      body.getArgument(1 + savedAccumulator.size() + i));
+        for (Operation &op : gemm.getBody().without_terminator())
+          b.clone(op, mapping);
+        sweep.accumulate(beforeRounding(yielded), dYArg);
+        swept = sweep.propagateBlock(gemm.getBody());
+        return SmallVector<Value>{gradientOf(gemm.getAccumulatorArg())};
+      });
   if (failed(swept))
     return failure();
   return fused.getResult(0);
@@ -1114,13 +1091,11 @@ FailureOr<func::FuncOp> BackwardBuilder::build(func::FuncOp forward,
   // output's gradient.
   unsigned numResults = forward.getFunctionType().getNumResults();
   SmallVector<Value> saved;
-  DenseMap<Operation *, unsigned> savedAccumulatorCount;
+  DenseSet<Operation *> saving;
   if (save) {
     for (GemmOp gemm : llvm::to_vector(forward.getOps<GemmOp>()))
-      if (canDifferentiateInProducer(gemm)) {
-        GemmOp rebuilt = saveAccumulator(gemm);
-        savedAccumulatorCount[rebuilt] = rebuilt->getNumResults() - 1;
-      }
+      if (canDifferentiateInProducer(gemm))
+        saving.insert(saveAccumulator(gemm));
     auto ret = cast<func::ReturnOp>(forward.getBody().front().getTerminator());
     DenseSet<Value> returned(ret.getOperands().begin(),
                              ret.getOperands().end());
@@ -1187,22 +1162,16 @@ FailureOr<func::FuncOp> BackwardBuilder::build(func::FuncOp forward,
       continue;
     }
     recomputed.push_back(rewriter.clone(op, mapping));
+    if (saving.contains(&op))
+      savingAccumulator.insert(recomputed.back());
   }
   ValueRange savedArgs =
       entry->getArguments().slice(type.getNumInputs(), saved.size());
   ValueRange upstream =
       entry->getArguments().drop_front(type.getNumInputs() + saved.size());
-  for (auto [value, g] : llvm::zip(forwardReturn.getOperands(), upstream))
+  for (auto [value, g] : llvm::zip_equal(
+           forwardReturn.getOperands().take_front(numResults), upstream))
     accumulate(mapping.lookup(value), g);
-  for (auto [index, value] : llvm::enumerate(saved)) {
-    auto gemm = cast<GemmOp>(value.getDefiningOp());
-    auto count = savedAccumulatorCount.find(gemm);
-    // A GEMM's saved accumulator follows its output.
-    if (count != savedAccumulatorCount.end() &&
-        cast<OpResult>(value).getResultNumber() == 0)
-      savedAccumulators[mapping.lookup(value).getDefiningOp()] =
-          llvm::to_vector(savedArgs.slice(index + 1, count->second));
-  }
 
   for (Operation *op : llvm::reverse(recomputed)) {
     LogicalResult result =

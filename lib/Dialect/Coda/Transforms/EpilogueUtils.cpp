@@ -9,52 +9,62 @@
 using namespace mlir;
 using namespace mlir::coda;
 
-GemmOp mlir::coda::rebuildGemm(RewriterBase &rewriter, GemmOp gemm, Value lhs,
-                               Value rhs, bool transposeB,
-                               ArrayRef<EpilogueInput> addedInputs,
-                               ValueRange outputs, EpilogueExtender extend,
-                               AccumulatorTransform transformAccumulator) {
+GemmOp mlir::coda::createGemm(RewriterBase &rewriter, Location loc, Value lhs,
+                              Value rhs, bool transposeA, bool transposeB,
+                              ArrayRef<EpilogueInput> inputs,
+                              ValueRange outputs, EpilogueBody body) {
   MLIRContext *ctx = rewriter.getContext();
-  SmallVector<Value> inputs(gemm.getEpilogueInputs());
-  SmallVector<Attribute> forms(gemm.getInputForms().getValue());
-  for (const EpilogueInput &input : addedInputs) {
-    inputs.push_back(input.value);
+  SmallVector<Value> values;
+  SmallVector<Attribute> forms;
+  SmallVector<Type> argTypes = {rewriter.getF32Type()};
+  SmallVector<Location> argLocs = {loc};
+  for (const EpilogueInput &input : inputs) {
+    values.push_back(input.value);
     forms.push_back(AccessFormAttr::get(ctx, input.form));
+    argTypes.push_back(GemmOp::getInputElementType(input.value.getType()));
+    argLocs.push_back(input.value.getLoc());
   }
   SmallVector<Type> resultTypes;
   for (Value output : outputs)
     if (isa<RankedTensorType>(output.getType()))
       resultTypes.push_back(output.getType());
-
-  auto rebuilt = GemmOp::create(
-      rewriter, gemm.getLoc(), resultTypes, lhs, rhs, inputs, outputs,
-      ArrayAttr::get(ctx, forms),
-      transposeB ? rewriter.getUnitAttr() : UnitAttr(),
-      gemm.getTransposeAAttr());
-
-  SmallVector<Type> argTypes = {rewriter.getF32Type()};
-  SmallVector<Location> argLocs = {gemm.getLoc()};
-  for (Value input : inputs) {
-    argTypes.push_back(GemmOp::getInputElementType(input.getType()));
-    argLocs.push_back(input.getLoc());
-  }
+  auto unit = [&](bool set) { return set ? rewriter.getUnitAttr() : UnitAttr(); };
+  auto gemm = GemmOp::create(rewriter, loc, resultTypes, lhs, rhs, values,
+                             outputs, ArrayAttr::get(ctx, forms),
+                             unit(transposeB), unit(transposeA));
   OpBuilder::InsertionGuard guard(rewriter);
-  Block *body = rewriter.createBlock(&rebuilt.getEpilogue(), {}, argTypes,
-                                     argLocs);
-  IRMapping mapping;
+  Block *block =
+      rewriter.createBlock(&gemm.getEpilogue(), {}, argTypes, argLocs);
+  SmallVector<Value> yields = body(rewriter, *block);
+  YieldOp::create(rewriter, loc, yields);
+  return gemm;
+}
+
+GemmOp mlir::coda::rebuildGemm(RewriterBase &rewriter, GemmOp gemm, Value lhs,
+                               Value rhs, bool transposeB,
+                               ArrayRef<EpilogueInput> addedInputs,
+                               ValueRange outputs, EpilogueExtender extend,
+                               AccumulatorTransform transformAccumulator) {
+  SmallVector<EpilogueInput> inputs;
+  for (unsigned i = 0, e = gemm.getEpilogueInputs().size(); i < e; ++i)
+    inputs.push_back({gemm.getEpilogueInputs()[i], gemm.getInputForm(i)});
+  llvm::append_range(inputs, addedInputs);
   Block &oldBody = gemm.getBody();
-  for (unsigned i = 0, e = oldBody.getNumArguments(); i < e; ++i)
-    mapping.map(oldBody.getArgument(i), body->getArgument(i));
-  ValueRange addedArgs =
-      body->getArguments().drop_front(oldBody.getNumArguments());
-  if (transformAccumulator)
-    mapping.map(oldBody.getArgument(0),
-                transformAccumulator(rewriter, body->getArgument(0), addedArgs));
-  for (Operation &op : oldBody.without_terminator())
-    rewriter.clone(op, mapping);
-  SmallVector<Value> yields = extend(rewriter, mapping, addedArgs);
-  YieldOp::create(rewriter, gemm.getLoc(), yields);
-  return rebuilt;
+  return createGemm(
+      rewriter, gemm.getLoc(), lhs, rhs, gemm.getTransposeA(), transposeB,
+      inputs, outputs, [&](OpBuilder &b, Block &body) {
+        IRMapping mapping;
+        for (unsigned i = 0, e = oldBody.getNumArguments(); i < e; ++i)
+          mapping.map(oldBody.getArgument(i), body.getArgument(i));
+        ValueRange addedArgs =
+            body.getArguments().drop_front(oldBody.getNumArguments());
+        if (transformAccumulator)
+          mapping.map(oldBody.getArgument(0),
+                      transformAccumulator(b, body.getArgument(0), addedArgs));
+        for (Operation &op : oldBody.without_terminator())
+          b.clone(op, mapping);
+        return extend(b, mapping, addedArgs);
+      });
 }
 
 std::optional<TileOutput> mlir::coda::getTileOutput(Value value) {
@@ -177,6 +187,19 @@ Value mlir::coda::materializeEpilogueInput(OpBuilder &builder, Location loc,
   auto collapsedType = RankedTensorType::get(shape, type.getElementType());
   return tensor::CollapseShapeOp::create(builder, loc, collapsedType, value,
                                          groups);
+}
+
+Value mlir::coda::createEmptyWithRows(OpBuilder &builder, Location loc,
+                                      GemmOp gemm, ArrayRef<int64_t> trailing,
+                                      Type elementType) {
+  SmallVector<int64_t> shape = {gemm.getStaticM()};
+  shape.append(trailing.begin(), trailing.end());
+  SmallVector<Value> dynamicSizes;
+  if (ShapedType::isDynamic(shape[0]))
+    dynamicSizes.push_back(tensor::DimOp::create(builder, loc, gemm.getLhs(),
+                                                 gemm.getLhsMDim()));
+  return tensor::EmptyOp::create(builder, loc, shape, elementType,
+                                 dynamicSizes);
 }
 
 Value mlir::coda::createEmptyWithRows(OpBuilder &builder, Location loc,

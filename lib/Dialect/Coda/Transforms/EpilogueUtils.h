@@ -28,6 +28,19 @@ using EpilogueExtender = function_ref<SmallVector<Value>(
 using AccumulatorTransform = function_ref<Value(
     OpBuilder &builder, Value accumulator, ValueRange addedInputArgs)>;
 
+/// Fills a new epilogue block (arguments: the f32 accumulator, then one per
+/// input) and returns the values to yield, one per output.
+using EpilogueBody =
+    function_ref<SmallVector<Value>(OpBuilder &builder, Block &body)>;
+
+/// Builds a coda.gemm computing `op(lhs) x op(rhs)` with epilogue `inputs`
+/// and destinations `outputs` (its results: the tensor ones), its epilogue
+/// built by `body`.
+GemmOp createGemm(RewriterBase &rewriter, Location loc, Value lhs, Value rhs,
+                  bool transposeA, bool transposeB,
+                  ArrayRef<EpilogueInput> inputs, ValueRange outputs,
+                  EpilogueBody body);
+
 /// Builds a coda.gemm computing `lhs x rhs` whose epilogue starts with a copy
 /// of `gemm`'s (its inputs first, then `addedInputs`) and yields what `extend`
 /// returns, one value per entry of `outputs`. The old terminator is not
@@ -74,6 +87,11 @@ std::optional<AccessForm> classifyAccess(AffineMap map, ShapedType type,
 /// drops size-1 dimensions that `map` reads at 0, extracts 0-d scalars.
 Value materializeEpilogueInput(OpBuilder &builder, Location loc, Value value,
                                AffineMap map, AccessForm form);
+
+/// A tensor.empty of shape [M of `gemm`, trailing...] (read from its lhs,
+/// whichever dimension holds M, when dynamic).
+Value createEmptyWithRows(OpBuilder &builder, Location loc, GemmOp gemm,
+                          ArrayRef<int64_t> trailing, Type elementType);
 
 /// A tensor.empty of shape [rows of `rowSource`, trailing...] (the row count
 /// read with tensor.dim when it is dynamic).

@@ -129,7 +129,7 @@ struct FuseRowGather : OpRewritePattern<linalg::GenericOp> {
     // j per row, as i64.
     Type i64 = rewriter.getI64Type();
     Value columnsInit =
-        createEmptyWithRows(rewriter, loc, producer.getLhs(), {}, i64);
+        createEmptyWithRows(rewriter, loc, producer, {}, i64);
     SmallVector<Value> gatherInputs(op.getDpsInputs());
     SmallVector<AffineMap> columnMaps(gatherInputs.size() + 1, rowMap);
     Value columns =
@@ -157,7 +157,7 @@ struct FuseRowGather : OpRewritePattern<linalg::GenericOp> {
     Value pickedInit = linalg::FillOp::create(
                            rewriter, loc, ValueRange{zero},
                            ValueRange{createEmptyWithRows(
-                               rewriter, loc, producer.getLhs(), {},
+                               rewriter, loc, producer, {},
                                pickedType)})
                            .getResult(0);
     SmallVector<Value> outputs(producer.getOutputs());

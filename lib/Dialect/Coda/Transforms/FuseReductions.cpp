@@ -167,14 +167,15 @@ struct FuseReduction : OpRewritePattern<linalg::GenericOp> {
     Value partials;
     if (rows) {
       partials = createEmptyWithRows(
-          rewriter, loc, producer.getLhs(),
+          rewriter, loc, producer,
           {static_cast<int64_t>(llvm::divideCeil(cols, tile))}, elementType);
     } else {
       int64_t m = sourceType.getDimSize(0);
       SmallVector<Value> dynamicSizes;
       int64_t tiles = ShapedType::kDynamic;
       if (ShapedType::isDynamic(m)) {
-        Value size = tensor::DimOp::create(rewriter, loc, producer.getLhs(), 0);
+        Value size = tensor::DimOp::create(rewriter, loc, producer.getLhs(),
+                                           producer.getLhsMDim());
         dynamicSizes.push_back(arith::CeilDivUIOp::create(
             rewriter, loc, size,
             arith::ConstantIndexOp::create(rewriter, loc, tile)));

@@ -167,7 +167,7 @@ struct FuseRotateHalf : OpRewritePattern<linalg::GenericOp> {
     Location loc = op.getLoc();
     rewriter.setInsertionPoint(gemm);
     Value destination =
-        createEmptyWithRows(rewriter, loc, gemm.getLhs(), {resultType.getDimSize(1)},
+        createEmptyWithRows(rewriter, loc, gemm, {resultType.getDimSize(1)},
                             resultType.getElementType());
     Block &body = *op.getBlock();
     Value rotated = replaceTileOutputWithPairMap(
@@ -317,7 +317,7 @@ struct FuseInterleavedRotation : OpRewritePattern<tensor::CollapseShapeOp> {
     }
     auto resultType = cast<RankedTensorType>(collapse.getResultType());
     Value destination =
-        createEmptyWithRows(rewriter, loc, gemm.getLhs(), {resultType.getDimSize(1)},
+        createEmptyWithRows(rewriter, loc, gemm, {resultType.getDimSize(1)},
                             resultType.getElementType());
     Value rotated = replaceTileOutputWithPairMap(
         rewriter, *q, added, destination, resultType.getElementType(),

@@ -88,3 +88,22 @@ func.func @interleaved_output(%x: tensor<8x4xf32>, %w: tensor<6x4xf32>) -> tenso
   }
   return %y : tensor<8x12xf32>
 }
+
+// -----
+
+// A float input read per column pair would need its gradient summed per
+// pair: not derived.
+func.func @pair_input(%x: tensor<8x4xf32>, %w: tensor<6x4xf32>, %p: tensor<8x3xf32>) -> tensor<8x6xf32> {
+  %e = tensor.empty() : tensor<8x6xf32>
+  // expected-error @below {{'coda.gemm' op pair input 0 is not differentiated by --coda-derive-backward}}
+  %y = coda.gemm %x, %w transpose_b : tensor<8x4xf32>, tensor<6x4xf32>
+      epilogue(%acc, pair %pv = %p : tensor<8x3xf32>) outs(%e : tensor<8x6xf32>) {
+    %m = coda.pair_map (%a0, %a1) = %acc, (%p0, %p1) = %pv : f32, f32 -> f32 {
+      %b0 = arith.mulf %a0, %p0 : f32
+      %b1 = arith.mulf %a1, %p1 : f32
+      coda.yield %b0, %b1 : f32, f32
+    }
+    coda.yield %m : f32
+  }
+  return %y : tensor<8x6xf32>
+}

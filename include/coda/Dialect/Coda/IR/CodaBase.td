@@ -105,9 +105,10 @@ def Coda_PartialType : Coda_SinkType<"Partial", "partial",
 def Coda_PairType : Coda_SinkType<"Pair", "pair",
     "one value per column pair, bound for an M x N/2 output"> {
   let description = [{
-    The value of a `coda.pair_contract` (a 2 -> 1 contraction of columns
-    2j and 2j + 1). Yielded by `coda.gemm`, it fills column j of an M x N/2
-    output.
+    The value of a `coda.pair_contract` (a 2 -> 1 contraction of each
+    column pair; with stride 1 columns 2j and 2j + 1). Yielded by
+    `coda.gemm`, it fills an M x N/2 output: pair j of block b goes to
+    column b * stride + j.
   }];
 }
 

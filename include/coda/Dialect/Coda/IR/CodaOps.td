@@ -62,6 +62,7 @@ def Coda_GemmOp : Coda_Op<"gemm", [
     |---------------------|----------------------|---------------------------|
     | element type T      | any epilogue value   | [B x] M x N               |
     | `!coda.pair<T>`     | `coda.pair_contract` | [B x] M x N/2             |
+    | `!coda.interleaved<T>` | `coda.interleave` | [B x] M x 2N              |
     | `!coda.partial<T>`  | `coda.row_reduce`    | [B x] M x ceildiv(N, tile)|
     | `!coda.partial<T>`  | `coda.col_reduce`    | [B x] ceildiv(M, tile) x N|
     | `!coda.row<T>`      | `coda.row_select`    | [B x] M                   |
@@ -121,6 +122,17 @@ def Coda_GemmOp : Coda_Op<"gemm", [
     int64_t getStaticN();
     int64_t getStaticK();
     int64_t getStaticBatch();
+    /// Which dimension of lhs holds M (K), of rhs N: they swap with
+    /// transpose_a (transpose_b), after a batch dimension.
+    unsigned getLhsMDim() {
+      return getLhsType().getRank() - (getTransposeA() ? 1 : 2);
+    }
+    unsigned getLhsKDim() {
+      return getLhsType().getRank() - (getTransposeA() ? 2 : 1);
+    }
+    unsigned getRhsNDim() {
+      return getRhsType().getRank() - (getTransposeB() ? 2 : 1);
+    }
     /// The access form of epilogue input `i`.
     ::mlir::coda::AccessForm getInputForm(unsigned i);
     ::mlir::Block &getBody() { return getEpilogue().front(); }

@@ -154,7 +154,8 @@ def CodaDeriveBackward : Pass<"coda-derive-backward", "::mlir::ModuleOp"> {
     For a function `@f` on tensors whose body is `coda.gemm` ops (unbatched),
     `coda.reduce_partials` and elementwise `linalg.generic` glue, adds
     `@f_backward(f's arguments..., one upstream gradient per result of f) ->
-    (one gradient per float tensor argument of f)`, itself made of
+    (one gradient per float tensor argument of f not only read as a scalar or
+    periodic input)`, itself made of
     `coda.gemm` ops: reverse-mode differentiation where each GEMM's epilogue
     is differentiated in the epilogue of a GEMM.
 
@@ -185,8 +186,8 @@ def CodaDeriveBackward : Pass<"coda-derive-backward", "::mlir::ModuleOp"> {
     the derivative. Epilogue ops with a rule: arith add/sub/mul/div/neg,
     max/min, select, extf/truncf, math exp/expm1/log/log1p/sqrt/rsqrt/tanh/
     erf/absf/fma, pair_map and pair_contract; anything else that a gradient
-    reaches, other ops in the function, max partials, interleaved outputs
-    and batched GEMMs are reported.
+    reaches, other ops in the function, max partials, pair inputs,
+    interleaved outputs and batched GEMMs are reported.
   }];
   let options = [
     Option<"function", "function", "std::string", /*default=*/"\"\"",
