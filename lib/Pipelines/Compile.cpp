@@ -69,6 +69,7 @@ mlir::coda::compileToDirectory(ModuleOp module, const CompileOptions &options,
   pipeline.stages = options.stages;
   pipeline.warpSpecialized = options.warpSpecialized;
   pipeline.persistent = options.persistent;
+  pipeline.cooperative = options.cooperative;
   pipeline.manifest = pathIn("manifest.json");
   pipeline.ptxasOptions = options.ptxasOptions;
   buildCodaToGPUBinaryPipeline(pm, pipeline);

@@ -57,6 +57,7 @@ void mlir::coda::buildCodaToGPUBinaryPipeline(
   gemm.stages = options.stages;
   gemm.warpSpecialized = options.warpSpecialized;
   gemm.persistent = options.persistent;
+  gemm.cooperative = options.cooperative;
   pm.addPass(createCodaToGPU(gemm));
   if (!options.manifest.empty()) {
     CodaExportKernelManifestOptions manifest;

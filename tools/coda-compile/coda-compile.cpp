@@ -69,6 +69,11 @@ static cl::opt<bool> persistent(
     cl::desc("persistent warp-specialized kernels, producer warps running "
              "the epilogue (128 x 128 tiles)"),
     cl::init(false));
+static cl::opt<bool> cooperative(
+    "cooperative",
+    cl::desc("persistent cooperative kernels, consumers running the epilogue "
+             "from their registers"),
+    cl::init(false));
 static cl::opt<std::string> ptxasOptions("ptxas-options",
                                          cl::desc("extra ptxas options"),
                                          cl::init(""));
@@ -107,6 +112,7 @@ static int compile() {
   options.stages = stages;
   options.warpSpecialized = warpSpecialized;
   options.persistent = persistent;
+  options.cooperative = cooperative;
   options.ptxasOptions = ptxasOptions;
   if (failed(coda::compileToDirectory(*module, options, outputDir,
                                       llvm::errs())))

@@ -108,10 +108,15 @@ def CodaToGPU : Pass<"coda-to-gpu", "ModuleOp"> {
     Option<"persistent", "persistent", "bool", /*default=*/"false",
            "warp-specialized kernels as persistent CTAs with 128 x 128 tiles "
            "whose producer warpgroup's warps 1-3 run each tile's epilogue "
-           "while the consumers compute the next tile">
+           "while the consumers compute the next tile">,
+    Option<"cooperative", "cooperative", "bool", /*default=*/"false",
+           "warp-specialized 128-row kernels as persistent CTAs whose two "
+           "consumer warpgroups run the epilogue from their accumulator "
+           "registers while the producer loads the next tile">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
+    "::mlir::cf::ControlFlowDialect",
     "::mlir::gpu::GPUDialect",
     "::mlir::LLVM::LLVMDialect",
     "::mlir::math::MathDialect",

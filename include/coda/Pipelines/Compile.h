@@ -28,6 +28,7 @@ struct CompileOptions {
   int64_t tileM = 128, tileN = 256, stages = 4;
   bool warpSpecialized = true;
   bool persistent = false;
+  bool cooperative = false;
   std::string ptxasOptions;
 };
 

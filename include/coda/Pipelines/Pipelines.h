@@ -41,6 +41,11 @@ struct CodaToGPUBinaryOptions
       llvm::cl::desc("persistent warp-specialized kernels, producer warps "
                      "running the epilogue (128 x 128 tiles)"),
       llvm::cl::init(false)};
+  Option<bool> cooperative{
+      *this, "cooperative",
+      llvm::cl::desc("persistent cooperative kernels, consumers running the "
+                     "epilogue from their registers"),
+      llvm::cl::init(false)};
   Option<std::string> manifest{
       *this, "manifest",
       llvm::cl::desc("write the kernels' JSON manifest to this file"),

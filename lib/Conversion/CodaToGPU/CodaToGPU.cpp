@@ -25,6 +25,7 @@
 #include "coda/Dialect/Coda/Utils/EpilogueEvaluation.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -48,8 +49,6 @@ using namespace mlir::coda::gpu_lowering;
 namespace {
 
 constexpr StringLiteral kKernelModuleName = "coda_kernels";
-/// Rows of tiles a group of consecutive CTAs covers (grouped rasterization).
-constexpr int64_t kRasterGroup = 8;
 /// Persistent CTAs that host code (gpu.launch_func) launches: the SMs of an
 /// H100 SXM. The runtime launches one per SM of the device at hand.
 constexpr int64_t kHostLaunchSMs = 132;
@@ -106,14 +105,14 @@ void mlir::coda::gpu_lowering::assignTile(ImplicitLocOpBuilder &b,
   };
   Value tilesN = arith::CeilDivUIOp::create(b, frame.sizeN, idx(config.tileN));
   Value tilesM = arith::CeilDivUIOp::create(b, frame.sizeM, idx(config.tileM));
-  // Consecutive tiles go kRasterGroup tile rows down M before moving along
+  // Consecutive tiles go config.rasterGroup tile rows down M before moving along
   // N, so that the tiles in flight share their lhs and rhs tiles in L2
   // instead of streaming all of rhs once per row of tiles.
-  Value perGroup = arith::MulIOp::create(b, idx(kRasterGroup), tilesN);
+  Value perGroup = arith::MulIOp::create(b, idx(config.rasterGroup), tilesN);
   Value group = arith::DivUIOp::create(b, linear, perGroup);
-  Value firstRow = arith::MulIOp::create(b, group, idx(kRasterGroup));
+  Value firstRow = arith::MulIOp::create(b, group, idx(config.rasterGroup));
   Value rows = arith::MinUIOp::create(
-      b, arith::SubIOp::create(b, tilesM, firstRow), idx(kRasterGroup));
+      b, arith::SubIOp::create(b, tilesM, firstRow), idx(config.rasterGroup));
   Value within = arith::RemUIOp::create(b, linear, perGroup);
   frame.tileRow = arith::AddIOp::create(
       b, firstRow, arith::RemUIOp::create(b, within, rows));
@@ -129,7 +128,7 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
                                          int64_t tileM, int64_t tileN,
                                          int64_t stages,
                                          bool warpSpecialized,
-                                         bool persistent) {
+                                         bool persistent, bool cooperative) {
   if (!op.hasPureBufferSemantics())
     return op.emitOpError("GPU lowering takes coda.gemm on memrefs; "
                           "bufferize first (one-shot-bufferize)");
@@ -186,31 +185,41 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
   }
   if (colTile)
     config.tileM = *colTile;
+  std::optional<int64_t> pairStride = op.getPairStride();
+  // Cooperative: persistent 128-row tiles whose two consumer warpgroups run
+  // the epilogue from their registers.
+  if (cooperative && warpSpecialized && config.tileM == 128 &&
+      fragmentLayoutSupports(pairStride)) {
+    config.schedule = Schedule::cooperative;
+    config.numThreads = 384;
+    config.epilogueThreads = 256;
+    config.producerRegisters = 40;
+    config.consumerRegisters = 232;
+  }
   // Persistent (each tile's epilogue overlapped with the next tile's
   // mainloop) where its 128 x 128 tile serves: the f32 staging tile and the
   // ring have to fit in shared memory together.
   constexpr int64_t kPersistentTileN = 128;
-  std::optional<int64_t> pairStride = op.getPairStride();
-  config.persistent =
-      persistent && warpSpecialized && config.tileM == 128 &&
-      config.tileN >= kPersistentTileN &&
+  if (config.schedule == Schedule::single && persistent && warpSpecialized &&
+      config.tileM == 128 && config.tileN >= kPersistentTileN &&
       (!rowTile || kPersistentTileN % *rowTile == 0) &&
-      (!pairStride || kPersistentTileN % (2 * *pairStride) == 0);
-  // Otherwise warp-specialized (two consumer warpgroups of 64 rows each)
-  // where it pays: 128 x 256 tiles. Narrower tiles run one warpgroup per CTA.
-  config.warpSpecialized =
-      config.persistent ||
-      (warpSpecialized && config.tileM == 128 && config.tileN == 256);
-  if (config.persistent) {
+      (!pairStride || kPersistentTileN % (2 * *pairStride) == 0)) {
+    config.schedule = Schedule::staged;
     config.tileN = kPersistentTileN;
     config.numThreads = 384;
     config.epilogueThreads = 96;
-  } else if (config.warpSpecialized) {
+  }
+  // Otherwise warp-specialized (two consumer warpgroups of 64 rows each)
+  // where it pays: 128 x 256 tiles. Narrower tiles run one warpgroup per CTA.
+  if (config.schedule == Schedule::single && warpSpecialized &&
+      config.tileM == 128 && config.tileN == 256) {
+    config.schedule = Schedule::warpSpecialized;
     config.numThreads = 384;
     config.epilogueThreads = 256;
-  } else if (!colTile && config.tileM * config.tileN > 128 * 128) {
-    config.tileM = 64;
   }
+  if (config.schedule == Schedule::single && !colTile &&
+      config.tileM * config.tileN > 128 * 128)
+    config.tileM = 64;
 
   // The epilogue gives each row tileN / 8 consecutive lanes of one warp.
   if (config.tileN != 64 && config.tileN != 128 && config.tileN != 256)
@@ -236,625 +245,6 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
   return config;
 }
 
-/// What the epilogue does with each yielded value.
-enum class OutputRole {
-  tile,
-  pair,
-  interleaved,
-  rowPartials,
-  colPartials,
-  rowSelect
-};
-
-OutputRole getOutputRole(Value yielded) {
-  Operation *def = yielded.getDefiningOp();
-  if (isa<PairType>(yielded.getType()))
-    return OutputRole::pair;
-  if (isa<InterleavedType>(yielded.getType()))
-    return OutputRole::interleaved;
-  if (isa_and_nonnull<RowReduceOp>(def))
-    return OutputRole::rowPartials;
-  if (isa_and_nonnull<ColReduceOp>(def))
-    return OutputRole::colPartials;
-  if (isa_and_nonnull<RowSelectOp>(def))
-    return OutputRole::rowSelect;
-  return OutputRole::tile;
-}
-
-StringRef stringifyRole(OutputRole role) {
-  switch (role) {
-  case OutputRole::tile:
-    return "tile";
-  case OutputRole::pair:
-    return "pair";
-  case OutputRole::interleaved:
-    return "interleaved";
-  case OutputRole::rowPartials:
-    return "row_partials";
-  case OutputRole::colPartials:
-    return "col_partials";
-  case OutputRole::rowSelect:
-    return "row_select";
-  }
-  llvm_unreachable("unknown role");
-}
-
-/// How the threads of a CTA cover the output tile in the epilogue: each thread
-/// owns kEpilogueColumnsPerThread consecutive columns of a row, the threads of
-/// a row are consecutive lanes of one warp, and the CTA walks rowsPerPass rows
-/// at a time.
-constexpr int64_t kColumnsPerThread = kEpilogueColumnsPerThread;
-
-/// One element a thread handles: group `group` (of its groups) and `lane`
-/// (0, or 1 for the second column of a pair).
-struct Slot {
-  int64_t group, lane;
-};
-
-/// Builds the epilogue over the accumulator tile in shared memory.
-class EpilogueBuilder {
-public:
-  EpilogueBuilder(GemmOp op, const GemmKernelConfig &config,
-                  const KernelFrame &frame, ValueRange inputs,
-                  ValueRange outputs)
-      : op(op), config(config), frame(frame), inputs(inputs),
-        outputs(outputs), pairStride(op.getPairStride()) {
-    for (Value value : op.getYieldOp().getValues())
-      roles.push_back(getOutputRole(value));
-    lanesPerGroup = pairStride ? 2 : 1;
-    groupsPerThread = kColumnsPerThread / lanesPerGroup;
-    threadsPerRow = config.tileN / kColumnsPerThread;
-    rowsPerPass = config.epilogueRowsPerPass();
-    // Runs of slots whose columns are consecutive in memory.
-    if (!pairStride || *pairStride == 1) {
-      runs.emplace_back();
-      for (int64_t g = 0; g < groupsPerThread; ++g)
-        for (int64_t l = 0; l < lanesPerGroup; ++l)
-          runs.back().push_back({g, l});
-    } else if (*pairStride % groupsPerThread == 0) {
-      for (int64_t l = 0; l < 2; ++l) {
-        runs.emplace_back();
-        for (int64_t g = 0; g < groupsPerThread; ++g)
-          runs.back().push_back({g, l});
-      }
-    } else {
-      for (int64_t g = 0; g < groupsPerThread; ++g)
-        for (int64_t l = 0; l < 2; ++l)
-          runs.push_back({{g, l}});
-    }
-  }
-
-  void build(ImplicitLocOpBuilder &b);
-
-private:
-  using Run = SmallVector<Slot>;
-  /// Per slot values, indexed [group][lane].
-  using SlotValues = SmallVector<SmallVector<Value, 2>>;
-
-  Value index(ImplicitLocOpBuilder &b, int64_t v) const {
-    return arith::ConstantIndexOp::create(b, v);
-  }
-  /// Reductions run in f32 whatever the partial's type.
-  Value toF32(ImplicitLocOpBuilder &b, Value v) const {
-    if (v.getType().isF32())
-      return v;
-    return arith::ExtFOp::create(b, b.getF32Type(), v);
-  }
-  Value fromF32(ImplicitLocOpBuilder &b, Value v, Type type) const {
-    if (type.isF32())
-      return v;
-    return arith::TruncFOp::create(b, type, v);
-  }
-  Value identity(ImplicitLocOpBuilder &b, ReductionKind kind) const {
-    return arith::ConstantOp::create(
-        b, getReductionIdentity(kind, b.getF32Type()));
-  }
-  void storeIf(ImplicitLocOpBuilder &b, Value cond, Value value, Value dest,
-               ValueRange indices) const {
-    scf::IfOp::create(b, cond, [&](OpBuilder &ob, Location loc) {
-      memref::StoreOp::create(ob, loc, value, dest, indices);
-      scf::YieldOp::create(ob, loc);
-    });
-  }
-  /// log(sum(exp(values))) of one thread's values: their maximum plus the log
-  /// of the exponentials relative to it (one exp per value instead of the
-  /// pairwise combine's exp and log1p); -inf when every value is -inf.
-  Value logSumExp(ImplicitLocOpBuilder &b, ArrayRef<Value> values) const {
-    Value hi = values.front();
-    for (Value v : values.drop_front())
-      hi = arith::MaximumFOp::create(b, hi, v);
-    Value negInf = identity(b, ReductionKind::logsumexp);
-    Value empty =
-        arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, hi, negInf);
-    // Shift by 0 for an empty row so that no NaN is formed.
-    Value shift = arith::SelectOp::create(
-        b, empty, arith::ConstantOp::create(b, b.getF32FloatAttr(0)), hi);
-    Value sum = arith::ConstantOp::create(b, b.getF32FloatAttr(0));
-    for (Value v : values)
-      sum = arith::AddFOp::create(
-          b, sum, math::ExpOp::create(b, arith::SubFOp::create(b, v, shift)));
-    Value lse = arith::AddFOp::create(b, hi, math::LogOp::create(b, sum));
-    return arith::SelectOp::create(b, empty, negInf, lse);
-  }
-
-  Type partialElementType(unsigned i) {
-    return cast<PartialType>(op.getYieldOp().getValues()[i].getType())
-        .getElementType();
-  }
-
-  /// Whether `memref` admits vector accesses along its last dimension (unit
-  /// static innermost stride), and the alignment such an access of `count`
-  /// elements asks for.
-  std::optional<int64_t> vectorAlignment(Value memref, int64_t count) const;
-  /// True when the element at `indices` of `memref` sits at a multiple of
-  /// `alignment` bytes.
-  Value isAligned(ImplicitLocOpBuilder &b, Value memref, ValueRange indices,
-                  int64_t alignment) const;
-  /// Loads `count` consecutive elements of `memref` starting at `indices`
-  /// (last index = first column): one vector load when they are in bounds
-  /// (`inBounds`) and aligned, else element by element at clamped columns.
-  SmallVector<Value> loadRun(ImplicitLocOpBuilder &b, Value memref,
-                             SmallVector<Value> indices, int64_t count,
-                             Value inBounds, Value lastCol) const;
-  /// Stores `values` at consecutive columns from `indices`: one vector store
-  /// when all are in bounds and aligned, else masked element stores.
-  void storeRun(ImplicitLocOpBuilder &b, Value memref,
-                SmallVector<Value> indices, ArrayRef<Value> values,
-                Value inRow, Value limit) const;
-
-  GemmOp op;
-  const GemmKernelConfig &config;
-  const KernelFrame &frame;
-  ValueRange inputs, outputs;
-  std::optional<int64_t> pairStride;
-  SmallVector<OutputRole> roles;
-  int64_t lanesPerGroup, groupsPerThread, threadsPerRow, rowsPerPass;
-  SmallVector<Run> runs;
-};
-
-std::optional<int64_t> EpilogueBuilder::vectorAlignment(Value memref,
-                                                        int64_t count) const {
-  auto type = cast<MemRefType>(memref.getType());
-  SmallVector<int64_t> strides;
-  int64_t offset;
-  if (count < 2 || failed(type.getStridesAndOffset(strides, offset)) ||
-      strides.back() != 1 || !type.getElementType().isIntOrFloat())
-    return std::nullopt;
-  int64_t bytes = count * type.getElementTypeBitWidth() / 8;
-  if (bytes < 4 || !llvm::isPowerOf2_64(bytes))
-    return std::nullopt;
-  return std::min<int64_t>(bytes, 16);
-}
-
-Value EpilogueBuilder::isAligned(ImplicitLocOpBuilder &b, Value memref,
-                                 ValueRange indices, int64_t alignment) const {
-  auto type = cast<MemRefType>(memref.getType());
-  auto metadata = memref::ExtractStridedMetadataOp::create(b, memref);
-  Value linear = metadata.getOffset();
-  for (auto [i, idx] : llvm::enumerate(indices))
-    linear = arith::AddIOp::create(
-        b, linear, arith::MulIOp::create(b, idx, metadata.getStrides()[i]));
-  Value address = arith::AddIOp::create(
-      b, memref::ExtractAlignedPointerAsIndexOp::create(b, memref),
-      arith::MulIOp::create(b, linear,
-                            index(b, type.getElementTypeBitWidth() / 8)));
-  return arith::CmpIOp::create(
-      b, arith::CmpIPredicate::eq,
-      arith::RemUIOp::create(b, address, index(b, alignment)), index(b, 0));
-}
-
-SmallVector<Value> EpilogueBuilder::loadRun(ImplicitLocOpBuilder &b,
-                                            Value memref,
-                                            SmallVector<Value> indices,
-                                            int64_t count, Value inBounds,
-                                            Value lastCol) const {
-  Type element = cast<MemRefType>(memref.getType()).getElementType();
-  Value first = indices.back();
-  auto scalarLoads = [&](ImplicitLocOpBuilder &sb) {
-    SmallVector<Value> values;
-    for (int64_t e = 0; e < count; ++e) {
-      SmallVector<Value> at(indices);
-      at.back() = arith::MinUIOp::create(
-          sb, arith::AddIOp::create(sb, first, index(sb, e)), lastCol);
-      values.push_back(memref::LoadOp::create(sb, memref, at));
-    }
-    return values;
-  };
-  std::optional<int64_t> alignment = vectorAlignment(memref, count);
-  if (!alignment)
-    return scalarLoads(b);
-  auto vectorType = VectorType::get({count}, element);
-  Value fast = arith::AndIOp::create(
-      b, inBounds, isAligned(b, memref, indices, *alignment));
-  auto branch = scf::IfOp::create(
-      b, fast,
-      [&](OpBuilder &ob, Location loc) {
-        ImplicitLocOpBuilder tb(loc, ob);
-        Value v = vector::LoadOp::create(tb, vectorType, memref, indices,
-                                         /*nontemporal=*/false,
-                                         llvm::MaybeAlign(*alignment));
-        scf::YieldOp::create(tb, v);
-      },
-      [&](OpBuilder &ob, Location loc) {
-        ImplicitLocOpBuilder eb(loc, ob);
-        Value v =
-            vector::FromElementsOp::create(eb, vectorType, scalarLoads(eb));
-        scf::YieldOp::create(eb, v);
-      });
-  SmallVector<Value> values;
-  for (int64_t e = 0; e < count; ++e)
-    values.push_back(
-        vector::ExtractOp::create(b, branch.getResult(0), ArrayRef<int64_t>{e}));
-  return values;
-}
-
-void EpilogueBuilder::storeRun(ImplicitLocOpBuilder &b, Value memref,
-                               SmallVector<Value> indices,
-                               ArrayRef<Value> values, Value inRow,
-                               Value limit) const {
-  int64_t count = values.size();
-  Value first = indices.back();
-  auto scalarStores = [&](ImplicitLocOpBuilder &sb) {
-    for (auto [e, value] : llvm::enumerate(values)) {
-      SmallVector<Value> at(indices);
-      at.back() = arith::AddIOp::create(sb, first, index(sb, e));
-      Value inCol =
-          arith::CmpIOp::create(sb, arith::CmpIPredicate::ult, at.back(), limit);
-      storeIf(sb, arith::AndIOp::create(sb, inRow, inCol), value, memref, at);
-    }
-  };
-  std::optional<int64_t> alignment = vectorAlignment(memref, count);
-  if (!alignment) {
-    scalarStores(b);
-    return;
-  }
-  Value end = arith::AddIOp::create(b, first, index(b, count));
-  Value whole = arith::AndIOp::create(
-      b, inRow, arith::CmpIOp::create(b, arith::CmpIPredicate::ule, end, limit));
-  Value fast = arith::AndIOp::create(
-      b, whole, isAligned(b, memref, indices, *alignment));
-  Type element = cast<MemRefType>(memref.getType()).getElementType();
-  scf::IfOp::create(
-      b, fast,
-      [&](OpBuilder &ob, Location loc) {
-        ImplicitLocOpBuilder tb(loc, ob);
-        Value v = vector::FromElementsOp::create(
-            tb, VectorType::get({count}, element), values);
-        vector::StoreOp::create(tb, v, memref, indices, /*nontemporal=*/false,
-                                llvm::MaybeAlign(*alignment));
-        scf::YieldOp::create(tb);
-      },
-      [&](OpBuilder &ob, Location loc) {
-        ImplicitLocOpBuilder eb(loc, ob);
-        scalarStores(eb);
-        scf::YieldOp::create(eb);
-      });
-}
-
-void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
-  YieldOp yield = op.getYieldOp();
-  ValueRange yielded = yield.getValues();
-  Value one = index(b, 1);
-  Value lastRow = arith::SubIOp::create(b, frame.sizeM, one);
-  Value lastCol = arith::SubIOp::create(b, frame.sizeN, one);
-  Value threadRow = arith::DivUIOp::create(b, frame.tid, index(b, threadsPerRow));
-  Value laneInRow = arith::RemUIOp::create(b, frame.tid, index(b, threadsPerRow));
-  Value firstGroup =
-      arith::MulIOp::create(b, laneInRow, index(b, groupsPerThread));
-
-  // This thread's columns, the same in every row: local and global, per slot.
-  SmallVector<Value> groups;
-  SlotValues localCols, cols, inCols;
-  for (int64_t g = 0; g < groupsPerThread; ++g) {
-    groups.push_back(arith::AddIOp::create(b, firstGroup, index(b, g)));
-    localCols.push_back(SmallVector<Value, 2>(
-        getGroupColumns(b, b.getLoc(), groups.back(), pairStride)));
-    cols.emplace_back();
-    inCols.emplace_back();
-    for (Value local : localCols.back()) {
-      cols.back().push_back(arith::AddIOp::create(b, frame.blockN, local));
-      inCols.back().push_back(arith::CmpIOp::create(
-          b, arith::CmpIPredicate::ult, cols.back().back(), frame.sizeN));
-    }
-  }
-  auto runInBounds = [&](ImplicitLocOpBuilder &rb, const Run &run) -> Value {
-    Value end = arith::AddIOp::create(
-        rb, cols[run.front().group][run.front().lane], index(rb, run.size()));
-    return arith::CmpIOp::create(rb, arith::CmpIPredicate::ule, end,
-                                 frame.sizeN);
-  };
-
-  // Running column partials: one per (col_reduce output, slot).
-  int64_t slotsPerThread = groupsPerThread * lanesPerGroup;
-  SmallVector<Value> colInit;
-  for (auto [i, role] : llvm::enumerate(roles))
-    if (role == OutputRole::colPartials)
-      for (int64_t s = 0; s < slotsPerThread; ++s)
-        colInit.push_back(identity(b, getPartialKind(yielded[i])));
-
-  auto rowLoop = scf::ForOp::create(
-      b, threadRow, index(b, config.tileM), index(b, rowsPerPass), colInit,
-      [&](OpBuilder &ob, Location loc, Value localRow, ValueRange colAccs) {
-        ImplicitLocOpBuilder lb(loc, ob);
-        Value row = arith::AddIOp::create(lb, frame.blockM, localRow);
-        Value inRow = arith::CmpIOp::create(lb, arith::CmpIPredicate::ult,
-                                            row, frame.sizeM);
-        Value rowClamped = arith::MinUIOp::create(lb, row, lastRow);
-        SmallVector<Value> nextCol(colAccs);
-
-        // Block arguments per slot, read run by run.
-        SmallVector<IRMapping> mappings(groupsPerThread * lanesPerGroup);
-        auto mappingOf = [&](Slot s) -> IRMapping & {
-          return mappings[s.group * lanesPerGroup + s.lane];
-        };
-        // The accumulator tile: in bounds and 16-byte aligned by
-        // construction (rows of tileN + 4 floats, runs at multiples of 4).
-        for (const Run &run : runs) {
-          Slot head = run.front();
-          auto type = VectorType::get({int64_t(run.size())}, lb.getF32Type());
-          Value acc = vector::LoadOp::create(
-              lb, type, frame.accTile,
-              ValueRange{localRow, localCols[head.group][head.lane]},
-              /*nontemporal=*/false,
-              llvm::MaybeAlign(std::min<int64_t>(run.size() * 4, 16)));
-          for (auto [e, slot] : llvm::enumerate(run))
-            mappingOf(slot).map(op.getAccumulatorArg(),
-                                vector::ExtractOp::create(
-                                    lb, acc, ArrayRef<int64_t>{int64_t(e)}));
-        }
-        for (auto [k, input] : llvm::enumerate(inputs)) {
-          BlockArgument arg = op.getInputArg(k);
-          AccessForm form = op.getInputForm(k);
-          if (form == AccessForm::tile || form == AccessForm::col) {
-            for (const Run &run : runs) {
-              Slot head = run.front();
-              SmallVector<Value> at;
-              if (form == AccessForm::tile)
-                at.push_back(rowClamped);
-              at.push_back(cols[head.group][head.lane]);
-              SmallVector<Value> values =
-                  loadRun(lb, input, at, run.size(), runInBounds(lb, run),
-                          lastCol);
-              for (auto [slot, value] : llvm::zip_equal(run, values))
-                mappingOf(slot).map(arg, value);
-            }
-            continue;
-          }
-          if (form == AccessForm::pair) {
-            // Both lanes of a group read their pair's element: pair j of
-            // the tile is column blockN / 2 + j (clamped like the rows).
-            Value lastPair = arith::SubIOp::create(
-                lb, arith::DivUIOp::create(lb, frame.sizeN, index(lb, 2)),
-                one);
-            for (int64_t g = 0; g < groupsPerThread; ++g) {
-              Value pairCol = arith::MinUIOp::create(
-                  lb,
-                  arith::AddIOp::create(
-                      lb,
-                      arith::DivUIOp::create(lb, frame.blockN, index(lb, 2)),
-                      groups[g]),
-                  lastPair);
-              Value value = memref::LoadOp::create(
-                  lb, input, ValueRange{rowClamped, pairCol});
-              for (int64_t l = 0; l < lanesPerGroup; ++l)
-                mappingOf({g, l}).map(arg, value);
-            }
-            continue;
-          }
-          Value shared;
-          if (form == AccessForm::row)
-            shared = memref::LoadOp::create(lb, input, ValueRange{rowClamped});
-          else if (form == AccessForm::scalar)
-            shared = input;
-          Value period = form == AccessForm::periodic
-                             ? memref::DimOp::create(lb, input, 1).getResult()
-                             : Value();
-          for (int64_t g = 0; g < groupsPerThread; ++g)
-            for (int64_t l = 0; l < lanesPerGroup; ++l) {
-              Value value = shared;
-              if (form == AccessForm::periodic) {
-                Value col = arith::MinUIOp::create(lb, cols[g][l], lastCol);
-                Value wrapped = arith::RemUIOp::create(lb, col, period);
-                value = memref::LoadOp::create(
-                    lb, input, ValueRange{rowClamped, wrapped});
-              }
-              mappingOf({g, l}).map(arg, value);
-            }
-        }
-
-        // The region, once per group.
-        for (int64_t g = 0; g < groupsPerThread; ++g) {
-          MutableArrayRef<IRMapping> lanes(&mappings[g * lanesPerGroup],
-                                           lanesPerGroup);
-          evaluateEpilogueBody(lb, op, row, cols[g], lanes);
-        }
-
-        unsigned colSlot = 0;
-        for (auto [i, value] : llvm::enumerate(yielded)) {
-          Value out = outputs[i];
-          switch (roles[i]) {
-          case OutputRole::tile:
-            for (const Run &run : runs) {
-              Slot head = run.front();
-              SmallVector<Value> values;
-              for (Slot slot : run)
-                values.push_back(mappingOf(slot).lookup(value));
-              storeRun(lb, out, {row, cols[head.group][head.lane]}, values,
-                       inRow, frame.sizeN);
-            }
-            break;
-          case OutputRole::interleaved: {
-            // A run of columns [c, c + r) fills [2c, 2c + 2r): even, odd per
-            // column.
-            auto interleave = value.getDefiningOp<InterleaveOp>();
-            Value two = index(lb, 2);
-            Value limit = arith::MulIOp::create(lb, frame.sizeN, two);
-            for (const Run &run : runs) {
-              Slot head = run.front();
-              SmallVector<Value> values;
-              for (Slot slot : run) {
-                values.push_back(mappingOf(slot).lookup(interleave.getEven()));
-                values.push_back(mappingOf(slot).lookup(interleave.getOdd()));
-              }
-              Value col = arith::MulIOp::create(
-                  lb, cols[head.group][head.lane], two);
-              storeRun(lb, out, {row, col}, values, inRow, limit);
-            }
-            break;
-          }
-          case OutputRole::pair: {
-            // Pair j of block k lands in column k s + j: the tile's pairs
-            // start at blockN / 2.
-            SmallVector<Value> values;
-            for (int64_t g = 0; g < groupsPerThread; ++g)
-              values.push_back(mappingOf({g, 0}).lookup(value));
-            Value pairCol = arith::AddIOp::create(
-                lb, arith::DivUIOp::create(lb, frame.blockN, index(lb, 2)),
-                groups.front());
-            Value pairLimit =
-                arith::DivUIOp::create(lb, frame.sizeN, index(lb, 2));
-            storeRun(lb, out, {row, pairCol}, values, inRow, pairLimit);
-            break;
-          }
-          case OutputRole::rowPartials: {
-            // This thread's slots, then the row's threads (consecutive
-            // lanes) by butterfly shuffles in a fixed order.
-            ReductionKind kind = getPartialKind(value);
-            SmallVector<Value> masked;
-            for (int64_t g = 0; g < groupsPerThread; ++g)
-              for (int64_t l = 0; l < lanesPerGroup; ++l)
-                masked.push_back(arith::SelectOp::create(
-                    lb, inCols[g][l], toF32(lb, mappingOf({g, l}).lookup(value)),
-                    identity(lb, kind)));
-            Value acc = kind == ReductionKind::logsumexp
-                            ? logSumExp(lb, masked)
-                            : identity(lb, kind);
-            if (kind != ReductionKind::logsumexp)
-              for (Value v : masked)
-                acc = buildReductionCombine(lb, lb.getLoc(), kind, acc, v);
-            // A partial covers t / 8 consecutive lanes (t = its tile).
-            int64_t lanesPerPartial =
-                config.rowPartialTile / kColumnsPerThread;
-            for (int32_t offset = lanesPerPartial / 2; offset >= 1;
-                 offset /= 2) {
-              Value other = gpu::ShuffleOp::create(lb, acc, offset, 32,
-                                                   gpu::ShuffleMode::XOR)
-                                .getShuffleResult();
-              acc = buildReductionCombine(lb, lb.getLoc(), kind, acc, other);
-            }
-            int64_t partialsPerTile = config.tileN / config.rowPartialTile;
-            Value partialInTile =
-                arith::DivUIOp::create(lb, laneInRow, index(lb, lanesPerPartial));
-            Value partial = arith::AddIOp::create(
-                lb,
-                arith::MulIOp::create(lb, frame.tileCol,
-                                      index(lb, partialsPerTile)),
-                partialInTile);
-            // The partial's first lane writes it, unless the whole block of
-            // columns lies beyond N.
-            Value leads = arith::CmpIOp::create(
-                lb, arith::CmpIPredicate::eq,
-                arith::RemUIOp::create(lb, laneInRow, index(lb, lanesPerPartial)),
-                index(lb, 0));
-            Value blockStart = arith::MulIOp::create(
-                lb, partial, index(lb, config.rowPartialTile));
-            Value exists = arith::CmpIOp::create(
-                lb, arith::CmpIPredicate::ult, blockStart, frame.sizeN);
-            storeIf(lb,
-                    arith::AndIOp::create(
-                        lb, arith::AndIOp::create(lb, leads, inRow), exists),
-                    fromF32(lb, acc, partialElementType(i)), out,
-                    {row, partial});
-            break;
-          }
-          case OutputRole::colPartials: {
-            ReductionKind kind = getPartialKind(value);
-            for (int64_t g = 0; g < groupsPerThread; ++g)
-              for (int64_t l = 0; l < lanesPerGroup; ++l) {
-                Value valid = arith::AndIOp::create(lb, inRow, inCols[g][l]);
-                Value masked = arith::SelectOp::create(
-                    lb, valid, toF32(lb, mappingOf({g, l}).lookup(value)),
-                    identity(lb, kind));
-                unsigned slot = colSlot + g * lanesPerGroup + l;
-                nextCol[slot] = buildReductionCombine(lb, lb.getLoc(), kind,
-                                                      nextCol[slot], masked);
-              }
-            colSlot += slotsPerThread;
-            break;
-          }
-          case OutputRole::rowSelect: {
-            auto select = cast<RowSelectOp>(value.getDefiningOp());
-            for (int64_t g = 0; g < groupsPerThread; ++g)
-              for (int64_t l = 0; l < lanesPerGroup; ++l) {
-                IRMapping &mapping = mappingOf({g, l});
-                Value target = mapping.lookup(select.getColumn());
-                if (!target.getType().isIndex())
-                  target = arith::IndexCastOp::create(lb, lb.getIndexType(),
-                                                      target);
-                Value hit = arith::AndIOp::create(
-                    lb, arith::AndIOp::create(lb, inRow, inCols[g][l]),
-                    arith::CmpIOp::create(lb, arith::CmpIPredicate::eq, target,
-                                          cols[g][l]));
-                storeIf(lb, hit, mapping.lookup(value), out, {row});
-              }
-            break;
-          }
-          }
-        }
-        scf::YieldOp::create(lb, nextCol);
-      });
-
-  if (colInit.empty())
-    return;
-
-  // Column partials: each pass row's values go to shared memory after the
-  // accumulator tile; then one thread per column combines them in order and
-  // writes this tile's partial.
-  MLIRContext *ctx = b.getContext();
-  auto scratchType = MemRefType::get(
-      {rowsPerPass, config.tileN}, b.getF32Type(), MemRefLayoutAttrInterface(),
-      gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
-  Value tileIndex = frame.tileRow;
-  unsigned colSlot = 0, scratchIndex = 0;
-  for (auto [i, value] : llvm::enumerate(yielded)) {
-    if (roles[i] != OutputRole::colPartials)
-      continue;
-    int64_t offset = config.epilogueOffset() + config.accTileBytes() +
-                     scratchIndex++ * rowsPerPass * config.tileN * 4;
-    Value scratch = memref::ViewOp::create(
-        b, scratchType, frame.shared,
-        arith::AddIOp::create(b, frame.sharedBase, index(b, offset)),
-        ValueRange{});
-    for (int64_t g = 0; g < groupsPerThread; ++g)
-      for (int64_t l = 0; l < lanesPerGroup; ++l)
-        memref::StoreOp::create(
-            b, rowLoop.getResult(colSlot + g * lanesPerGroup + l), scratch,
-            ValueRange{threadRow, localCols[g][l]});
-    colSlot += slotsPerThread;
-    frame.syncEpilogue(b);
-    ReductionKind kind = getPartialKind(value);
-    Type elementType = partialElementType(i);
-    Value out = outputs[i];
-    scf::ForOp::create(
-        b, frame.tid, index(b, config.tileN), index(b, config.epilogueThreads),
-        ValueRange{},
-        [&](OpBuilder &ob, Location loc, Value localCol, ValueRange) {
-          ImplicitLocOpBuilder lb(loc, ob);
-          Value total = identity(lb, kind);
-          for (int64_t r = 0; r < rowsPerPass; ++r)
-            total = buildReductionCombine(
-                lb, loc, kind, total,
-                memref::LoadOp::create(lb, scratch,
-                                       ValueRange{index(lb, r), localCol}));
-          Value col = arith::AddIOp::create(lb, frame.blockN, localCol);
-          Value inCol = arith::CmpIOp::create(lb, arith::CmpIPredicate::ult,
-                                              col, frame.sizeN);
-          storeIf(lb, inCol, fromF32(lb, total, elementType), out,
-                  {tileIndex, col});
-          scf::YieldOp::create(lb);
-        });
-  }
-}
 
 /// Which host function argument `v` is, or "temporary".
 Attribute sourceAttr(OpBuilder &b, func::FuncOp host, Value v) {
@@ -955,7 +345,7 @@ DictionaryAttr buildKernelAbi(OpBuilder &b, GemmOp op, func::FuncOp host,
 
   std::string gridX = "ceildiv(N, " + std::to_string(config.tileN) + ")";
   std::string gridY = "ceildiv(M, " + std::to_string(config.tileM) + ")";
-  if (config.persistent) {
+  if (config.persistent()) {
     gridX = "min(" + gridX + " * " + gridY + ", SMs)";
     gridY = "1";
   }
@@ -965,8 +355,8 @@ DictionaryAttr buildKernelAbi(OpBuilder &b, GemmOp op, func::FuncOp host,
       b.getNamedAttr("tile", i64s({config.tileM, config.tileN, config.tileK})),
       b.getNamedAttr("stages", b.getI64IntegerAttr(config.stages)),
       b.getNamedAttr("warp_specialized",
-                     b.getBoolAttr(config.warpSpecialized)),
-      b.getNamedAttr("persistent", b.getBoolAttr(config.persistent)),
+                     b.getBoolAttr(config.warpSpecialized())),
+      b.getNamedAttr("persistent", b.getBoolAttr(config.persistent())),
       b.getNamedAttr("transpose_b", b.getBoolAttr(config.rhsKMajor)),
       b.getNamedAttr("transpose_a", b.getBoolAttr(!config.lhsKMajor)),
       b.getNamedAttr("grid", b.getArrayAttr({str(gridX), str(gridY),
@@ -1012,7 +402,7 @@ struct CodaToGPUPass : coda::impl::CodaToGPUBase<CodaToGPUPass> {
     for (GemmOp op : gemms) {
       FailureOr<GemmKernelConfig> config =
           chooseConfig(op, *target, tileM, tileN, stages, warpSpecialized,
-                       persistent);
+                       persistent, cooperative);
       if (::mlir::failed(config)) {
         failed = true;
         continue;
@@ -1181,6 +571,13 @@ struct CodaToGPUPass : coda::impl::CodaToGPUBase<CodaToGPUPass> {
                     UnitAttr::get(ctx));
     kernel.setKnownBlockSizeAttr(
         DenseI32ArrayAttr::get(ctx, {int32_t(config.numThreads), 1, 1}));
+    // Launch bounds: ptxas needs the register count at entry to honour
+    // setmaxnreg (otherwise C7508: ignored).
+    kernel->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
+                    DenseI32ArrayAttr::get(
+                        ctx, {int32_t(config.numThreads), 1, 1}));
+    kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+                    IntegerAttr::get(IntegerType::get(ctx, 32), 1));
     kernel->setAttr("coda.kernel",
                     buildKernelAbi(kb, op, host, target, config, roles));
     kernelSymbols.insert(kernel);
@@ -1233,10 +630,9 @@ struct CodaToGPUPass : coda::impl::CodaToGPUBase<CodaToGPUPass> {
     target.emitKernelBody(
         b, frame, config,
         [&](ImplicitLocOpBuilder &eb, const KernelFrame &tileFrame) {
-          EpilogueBuilder epilogue(
-              op, config, tileFrame, entry.getArguments().slice(5, numInputs),
-              entry.getArguments().slice(5 + numInputs));
-          epilogue.build(eb);
+          emitEpilogue(eb, op, config, tileFrame,
+                       entry.getArguments().slice(5, numInputs),
+                       entry.getArguments().slice(5 + numInputs));
         });
     gpu::ReturnOp::create(b);
 
@@ -1270,7 +666,7 @@ struct CodaToGPUPass : coda::impl::CodaToGPUBase<CodaToGPUPass> {
     llvm::append_range(args, op.getOutputs());
     Value gridX = arith::CeilDivUIOp::create(hb, sizeN, hidx(config.tileN));
     Value gridY = arith::CeilDivUIOp::create(hb, sizeM, hidx(config.tileM));
-    if (config.persistent) {
+    if (config.persistent()) {
       // Any grid is correct (CTAs stride over the tiles); one CTA per SM of
       // an H100 SXM here, the device's SM count in the runtime.
       gridX = arith::MinUIOp::create(hb, arith::MulIOp::create(hb, gridX, gridY),

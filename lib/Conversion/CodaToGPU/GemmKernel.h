@@ -25,20 +25,41 @@ namespace mlir::coda::gpu_lowering {
 /// so that tile outputs and inputs move as one vector when aligned).
 constexpr int64_t kEpilogueColumnsPerThread = 8;
 
+/// How a kernel's warps share the work of its tiles.
+enum class Schedule {
+  /// One warpgroup per CTA loads and computes one tile, then runs the
+  /// epilogue from a shared-memory tile.
+  single,
+  /// One tile per CTA: a producer warpgroup issues TMA, two consumer
+  /// warpgroups run WGMMA over 64 rows each and then the epilogue from a
+  /// shared-memory tile.
+  warpSpecialized,
+  /// Persistent CTAs looping over tiles with the warpSpecialized roles;
+  /// warps 1-3 of the producer warpgroup run each tile's epilogue from a
+  /// staging tile beside the ring while the consumers compute the next.
+  staged,
+  /// Persistent CTAs looping over tiles: a producer warp streams every
+  /// tile's k-tiles through the ring, two consumer warpgroups compute 64
+  /// rows each and run the epilogue from their accumulator registers while
+  /// the producer already fills the ring with the next tile's k-tiles.
+  cooperative,
+};
+
 /// Tile shape and pipeline depth of one GEMM kernel, and the shared-memory
 /// plan that follows from them.
 struct GemmKernelConfig {
   int64_t tileM = 128, tileN = 128, tileK = 64, stages = 4;
+  Schedule schedule = Schedule::single;
   /// Threads of a CTA, and those that run the epilogue (the consumer
   /// warpgroups when warp-specialized).
   int64_t numThreads = 128;
   int64_t epilogueThreads = 128;
-  /// One producer warpgroup issuing TMA, two consumer warpgroups on WGMMA.
-  bool warpSpecialized = false;
-  /// Warp-specialized and persistent: each CTA loops over tiles, and warps
-  /// 1-3 of the producer warpgroup run the epilogue of one tile from a
-  /// staging tile while the consumers compute the next.
-  bool persistent = false;
+  /// Register budgets of the producer and consumer warpgroups (setmaxnreg);
+  /// 0 keeps the launch's even split.
+  int64_t producerRegisters = 0, consumerRegisters = 0;
+  /// Tiles a group of consecutive CTAs (or iterations) walks down M before
+  /// moving along N (grouped rasterization for L2 reuse).
+  int64_t rasterGroup = 8;
   Type operandType;
   int64_t operandBytes = 2;
   /// rhs is N x K (`transpose_b`): K-major in shared memory.
@@ -62,19 +83,39 @@ struct GemmKernelConfig {
   int64_t epilogueRowsPerPass() const {
     return epilogueThreads * kEpilogueColumnsPerThread / tileN;
   }
-  int64_t epilogueBytes() const {
-    return accTileBytes() +
-           numColPartials * epilogueRowsPerPass() * tileN * 4;
+  /// Producer and consumer warpgroups (all but `single`).
+  bool warpSpecialized() const { return schedule != Schedule::single; }
+  /// CTAs loop over tiles (one per SM).
+  bool persistent() const {
+    return schedule == Schedule::staged || schedule == Schedule::cooperative;
   }
+  /// The epilogue reads the accumulators from registers, not from a
+  /// shared-memory tile.
+  bool registerEpilogue() const { return schedule == Schedule::cooperative; }
   /// Where the epilogue's bytes start: after the ring in a persistent
   /// kernel (both are live at once), else at the ring (which they reuse).
-  int64_t epilogueOffset() const { return persistent ? stages * stageBytes() : 0; }
+  int64_t epilogueOffset() const {
+    return persistent() ? stages * stageBytes() : 0;
+  }
+  /// Bytes of the column partials' scratch (one f32 row of the tile per
+  /// pass row, or per warp when reading registers).
+  int64_t columnScratchBytes() const {
+    int64_t rows = registerEpilogue() ? epilogueThreads / 32
+                                      : epilogueRowsPerPass();
+    return numColPartials * rows * tileN * 4;
+  }
+  int64_t columnScratchOffset() const {
+    return epilogueOffset() + (registerEpilogue() ? 0 : accTileBytes());
+  }
+  int64_t epilogueBytes() const {
+    return (registerEpilogue() ? 0 : accTileBytes()) + columnScratchBytes();
+  }
   /// Dynamic shared memory to request, plus slack to align the base to 1024
   /// bytes as 128-byte swizzled TMA tiles require.
   int64_t sharedBytes() const {
     int64_t ring = stages * stageBytes();
-    return (persistent ? ring + epilogueBytes()
-                       : std::max(ring, epilogueBytes())) +
+    return (persistent() ? ring + epilogueBytes()
+                         : std::max(ring, epilogueBytes())) +
            1024;
   }
 };
@@ -91,6 +132,10 @@ struct KernelFrame {
   Value shared;                // dynamic shared memory, memref<?xi8, 3>
   Value sharedBase;            // byte offset of the 1024-aligned base (index)
   Value accTile;               // f32 tile in shared memory after the mainloop
+  /// With a register epilogue: the WGMMA accumulator fragments of the
+  /// thread's warpgroup (64 rows each); `warp` then numbers the warps from
+  /// the tile's first row.
+  SmallVector<Value> accFragments;
   /// Synchronizes the threads that run the epilogue.
   std::function<void(ImplicitLocOpBuilder &)> syncEpilogue;
 };
@@ -98,6 +143,29 @@ struct KernelFrame {
 /// Emits the epilogue of the tile that `frame` describes, at `b`.
 using EpilogueEmitter =
     function_ref<void(ImplicitLocOpBuilder &b, const KernelFrame &frame)>;
+
+/// What the epilogue does with each yielded value.
+enum class OutputRole {
+  tile,
+  pair,
+  interleaved,
+  rowPartials,
+  colPartials,
+  rowSelect
+};
+OutputRole getOutputRole(Value yielded);
+StringRef stringifyRole(OutputRole role);
+
+/// Whether the register epilogue can hold pairs of this stride in one lane
+/// (none, 1, or a multiple of 8).
+bool fragmentLayoutSupports(std::optional<int64_t> pairStride);
+
+/// Emits the epilogue of the tile that `frame` describes: reads the
+/// accumulators from `frame.accFragments` or else `frame.accTile`, the
+/// kernel's epilogue `inputs` and writes its `outputs`.
+void emitEpilogue(ImplicitLocOpBuilder &b, GemmOp op,
+                  const GemmKernelConfig &config, const KernelFrame &frame,
+                  ValueRange inputs, ValueRange outputs);
 
 /// Sets frame.tileRow/tileCol/blockM/blockN for linear tile index `linear`
 /// of the ceil(M / tileM) x ceil(N / tileN) tiles, in grouped order (a few

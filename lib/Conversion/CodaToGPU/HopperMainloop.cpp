@@ -22,6 +22,7 @@
 #include "GemmKernel.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -76,7 +77,8 @@ public:
       return op.emitOpError("tile M must be a multiple of ") << kWgmmaM;
     // Accumulator registers per thread: a warpgroup's rows (all of tile M,
     // or 64 per consumer when warp-specialized) x tile N / 128.
-    int64_t rowsPerWarpgroup = config.warpSpecialized ? kWgmmaM : config.tileM;
+    int64_t rowsPerWarpgroup =
+        config.warpSpecialized() ? kWgmmaM : config.tileM;
     if (rowsPerWarpgroup * config.tileN > 128 * 128)
       return op.emitOpError("a ")
              << config.tileM << "x" << config.tileN
@@ -325,6 +327,10 @@ public:
         int64_t lhsStep = (firstRow + f * kWgmmaM) * kSwizzleBytes +
                           (c.lhsKMajor ? k * 32 : k * kStep * kChunkBytes);
         Value lhsK = arith::AddIOp::create(lb, lhsDesc, i64Const(lhsStep >> 4));
+        if (firstTile && k == 0) {
+          next[f] = startAccumulators(lb, lhsK, rhsK);
+          continue;
+        }
         next[f] = NVVM::WgmmaMmaAsyncOp::create(
             lb, fragmentType, next[f], lhsK, rhsK, shape, wgmmaType, wgmmaType,
             NVVM::WGMMATypes::f32,
@@ -340,14 +346,49 @@ public:
     return next;
   }
 
+  /// The first WGMMA of a tile, scale-d 0, with its accumulators as outputs
+  /// only: nvvm.wgmma.mma_async always reads them (an in-out operand), and
+  /// the undefined values it would read become register copies that ptxas
+  /// counts as reads of accumulators in flight once a persistent kernel
+  /// reuses the registers across tiles (C7514).
+  Value startAccumulators(ImplicitLocOpBuilder &lb, Value lhsDesc,
+                          Value rhsDesc) {
+    int64_t count = c.tileN / 2;
+    std::string outs;
+    for (int64_t i = 0; i < count; ++i)
+      outs += (i ? ", $" : "$") + std::to_string(i);
+    std::string type = c.operandType.isBF16() ? "bf16" : "f16";
+    std::string text =
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\nwgmma.mma_async.sync."
+        "aligned.m64n" +
+        std::to_string(c.tileN) + "k16.f32." + type + "." + type + " {" +
+        outs + "}, $" + std::to_string(count) + ", $" +
+        std::to_string(count + 1) + ", p, 1, 1, " +
+        (c.lhsKMajor ? "0" : "1") + ", " + (c.rhsKMajor ? "0" : "1") +
+        ";\n}\n";
+    std::string constraints;
+    for (int64_t i = 0; i < count; ++i)
+      constraints += "=f,";
+    constraints += "l,l";
+    return LLVM::InlineAsmOp::create(
+               lb, fragmentType, ValueRange{lhsDesc, rhsDesc}, text,
+               constraints, /*has_side_effects=*/true,
+               /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+               LLVM::AsmDialectAttr(), ArrayAttr())
+        .getResult(0);
+  }
+
   /// The K loop: k-tile 0 peeled (so that it can start the accumulators
   /// with scale-d 0), then `step` for k-tiles 1..numK-1. With no k-tile the
-  /// accumulators are zero.
+  /// accumulators are zero, or with `undefinedWithoutK` undefined (for the
+  /// caller to apply zeroWithoutK after the last wait: a persistent kernel's
+  /// zeros would be copies into registers whose WGMMAs are in flight).
   SmallVector<Value> kLoop(
       int64_t numFragments,
       function_ref<SmallVector<Value>(ImplicitLocOpBuilder &, Value, ValueRange,
                                       bool)>
-          step) {
+          step,
+      bool undefinedWithoutK = false) {
     SmallVector<Type> types(numFragments, fragmentType);
     Value any = arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, numK,
                                       index(b, 0));
@@ -355,12 +396,20 @@ public:
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(first.thenBlock());
+      // Unused: the first WGMMA of a tile writes without reading.
       SmallVector<Value> undefined;
       for (int64_t i = 0; i < numFragments; ++i)
         undefined.push_back(LLVM::PoisonOp::create(b, fragmentType));
       scf::YieldOp::create(b, step(b, index(b, 0), undefined, true));
       b.setInsertionPointToStart(first.elseBlock());
-      scf::YieldOp::create(b, zeroFragments(numFragments));
+      if (undefinedWithoutK) {
+        SmallVector<Value> none;
+        for (int64_t i = 0; i < numFragments; ++i)
+          none.push_back(LLVM::PoisonOp::create(b, fragmentType));
+        scf::YieldOp::create(b, none);
+      } else {
+        scf::YieldOp::create(b, zeroFragments(numFragments));
+      }
     }
     auto loop = scf::ForOp::create(
         b, index(b, 1), numK, index(b, 1), first.getResults(),
@@ -376,6 +425,20 @@ public:
     for (int64_t i = 0; i < count; ++i)
       zeros.push_back(LLVM::ZeroOp::create(b, fragmentType));
     return zeros;
+  }
+
+  /// `fragment` where the tile had a k-tile, else zeros, after the last
+  /// WGMMA has retired (reading accumulators then serializes nothing).
+  Value zeroWithoutK(ImplicitLocOpBuilder &lb, Value fragment) {
+    Value any = arith::CmpIOp::create(lb, arith::CmpIPredicate::ugt, numK,
+                                      index(lb, 0));
+    Value zero = arith::ConstantOp::create(lb, lb.getF32FloatAttr(0));
+    for (int64_t i = 0; i < c.tileN / 2; ++i) {
+      Value v = LLVM::ExtractValueOp::create(lb, fragment, i);
+      fragment = LLVM::InsertValueOp::create(
+          lb, fragment, arith::SelectOp::create(lb, any, v, zero), i);
+    }
+    return fragment;
   }
 
   /// WGMMA's m64nNk16 fragment: thread (warp w, lane l) of a warpgroup holds,
@@ -783,12 +846,164 @@ void emitPersistent(ImplicitLocOpBuilder &b, KernelFrame &frame,
   });
 }
 
+/// Persistent, cooperative, 384 threads: each CTA loops over tiles
+/// (blockIdx.x, + gridDim.x, ...). Warpgroup 0 gives its registers up
+/// (setmaxnreg) and its first thread streams the k-tiles of all of the CTA's
+/// tiles through the ring, running ahead across tile boundaries. Warpgroups 1
+/// and 2 take the registers, compute 64 rows each and run the epilogue from
+/// their accumulator registers; meanwhile the producer already fills the
+/// ring with the next tile's first k-tiles. Each role is one warp-uniform
+/// branch that never rejoins code of the other role (only the kernel's
+/// return follows both). Ring slots are counted across tiles.
+void emitCooperative(ImplicitLocOpBuilder &b, KernelFrame &frame,
+                     const GemmKernelConfig &c, EpilogueEmitter epilogue) {
+  Mainloop m(b, frame, c);
+  Value full = m.createBarriers(1);
+  Value empty = m.createBarriers(2);
+  m.initBarriers();
+  m.buildDescriptors();
+  Value warpgroup = uniformGroupIndex(b, frame.tid, 128);
+  Value numTiles = arith::MulIOp::create(
+      b, arith::CeilDivUIOp::create(b, frame.sizeM, m.index(b, c.tileM)),
+      arith::CeilDivUIOp::create(b, frame.sizeN, m.index(b, c.tileN)));
+  auto ringIndex = [&](ImplicitLocOpBuilder &lb, Value iteration,
+                       Value kt) -> Value {
+    return arith::AddIOp::create(
+        lb, arith::MulIOp::create(lb, iteration, m.numK), kt);
+  };
+  Value isProducer = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                           warpgroup, m.index(b, 0));
+  // Each role is a block of its own that returns: the register budgets
+  // differ, so the roles never rejoin.
+  Region *region = b.getInsertionBlock()->getParent();
+  Block *producerBlock = new Block(), *consumerBlock = new Block();
+  region->push_back(producerBlock);
+  region->push_back(consumerBlock);
+  cf::CondBranchOp::create(b, isProducer, producerBlock, ValueRange{},
+                           consumerBlock, ValueRange{});
+  {
+        ImplicitLocOpBuilder pb(b.getLoc(), b.getContext());
+        pb.setInsertionPointToEnd(producerBlock);
+        if (c.producerRegisters)
+          NVVM::SetMaxRegisterOp::create(pb, c.producerRegisters,
+                                         NVVM::SetMaxRegisterAction::decrease);
+        Value leader = arith::CmpIOp::create(pb, arith::CmpIPredicate::eq,
+                                             frame.tid, m.index(pb, 0));
+        scf::IfOp::create(pb, leader, [&](OpBuilder &lob, Location lloc) {
+          ImplicitLocOpBuilder lb(lloc, lob);
+          m.prefetchDescriptors(lb);
+          forEachTile(lb, numTiles,
+                      [&](ImplicitLocOpBuilder &tb, Value tile,
+                          Value iteration) {
+                        KernelFrame tileFrame = frame;
+                        assignTile(tb, tileFrame, c, tile);
+                        scf::ForOp::create(
+                            tb, m.index(tb, 0), m.numK, m.index(tb, 1),
+                            ValueRange{},
+                            [&](OpBuilder &fb, Location floc, Value kt,
+                                ValueRange) {
+                              ImplicitLocOpBuilder kb(floc, fb);
+                              m.produce(kb, full, empty, kt,
+                                        ringIndex(kb, iteration, kt),
+                                        tileFrame.blockM, tileFrame.blockN);
+                              scf::YieldOp::create(kb);
+                            });
+                      });
+          scf::YieldOp::create(lb);
+        });
+        gpu::ReturnOp::create(pb);
+  }
+  {
+        ImplicitLocOpBuilder cb(b.getLoc(), b.getContext());
+        cb.setInsertionPointToEnd(consumerBlock);
+        if (c.consumerRegisters)
+          NVVM::SetMaxRegisterOp::create(cb, c.consumerRegisters,
+                                         NVVM::SetMaxRegisterAction::increase);
+        KernelFrame consumer = frame;
+        consumer.tid = arith::SubIOp::create(cb, frame.tid, m.index(cb, 128));
+        consumer.warp =
+            arith::DivUIOp::create(cb, consumer.tid, m.index(cb, 32));
+        consumer.lane =
+            arith::RemUIOp::create(cb, consumer.tid, m.index(cb, 32));
+        consumer.syncEpilogue = [](ImplicitLocOpBuilder &sb) {
+          Type i32 = sb.getI32Type();
+          NVVM::BarrierOp::create(sb, Type(),
+                                  arith::ConstantIntOp::create(sb, i32, 1),
+                                  arith::ConstantIntOp::create(sb, i32, 256),
+                                  NVVM::BarrierReductionAttr(), Value());
+        };
+        Value isReleaser = arith::CmpIOp::create(
+            cb, arith::CmpIPredicate::eq,
+            arith::RemUIOp::create(cb, consumer.tid, m.index(cb, 128)),
+            m.index(cb, 0));
+        Value rowUnits = arith::IndexCastUIOp::create(
+            cb, cb.getI64Type(),
+            arith::MulIOp::create(
+                cb, arith::SubIOp::create(cb, warpgroup, m.index(cb, 1)),
+                m.index(cb, kWgmmaM * kSwizzleBytes >> 4)));
+        auto release = [&](ImplicitLocOpBuilder &lb, Value g) {
+          scf::IfOp::create(lb, isReleaser, [&](OpBuilder &rb, Location rloc) {
+            ImplicitLocOpBuilder ib(rloc, rb);
+            nvgpu::MBarrierArriveOp::create(
+                ib, nvgpu::MBarrierTokenType::get(ib.getContext()), empty,
+                arith::RemUIOp::create(ib, g, m.index(ib, c.stages)));
+            scf::YieldOp::create(ib);
+          });
+        };
+        forEachTile(cb, numTiles, [&](ImplicitLocOpBuilder &tb, Value tile,
+                                      Value iteration) {
+              OpBuilder::InsertionGuard guard(b);
+              b.setInsertionPoint(tb.getInsertionBlock(),
+                                  tb.getInsertionPoint());
+              assignTile(b, consumer, c, tile);
+              SmallVector<Value> accs = m.kLoop(
+                  1,
+                  [&](ImplicitLocOpBuilder &lb, Value kt, ValueRange accs,
+                      bool firstTile) -> SmallVector<Value> {
+                    Value g = ringIndex(lb, iteration, kt);
+                    Value slot =
+                        arith::RemUIOp::create(lb, g, m.index(lb, c.stages));
+                    m.waitRound(lb, full, g, slot);
+                    SmallVector<Value> next = m.mmaStep(
+                        lb, slot, accs, /*firstRow=*/0, rowUnits, firstTile);
+                    NVVM::WgmmaWaitGroupSyncOp::create(lb, 1);
+                    if (!firstTile)
+                      release(lb,
+                              arith::SubIOp::create(lb, g, m.index(lb, 1)));
+                    return next;
+                  },
+                  /*undefinedWithoutK=*/true);
+              NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
+              accs[0] = m.zeroWithoutK(b, accs[0]);
+              // The last k-tile's slot, once its group has retired: the
+              // producer refills it while the epilogue runs.
+              Value any = arith::CmpIOp::create(b, arith::CmpIPredicate::ugt,
+                                                m.numK, m.index(b, 0));
+              scf::IfOp::create(b, any, [&](OpBuilder &ib, Location iloc) {
+                ImplicitLocOpBuilder lb(iloc, ib);
+                release(lb, arith::SubIOp::create(
+                                lb, ringIndex(lb, iteration, m.numK),
+                                m.index(lb, 1)));
+                scf::YieldOp::create(lb);
+              });
+              consumer.accFragments = accs;
+              epilogue(b, consumer);
+            });
+  }
+  // The kernel's return closes the consumers' block.
+  b.setInsertionPointToEnd(consumerBlock);
+}
+
 } // namespace
 
 void HopperTarget::emitKernelBody(ImplicitLocOpBuilder &b, KernelFrame &frame,
                                   const GemmKernelConfig &c,
                                   EpilogueEmitter epilogue) const {
-  if (c.persistent) {
+  if (c.schedule == Schedule::cooperative) {
+    emitCooperative(b, frame, c, epilogue);
+    return;
+  }
+  if (c.schedule == Schedule::staged) {
     emitPersistent(b, frame, c, epilogue);
     return;
   }
@@ -799,7 +1014,7 @@ void HopperTarget::emitKernelBody(ImplicitLocOpBuilder &b, KernelFrame &frame,
                             gpu::GridDimOp::create(b, gpu::Dimension::x)),
       gpu::BlockIdOp::create(b, gpu::Dimension::x));
   assignTile(b, frame, c, linear);
-  if (!c.warpSpecialized) {
+  if (c.schedule == Schedule::single) {
     emitSingleWarpgroup(b, frame, c);
     epilogue(b, frame);
     return;

@@ -53,10 +53,10 @@ func.func @ws(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) 
 // PARTIALS-LABEL: gpu.func @partials_gemm0
 //  PARTIALS-SAME:   name = "output0", partial_tile = 128 : i64, rank = 2 : i64, role = "row_partials"
 //  PARTIALS-SAME:   tile = [128, 256, 64]
+//       PARTIALS:   arith.divui %{{.*}}, %c16
 //       PARTIALS:   gpu.shuffle  xor %{{.*}}, %c8_i32{{[_0-9]*}}, %c32_i32{{[_0-9]*}} : f32
 //       PARTIALS:   gpu.shuffle  xor %{{.*}}, %c1_i32{{[_0-9]*}}, %c32_i32{{[_0-9]*}} : f32
 //   PARTIALS-NOT:   gpu.shuffle  xor %{{.*}}, %c16_i32
-//       PARTIALS:   arith.divui %{{.*}}, %c16
 func.func @partials(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %p: memref<?x?xf32>) {
   coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
       epilogue(%acc) outs(%p : memref<?x?xf32>) {

@@ -1,0 +1,877 @@
+//===- Epilogue.cpp - the epilogue of a coda.gemm kernel -------------------===//
+//
+// Evaluates the epilogue region over a CTA's output tile, reading epilogue
+// inputs from global memory and writing tile, pair, interleaved, partial and
+// selection outputs with bounds masks. Two thread layouts share everything
+// but where the accumulators come from:
+//
+//   shared tile  the f32 tile in shared memory; each thread owns
+//                kEpilogueColumnsPerThread consecutive columns of a row (a
+//                row's threads are consecutive lanes) and the threads walk
+//                the tile rowsPerPass rows at a time
+//   fragments    WGMMA's accumulator registers, where they are: thread
+//                (warp w, lane l) holds rows 16w + l/4 (+8) of each 64-row
+//                fragment and columns 8j + 2(l mod 4) (+1) for every 8-column
+//                group j; nothing goes through shared memory but column
+//                partials
+//
+// Row partials reduce across the lanes of a row with shuffles, column partials
+// across rows through shared memory, both in a fixed order (deterministic).
+//
+//===----------------------------------------------------------------------===//
+
+#include "GemmKernel.h"
+
+#include "coda/Dialect/Coda/IR/Coda.h"
+#include "coda/Dialect/Coda/Utils/EpilogueEvaluation.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+using namespace mlir::coda;
+using namespace mlir::coda::gpu_lowering;
+
+OutputRole mlir::coda::gpu_lowering::getOutputRole(Value yielded) {
+  Operation *def = yielded.getDefiningOp();
+  if (isa<PairType>(yielded.getType()))
+    return OutputRole::pair;
+  if (isa<InterleavedType>(yielded.getType()))
+    return OutputRole::interleaved;
+  if (isa_and_nonnull<RowReduceOp>(def))
+    return OutputRole::rowPartials;
+  if (isa_and_nonnull<ColReduceOp>(def))
+    return OutputRole::colPartials;
+  if (isa_and_nonnull<RowSelectOp>(def))
+    return OutputRole::rowSelect;
+  return OutputRole::tile;
+}
+
+StringRef mlir::coda::gpu_lowering::stringifyRole(OutputRole role) {
+  switch (role) {
+  case OutputRole::tile:
+    return "tile";
+  case OutputRole::pair:
+    return "pair";
+  case OutputRole::interleaved:
+    return "interleaved";
+  case OutputRole::rowPartials:
+    return "row_partials";
+  case OutputRole::colPartials:
+    return "col_partials";
+  case OutputRole::rowSelect:
+    return "row_select";
+  }
+  llvm_unreachable("unknown role");
+}
+
+bool mlir::coda::gpu_lowering::fragmentLayoutSupports(
+    std::optional<int64_t> pairStride) {
+  return !pairStride || *pairStride == 1 || *pairStride % 8 == 0;
+}
+
+namespace {
+
+constexpr int64_t kColumnsPerThread = kEpilogueColumnsPerThread;
+/// WGMMA fragments: 64 rows, 8-column groups of 2 columns per lane.
+constexpr int64_t kFragmentRows = 64;
+
+/// One element a thread handles: group `group` (of its groups) and `lane`
+/// (0, or 1 for the second column of a pair).
+struct Slot {
+  int64_t group, lane;
+};
+
+/// Builds the epilogue of one tile.
+class EpilogueBuilder {
+public:
+  EpilogueBuilder(GemmOp op, const GemmKernelConfig &config,
+                  const KernelFrame &frame, ValueRange inputs,
+                  ValueRange outputs)
+      : op(op), config(config), frame(frame), inputs(inputs),
+        outputs(outputs), pairStride(op.getPairStride()) {
+    for (Value value : op.getYieldOp().getValues())
+      roles.push_back(getOutputRole(value));
+    lanesPerGroup = pairStride ? 2 : 1;
+  }
+
+  void build(ImplicitLocOpBuilder &b);
+
+private:
+  using Run = SmallVector<Slot>;
+  /// Per slot values, indexed [group][lane].
+  using SlotValues = SmallVector<SmallVector<Value, 2>>;
+  /// The slots that one row partial of a row combines in this thread, and
+  /// the partial's index among the tile's.
+  struct PartialBlock {
+    SmallVector<Slot> slots;
+    Value indexInTile;
+  };
+
+  Value index(ImplicitLocOpBuilder &b, int64_t v) const {
+    return arith::ConstantIndexOp::create(b, v);
+  }
+  /// Reductions run in f32 whatever the partial's type.
+  Value toF32(ImplicitLocOpBuilder &b, Value v) const {
+    if (v.getType().isF32())
+      return v;
+    return arith::ExtFOp::create(b, b.getF32Type(), v);
+  }
+  Value fromF32(ImplicitLocOpBuilder &b, Value v, Type type) const {
+    if (type.isF32())
+      return v;
+    return arith::TruncFOp::create(b, type, v);
+  }
+  Value identity(ImplicitLocOpBuilder &b, ReductionKind kind) const {
+    return arith::ConstantOp::create(
+        b, getReductionIdentity(kind, b.getF32Type()));
+  }
+  void storeIf(ImplicitLocOpBuilder &b, Value cond, Value value, Value dest,
+               ValueRange indices) const {
+    scf::IfOp::create(b, cond, [&](OpBuilder &ob, Location loc) {
+      memref::StoreOp::create(ob, loc, value, dest, indices);
+      scf::YieldOp::create(ob, loc);
+    });
+  }
+  /// log(sum(exp(values))) of one thread's values: their maximum plus the log
+  /// of the exponentials relative to it (one exp per value instead of the
+  /// pairwise combine's exp and log1p); -inf when every value is -inf.
+  Value logSumExp(ImplicitLocOpBuilder &b, ArrayRef<Value> values) const {
+    Value hi = values.front();
+    for (Value v : values.drop_front())
+      hi = arith::MaximumFOp::create(b, hi, v);
+    Value negInf = identity(b, ReductionKind::logsumexp);
+    Value empty =
+        arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, hi, negInf);
+    // Shift by 0 for an empty row so that no NaN is formed.
+    Value shift = arith::SelectOp::create(
+        b, empty, arith::ConstantOp::create(b, b.getF32FloatAttr(0)), hi);
+    Value sum = arith::ConstantOp::create(b, b.getF32FloatAttr(0));
+    for (Value v : values)
+      sum = arith::AddFOp::create(
+          b, sum, math::ExpOp::create(b, arith::SubFOp::create(b, v, shift)));
+    Value lse = arith::AddFOp::create(b, hi, math::LogOp::create(b, sum));
+    return arith::SelectOp::create(b, empty, negInf, lse);
+  }
+  /// Combines `value` with the same value of the lanes `offsets` away
+  /// (butterfly: every lane ends with the same result).
+  Value shuffleCombine(ImplicitLocOpBuilder &b, ReductionKind kind, Value value,
+                       ArrayRef<int32_t> offsets) const {
+    for (int32_t offset : offsets) {
+      Value other =
+          gpu::ShuffleOp::create(b, value, offset, 32, gpu::ShuffleMode::XOR)
+              .getShuffleResult();
+      value = buildReductionCombine(b, b.getLoc(), kind, value, other);
+    }
+    return value;
+  }
+
+  Type partialElementType(unsigned i) {
+    return cast<PartialType>(op.getYieldOp().getValues()[i].getType())
+        .getElementType();
+  }
+
+  /// The thread's groups, their columns and runs, for each layout.
+  void layOutSharedTile(ImplicitLocOpBuilder &b);
+  void layOutFragments(ImplicitLocOpBuilder &b);
+  /// The epilogue of one row of the thread, given each slot's accumulator;
+  /// returns the running column partials.
+  SmallVector<Value> emitRow(ImplicitLocOpBuilder &lb, Value localRow,
+                             function_ref<Value(Slot)> accumulator,
+                             ValueRange colAccs);
+  /// Writes this tile's column partials from each thread's running values.
+  void finishColumnPartials(ImplicitLocOpBuilder &b, ValueRange colAccs);
+
+  /// Whether `memref` admits vector accesses along its last dimension (unit
+  /// static innermost stride), and the alignment such an access of `count`
+  /// elements asks for.
+  std::optional<int64_t> vectorAlignment(Value memref, int64_t count) const;
+  /// True when the element at `indices` of `memref` sits at a multiple of
+  /// `alignment` bytes.
+  Value isAligned(ImplicitLocOpBuilder &b, Value memref, ValueRange indices,
+                  int64_t alignment) const;
+  /// Loads `count` consecutive elements of `memref` starting at `indices`
+  /// (last index = first column): one vector load when they are in bounds
+  /// (`inBounds`) and aligned, else element by element at clamped columns.
+  SmallVector<Value> loadRun(ImplicitLocOpBuilder &b, Value memref,
+                             SmallVector<Value> indices, int64_t count,
+                             Value inBounds, Value lastCol) const;
+  /// Stores `values` at consecutive columns from `indices`: one vector store
+  /// when all are in bounds and aligned, else masked element stores.
+  void storeRun(ImplicitLocOpBuilder &b, Value memref,
+                SmallVector<Value> indices, ArrayRef<Value> values,
+                Value inRow, Value limit) const;
+
+  GemmOp op;
+  const GemmKernelConfig &config;
+  const KernelFrame &frame;
+  ValueRange inputs, outputs;
+  std::optional<int64_t> pairStride;
+  SmallVector<OutputRole> roles;
+  int64_t lanesPerGroup;
+
+  // The layout: the thread's groups (each group's number is its pair index
+  // in the tile, or its column without pairs), their columns in the tile and
+  // in the output, runs of slots at consecutive columns, runs of groups with
+  // consecutive numbers (pair outputs), the row partials' blocks with the
+  // lane offsets that combine a partial and the lanes that write it.
+  SmallVector<Value> groups;
+  SlotValues localCols, cols, inCols;
+  SmallVector<Run> runs;
+  SmallVector<SmallVector<int64_t>> groupRuns;
+  SmallVector<PartialBlock> partialBlocks;
+  SmallVector<int32_t> partialOffsets;
+  Value partialLeader;
+  /// Fragments: each slot's 8-column group j and column e within the lane's
+  /// two.
+  SmallVector<SmallVector<std::pair<int64_t, int64_t>, 2>> fragmentPos;
+};
+
+std::optional<int64_t> EpilogueBuilder::vectorAlignment(Value memref,
+                                                        int64_t count) const {
+  auto type = cast<MemRefType>(memref.getType());
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (count < 2 || failed(type.getStridesAndOffset(strides, offset)) ||
+      strides.back() != 1 || !type.getElementType().isIntOrFloat())
+    return std::nullopt;
+  int64_t bytes = count * type.getElementTypeBitWidth() / 8;
+  if (bytes < 4 || !llvm::isPowerOf2_64(bytes))
+    return std::nullopt;
+  return std::min<int64_t>(bytes, 16);
+}
+
+Value EpilogueBuilder::isAligned(ImplicitLocOpBuilder &b, Value memref,
+                                 ValueRange indices, int64_t alignment) const {
+  auto type = cast<MemRefType>(memref.getType());
+  auto metadata = memref::ExtractStridedMetadataOp::create(b, memref);
+  Value linear = metadata.getOffset();
+  for (auto [i, idx] : llvm::enumerate(indices))
+    linear = arith::AddIOp::create(
+        b, linear, arith::MulIOp::create(b, idx, metadata.getStrides()[i]));
+  Value address = arith::AddIOp::create(
+      b, memref::ExtractAlignedPointerAsIndexOp::create(b, memref),
+      arith::MulIOp::create(b, linear,
+                            index(b, type.getElementTypeBitWidth() / 8)));
+  return arith::CmpIOp::create(
+      b, arith::CmpIPredicate::eq,
+      arith::RemUIOp::create(b, address, index(b, alignment)), index(b, 0));
+}
+
+SmallVector<Value> EpilogueBuilder::loadRun(ImplicitLocOpBuilder &b,
+                                            Value memref,
+                                            SmallVector<Value> indices,
+                                            int64_t count, Value inBounds,
+                                            Value lastCol) const {
+  Type element = cast<MemRefType>(memref.getType()).getElementType();
+  Value first = indices.back();
+  auto scalarLoads = [&](ImplicitLocOpBuilder &sb) {
+    SmallVector<Value> values;
+    for (int64_t e = 0; e < count; ++e) {
+      SmallVector<Value> at(indices);
+      at.back() = arith::MinUIOp::create(
+          sb, arith::AddIOp::create(sb, first, index(sb, e)), lastCol);
+      values.push_back(memref::LoadOp::create(sb, memref, at));
+    }
+    return values;
+  };
+  std::optional<int64_t> alignment = vectorAlignment(memref, count);
+  if (!alignment)
+    return scalarLoads(b);
+  auto vectorType = VectorType::get({count}, element);
+  Value fast = arith::AndIOp::create(
+      b, inBounds, isAligned(b, memref, indices, *alignment));
+  auto branch = scf::IfOp::create(
+      b, fast,
+      [&](OpBuilder &ob, Location loc) {
+        ImplicitLocOpBuilder tb(loc, ob);
+        Value v = vector::LoadOp::create(tb, vectorType, memref, indices,
+                                         /*nontemporal=*/false,
+                                         llvm::MaybeAlign(*alignment));
+        scf::YieldOp::create(tb, v);
+      },
+      [&](OpBuilder &ob, Location loc) {
+        ImplicitLocOpBuilder eb(loc, ob);
+        Value v =
+            vector::FromElementsOp::create(eb, vectorType, scalarLoads(eb));
+        scf::YieldOp::create(eb, v);
+      });
+  SmallVector<Value> values;
+  for (int64_t e = 0; e < count; ++e)
+    values.push_back(
+        vector::ExtractOp::create(b, branch.getResult(0), ArrayRef<int64_t>{e}));
+  return values;
+}
+
+void EpilogueBuilder::storeRun(ImplicitLocOpBuilder &b, Value memref,
+                               SmallVector<Value> indices,
+                               ArrayRef<Value> values, Value inRow,
+                               Value limit) const {
+  int64_t count = values.size();
+  Value first = indices.back();
+  auto scalarStores = [&](ImplicitLocOpBuilder &sb) {
+    for (auto [e, value] : llvm::enumerate(values)) {
+      SmallVector<Value> at(indices);
+      at.back() = arith::AddIOp::create(sb, first, index(sb, e));
+      Value inCol =
+          arith::CmpIOp::create(sb, arith::CmpIPredicate::ult, at.back(), limit);
+      storeIf(sb, arith::AndIOp::create(sb, inRow, inCol), value, memref, at);
+    }
+  };
+  std::optional<int64_t> alignment = vectorAlignment(memref, count);
+  if (!alignment) {
+    scalarStores(b);
+    return;
+  }
+  Value end = arith::AddIOp::create(b, first, index(b, count));
+  Value whole = arith::AndIOp::create(
+      b, inRow, arith::CmpIOp::create(b, arith::CmpIPredicate::ule, end, limit));
+  Value fast = arith::AndIOp::create(
+      b, whole, isAligned(b, memref, indices, *alignment));
+  Type element = cast<MemRefType>(memref.getType()).getElementType();
+  scf::IfOp::create(
+      b, fast,
+      [&](OpBuilder &ob, Location loc) {
+        ImplicitLocOpBuilder tb(loc, ob);
+        Value v = vector::FromElementsOp::create(
+            tb, VectorType::get({count}, element), values);
+        vector::StoreOp::create(tb, v, memref, indices, /*nontemporal=*/false,
+                                llvm::MaybeAlign(*alignment));
+        scf::YieldOp::create(tb);
+      },
+      [&](OpBuilder &ob, Location loc) {
+        ImplicitLocOpBuilder eb(loc, ob);
+        scalarStores(eb);
+        scf::YieldOp::create(eb);
+      });
+}
+
+void EpilogueBuilder::layOutSharedTile(ImplicitLocOpBuilder &b) {
+  int64_t groupsPerThread = kColumnsPerThread / lanesPerGroup;
+  int64_t threadsPerRow = config.tileN / kColumnsPerThread;
+  Value laneInRow =
+      arith::RemUIOp::create(b, frame.tid, index(b, threadsPerRow));
+  Value firstGroup =
+      arith::MulIOp::create(b, laneInRow, index(b, groupsPerThread));
+  for (int64_t g = 0; g < groupsPerThread; ++g) {
+    groups.push_back(arith::AddIOp::create(b, firstGroup, index(b, g)));
+    localCols.push_back(SmallVector<Value, 2>(
+        getGroupColumns(b, b.getLoc(), groups.back(), pairStride)));
+  }
+  // Runs of slots whose columns are consecutive in memory.
+  if (!pairStride || *pairStride == 1) {
+    runs.emplace_back();
+    for (int64_t g = 0; g < groupsPerThread; ++g)
+      for (int64_t l = 0; l < lanesPerGroup; ++l)
+        runs.back().push_back({g, l});
+  } else if (*pairStride % groupsPerThread == 0) {
+    for (int64_t l = 0; l < 2; ++l) {
+      runs.emplace_back();
+      for (int64_t g = 0; g < groupsPerThread; ++g)
+        runs.back().push_back({g, l});
+    }
+  } else {
+    for (int64_t g = 0; g < groupsPerThread; ++g)
+      for (int64_t l = 0; l < 2; ++l)
+        runs.push_back({{g, l}});
+  }
+  groupRuns.emplace_back();
+  for (int64_t g = 0; g < groupsPerThread; ++g)
+    groupRuns.back().push_back(g);
+  // A row partial covers t / 8 consecutive lanes (t = its tile), all of this
+  // thread's columns in one of them.
+  if (config.rowPartialTile) {
+    int64_t lanesPerPartial = config.rowPartialTile / kColumnsPerThread;
+    PartialBlock block;
+    for (int64_t g = 0; g < groupsPerThread; ++g)
+      for (int64_t l = 0; l < lanesPerGroup; ++l)
+        block.slots.push_back({g, l});
+    block.indexInTile =
+        arith::DivUIOp::create(b, laneInRow, index(b, lanesPerPartial));
+    partialBlocks.push_back(block);
+    for (int32_t offset = lanesPerPartial / 2; offset >= 1; offset /= 2)
+      partialOffsets.push_back(offset);
+    partialLeader = arith::CmpIOp::create(
+        b, arith::CmpIPredicate::eq,
+        arith::RemUIOp::create(b, laneInRow, index(b, lanesPerPartial)),
+        index(b, 0));
+  }
+}
+
+void EpilogueBuilder::layOutFragments(ImplicitLocOpBuilder &b) {
+  // Lane l holds columns 8j + 2q and 8j + 2q + 1, q = l mod 4.
+  Value twoQ = arith::MulIOp::create(
+      b, arith::RemUIOp::create(b, frame.lane, index(b, 4)), index(b, 2));
+  int64_t groupsOf8 = config.tileN / 8;
+  auto column = [&](int64_t j, int64_t e) -> Value {
+    return arith::AddIOp::create(b, twoQ, index(b, 8 * j + e));
+  };
+  auto addGroup = [&](Value number, ArrayRef<std::pair<int64_t, int64_t>> at) {
+    groups.push_back(number);
+    localCols.emplace_back();
+    fragmentPos.emplace_back(at.begin(), at.end());
+    for (auto [j, e] : at)
+      localCols.back().push_back(column(j, e));
+  };
+  if (!pairStride) {
+    for (int64_t j = 0; j < groupsOf8; ++j) {
+      for (int64_t e = 0; e < 2; ++e)
+        addGroup(column(j, e), {{j, e}});
+      runs.push_back({{2 * j, 0}, {2 * j + 1, 0}});
+      groupRuns.push_back({2 * j, 2 * j + 1});
+    }
+  } else if (*pairStride == 1) {
+    // A lane's two columns are a pair: group 4j + q.
+    for (int64_t j = 0; j < groupsOf8; ++j) {
+      addGroup(arith::AddIOp::create(
+                   b, arith::DivUIOp::create(b, twoQ, index(b, 2)),
+                   index(b, 4 * j)),
+               {{j, 0}, {j, 1}});
+      runs.push_back({{j, 0}, {j, 1}});
+      groupRuns.push_back({j});
+    }
+  } else {
+    // Stride s (a multiple of 8): column c of the first half of a 2s block
+    // pairs with c + s, which the same lane holds in group j + s / 8; the
+    // pair's number is (c / 2s) s + c mod 2s.
+    int64_t s = *pairStride;
+    for (int64_t j = 0; j < groupsOf8; ++j) {
+      if ((8 * j) % (2 * s) >= s)
+        continue;
+      int64_t first = groups.size();
+      for (int64_t e = 0; e < 2; ++e)
+        addGroup(arith::AddIOp::create(
+                     b, twoQ,
+                     index(b, (8 * j) / (2 * s) * s + (8 * j) % (2 * s) + e)),
+                 {{j, e}, {j + s / 8, e}});
+      for (int64_t l = 0; l < 2; ++l)
+        runs.push_back({{first, l}, {first + 1, l}});
+      groupRuns.push_back({first, first + 1});
+    }
+  }
+  // The four lanes of a quad share the rows; each thread holds part of
+  // every row partial of the tile.
+  if (config.rowPartialTile) {
+    int64_t t = config.rowPartialTile;
+    for (int64_t p = 0; p < config.tileN / t; ++p) {
+      PartialBlock block;
+      block.indexInTile = index(b, p);
+      for (auto [g, positions] : llvm::enumerate(fragmentPos))
+        for (auto [l, pos] : llvm::enumerate(positions))
+          if (8 * pos.first / t == p)
+            block.slots.push_back({int64_t(g), int64_t(l)});
+      partialBlocks.push_back(block);
+    }
+    partialOffsets = {1, 2};
+    partialLeader = arith::CmpIOp::create(
+        b, arith::CmpIPredicate::eq,
+        arith::RemUIOp::create(b, frame.lane, index(b, 4)), index(b, 0));
+  }
+}
+
+SmallVector<Value>
+EpilogueBuilder::emitRow(ImplicitLocOpBuilder &lb, Value localRow,
+                         function_ref<Value(Slot)> accumulator,
+                         ValueRange colAccs) {
+  YieldOp yield = op.getYieldOp();
+  ValueRange yielded = yield.getValues();
+  Value one = index(lb, 1);
+  Value lastRow = arith::SubIOp::create(lb, frame.sizeM, one);
+  Value lastCol = arith::SubIOp::create(lb, frame.sizeN, one);
+  auto runInBounds = [&](ImplicitLocOpBuilder &rb, const Run &run) -> Value {
+    Value end = arith::AddIOp::create(
+        rb, cols[run.front().group][run.front().lane], index(rb, run.size()));
+    return arith::CmpIOp::create(rb, arith::CmpIPredicate::ule, end,
+                                 frame.sizeN);
+  };
+  Value row = arith::AddIOp::create(lb, frame.blockM, localRow);
+  Value inRow =
+      arith::CmpIOp::create(lb, arith::CmpIPredicate::ult, row, frame.sizeM);
+  Value rowClamped = arith::MinUIOp::create(lb, row, lastRow);
+  SmallVector<Value> nextCol(colAccs);
+  int64_t numGroups = groups.size();
+  int64_t slotsPerThread = numGroups * lanesPerGroup;
+
+  // Block arguments per slot.
+  SmallVector<IRMapping> mappings(slotsPerThread);
+  auto mappingOf = [&](Slot s) -> IRMapping & {
+    return mappings[s.group * lanesPerGroup + s.lane];
+  };
+  for (int64_t g = 0; g < numGroups; ++g)
+    for (int64_t l = 0; l < lanesPerGroup; ++l)
+      mappingOf({g, l}).map(op.getAccumulatorArg(), accumulator({g, l}));
+  for (auto [k, input] : llvm::enumerate(inputs)) {
+    BlockArgument arg = op.getInputArg(k);
+    AccessForm form = op.getInputForm(k);
+    if (form == AccessForm::tile || form == AccessForm::col) {
+      for (const Run &run : runs) {
+        Slot head = run.front();
+        SmallVector<Value> at;
+        if (form == AccessForm::tile)
+          at.push_back(rowClamped);
+        at.push_back(cols[head.group][head.lane]);
+        SmallVector<Value> values = loadRun(lb, input, at, run.size(),
+                                            runInBounds(lb, run), lastCol);
+        for (auto [slot, value] : llvm::zip_equal(run, values))
+          mappingOf(slot).map(arg, value);
+      }
+      continue;
+    }
+    if (form == AccessForm::pair) {
+      // Both lanes of a group read their pair's element: pair j of the tile
+      // is column blockN / 2 + j (clamped like the rows).
+      Value lastPair = arith::SubIOp::create(
+          lb, arith::DivUIOp::create(lb, frame.sizeN, index(lb, 2)), one);
+      for (int64_t g = 0; g < numGroups; ++g) {
+        Value pairCol = arith::MinUIOp::create(
+            lb,
+            arith::AddIOp::create(
+                lb, arith::DivUIOp::create(lb, frame.blockN, index(lb, 2)),
+                groups[g]),
+            lastPair);
+        Value value =
+            memref::LoadOp::create(lb, input, ValueRange{rowClamped, pairCol});
+        for (int64_t l = 0; l < lanesPerGroup; ++l)
+          mappingOf({g, l}).map(arg, value);
+      }
+      continue;
+    }
+    Value shared;
+    if (form == AccessForm::row)
+      shared = memref::LoadOp::create(lb, input, ValueRange{rowClamped});
+    else if (form == AccessForm::scalar)
+      shared = input;
+    Value period = form == AccessForm::periodic
+                       ? memref::DimOp::create(lb, input, 1).getResult()
+                       : Value();
+    for (int64_t g = 0; g < numGroups; ++g)
+      for (int64_t l = 0; l < lanesPerGroup; ++l) {
+        Value value = shared;
+        if (form == AccessForm::periodic) {
+          Value col = arith::MinUIOp::create(lb, cols[g][l], lastCol);
+          Value wrapped = arith::RemUIOp::create(lb, col, period);
+          value =
+              memref::LoadOp::create(lb, input, ValueRange{rowClamped, wrapped});
+        }
+        mappingOf({g, l}).map(arg, value);
+      }
+  }
+
+  // The region, once per group.
+  for (int64_t g = 0; g < numGroups; ++g) {
+    MutableArrayRef<IRMapping> lanes(&mappings[g * lanesPerGroup],
+                                     lanesPerGroup);
+    evaluateEpilogueBody(lb, op, row, cols[g], lanes);
+  }
+
+  unsigned colSlot = 0;
+  for (auto [i, value] : llvm::enumerate(yielded)) {
+    Value out = outputs[i];
+    switch (roles[i]) {
+    case OutputRole::tile:
+      for (const Run &run : runs) {
+        Slot head = run.front();
+        SmallVector<Value> values;
+        for (Slot slot : run)
+          values.push_back(mappingOf(slot).lookup(value));
+        storeRun(lb, out, {row, cols[head.group][head.lane]}, values, inRow,
+                 frame.sizeN);
+      }
+      break;
+    case OutputRole::interleaved: {
+      // A run of columns [c, c + r) fills [2c, 2c + 2r): even, odd per
+      // column.
+      auto interleave = value.getDefiningOp<InterleaveOp>();
+      Value two = index(lb, 2);
+      Value limit = arith::MulIOp::create(lb, frame.sizeN, two);
+      for (const Run &run : runs) {
+        Slot head = run.front();
+        SmallVector<Value> values;
+        for (Slot slot : run) {
+          values.push_back(mappingOf(slot).lookup(interleave.getEven()));
+          values.push_back(mappingOf(slot).lookup(interleave.getOdd()));
+        }
+        Value col =
+            arith::MulIOp::create(lb, cols[head.group][head.lane], two);
+        storeRun(lb, out, {row, col}, values, inRow, limit);
+      }
+      break;
+    }
+    case OutputRole::pair: {
+      // Pair j of block k lands in column k s + j: the tile's pairs start
+      // at blockN / 2.
+      Value tilePairs = arith::DivUIOp::create(lb, frame.blockN, index(lb, 2));
+      Value pairLimit = arith::DivUIOp::create(lb, frame.sizeN, index(lb, 2));
+      for (ArrayRef<int64_t> groupRun : groupRuns) {
+        SmallVector<Value> values;
+        for (int64_t g : groupRun)
+          values.push_back(mappingOf({g, 0}).lookup(value));
+        Value pairCol =
+            arith::AddIOp::create(lb, tilePairs, groups[groupRun.front()]);
+        storeRun(lb, out, {row, pairCol}, values, inRow, pairLimit);
+      }
+      break;
+    }
+    case OutputRole::rowPartials: {
+      // Each block's slots in this thread, then the lanes that share it by
+      // butterfly shuffles in a fixed order.
+      ReductionKind kind = getPartialKind(value);
+      int64_t partialsPerTile = config.tileN / config.rowPartialTile;
+      for (const PartialBlock &block : partialBlocks) {
+        SmallVector<Value> masked;
+        for (Slot s : block.slots)
+          masked.push_back(arith::SelectOp::create(
+              lb, inCols[s.group][s.lane],
+              toF32(lb, mappingOf(s).lookup(value)), identity(lb, kind)));
+        Value acc = kind == ReductionKind::logsumexp ? logSumExp(lb, masked)
+                                                     : identity(lb, kind);
+        if (kind != ReductionKind::logsumexp)
+          for (Value v : masked)
+            acc = buildReductionCombine(lb, lb.getLoc(), kind, acc, v);
+        acc = shuffleCombine(lb, kind, acc, partialOffsets);
+        Value partial = arith::AddIOp::create(
+            lb,
+            arith::MulIOp::create(lb, frame.tileCol,
+                                  index(lb, partialsPerTile)),
+            block.indexInTile);
+        // The partial's first lane writes it, unless the whole block of
+        // columns lies beyond N.
+        Value blockStart = arith::MulIOp::create(
+            lb, partial, index(lb, config.rowPartialTile));
+        Value exists = arith::CmpIOp::create(lb, arith::CmpIPredicate::ult,
+                                             blockStart, frame.sizeN);
+        storeIf(lb,
+                arith::AndIOp::create(
+                    lb, arith::AndIOp::create(lb, partialLeader, inRow),
+                    exists),
+                fromF32(lb, acc, partialElementType(i)), out, {row, partial});
+      }
+      break;
+    }
+    case OutputRole::colPartials: {
+      ReductionKind kind = getPartialKind(value);
+      for (int64_t g = 0; g < numGroups; ++g)
+        for (int64_t l = 0; l < lanesPerGroup; ++l) {
+          Value valid = arith::AndIOp::create(lb, inRow, inCols[g][l]);
+          Value masked = arith::SelectOp::create(
+              lb, valid, toF32(lb, mappingOf({g, l}).lookup(value)),
+              identity(lb, kind));
+          unsigned slot = colSlot + g * lanesPerGroup + l;
+          nextCol[slot] =
+              buildReductionCombine(lb, lb.getLoc(), kind, nextCol[slot], masked);
+        }
+      colSlot += slotsPerThread;
+      break;
+    }
+    case OutputRole::rowSelect: {
+      auto select = cast<RowSelectOp>(value.getDefiningOp());
+      for (int64_t g = 0; g < numGroups; ++g)
+        for (int64_t l = 0; l < lanesPerGroup; ++l) {
+          IRMapping &mapping = mappingOf({g, l});
+          Value target = mapping.lookup(select.getColumn());
+          if (!target.getType().isIndex())
+            target =
+                arith::IndexCastOp::create(lb, lb.getIndexType(), target);
+          Value hit = arith::AndIOp::create(
+              lb, arith::AndIOp::create(lb, inRow, inCols[g][l]),
+              arith::CmpIOp::create(lb, arith::CmpIPredicate::eq, target,
+                                    cols[g][l]));
+          storeIf(lb, hit, mapping.lookup(value), out, {row});
+        }
+      break;
+    }
+    }
+  }
+  return nextCol;
+}
+
+void EpilogueBuilder::finishColumnPartials(ImplicitLocOpBuilder &b,
+                                           ValueRange colAccs) {
+  // Each thread's running values go to shared memory beside the ring or
+  // the accumulator tile, one row per (pass row | warp); then one thread per
+  // column combines the rows in order and writes this tile's partial.
+  bool fragments = !frame.accFragments.empty();
+  int64_t scratchRows = fragments ? config.epilogueThreads / 32
+                                  : config.epilogueRowsPerPass();
+  MLIRContext *ctx = b.getContext();
+  auto scratchType = MemRefType::get(
+      {scratchRows, config.tileN}, b.getF32Type(), MemRefLayoutAttrInterface(),
+      gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
+  YieldOp yield = op.getYieldOp();
+  ValueRange yielded = yield.getValues();
+  int64_t slotsPerThread = groups.size() * lanesPerGroup;
+  Value writer, scratchRow;
+  if (fragments) {
+    // The 8 lanes of a column (l / 4) first combine by shuffles; lanes 0-3
+    // write the warp's row.
+    writer = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, frame.lane,
+                                   index(b, 4));
+    scratchRow = frame.warp;
+  } else {
+    scratchRow = arith::DivUIOp::create(
+        b, frame.tid, index(b, config.tileN / kColumnsPerThread));
+  }
+  // The previous tile's finish is done reading the scratch.
+  frame.syncEpilogue(b);
+  unsigned colSlot = 0, scratchIndex = 0;
+  SmallVector<std::pair<unsigned, Value>> scratches;
+  for (auto [i, value] : llvm::enumerate(yielded)) {
+    if (roles[i] != OutputRole::colPartials)
+      continue;
+    int64_t offset = config.columnScratchOffset() +
+                     scratchIndex++ * scratchRows * config.tileN * 4;
+    Value scratch = memref::ViewOp::create(
+        b, scratchType, frame.shared,
+        arith::AddIOp::create(b, frame.sharedBase, index(b, offset)),
+        ValueRange{});
+    ReductionKind kind = getPartialKind(value);
+    SmallVector<Value> values;
+    for (int64_t s = 0; s < slotsPerThread; ++s) {
+      Value v = colAccs[colSlot + s];
+      if (fragments)
+        v = shuffleCombine(b, kind, v, {4, 8, 16});
+      values.push_back(v);
+    }
+    auto store = [&](ImplicitLocOpBuilder &sb) {
+      for (int64_t g = 0; g < int64_t(groups.size()); ++g)
+        for (int64_t l = 0; l < lanesPerGroup; ++l)
+          memref::StoreOp::create(sb, values[g * lanesPerGroup + l], scratch,
+                                  ValueRange{scratchRow, localCols[g][l]});
+    };
+    if (writer) {
+      scf::IfOp::create(b, writer, [&](OpBuilder &ob, Location loc) {
+        ImplicitLocOpBuilder sb(loc, ob);
+        store(sb);
+        scf::YieldOp::create(sb);
+      });
+    } else {
+      store(b);
+    }
+    colSlot += slotsPerThread;
+    scratches.push_back({unsigned(i), scratch});
+  }
+  frame.syncEpilogue(b);
+  for (auto [i, scratch] : scratches) {
+    Value value = yielded[i];
+    ReductionKind kind = getPartialKind(value);
+    Type elementType = partialElementType(i);
+    Value out = outputs[i];
+    scf::ForOp::create(
+        b, frame.tid, index(b, config.tileN), index(b, config.epilogueThreads),
+        ValueRange{},
+        [&](OpBuilder &ob, Location loc, Value localCol, ValueRange) {
+          ImplicitLocOpBuilder lb(loc, ob);
+          Value total = identity(lb, kind);
+          for (int64_t r = 0; r < scratchRows; ++r)
+            total = buildReductionCombine(
+                lb, loc, kind, total,
+                memref::LoadOp::create(lb, scratch,
+                                       ValueRange{index(lb, r), localCol}));
+          Value col = arith::AddIOp::create(lb, frame.blockN, localCol);
+          Value inCol = arith::CmpIOp::create(lb, arith::CmpIPredicate::ult,
+                                              col, frame.sizeN);
+          storeIf(lb, inCol, fromF32(lb, total, elementType), out,
+                  {frame.tileRow, col});
+          scf::YieldOp::create(lb);
+        });
+  }
+}
+
+void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
+  bool fragments = !frame.accFragments.empty();
+  if (fragments)
+    layOutFragments(b);
+  else
+    layOutSharedTile(b);
+  // Columns in the output, the same in every row.
+  for (SmallVector<Value, 2> &group : localCols) {
+    cols.emplace_back();
+    inCols.emplace_back();
+    for (Value local : group) {
+      cols.back().push_back(arith::AddIOp::create(b, frame.blockN, local));
+      inCols.back().push_back(arith::CmpIOp::create(
+          b, arith::CmpIPredicate::ult, cols.back().back(), frame.sizeN));
+    }
+  }
+
+  // Running column partials: one per (col_reduce output, slot).
+  YieldOp yield = op.getYieldOp();
+  int64_t slotsPerThread = groups.size() * lanesPerGroup;
+  SmallVector<Value> colInit;
+  for (auto [i, role] : llvm::enumerate(roles))
+    if (role == OutputRole::colPartials)
+      for (int64_t s = 0; s < slotsPerThread; ++s)
+        colInit.push_back(identity(b, getPartialKind(yield.getValues()[i])));
+
+  SmallVector<Value> colAccs;
+  if (fragments) {
+    // Rows 64 f + 16 w + l / 4 (+ 8 h); element (j, h, e) of a fragment is
+    // its member 4j + 2h + e.
+    Value quadRow = arith::AddIOp::create(
+        b, arith::MulIOp::create(b, frame.warp, index(b, 16)),
+        arith::DivUIOp::create(b, frame.lane, index(b, 4)));
+    colAccs = colInit;
+    for (auto [f, fragment] : llvm::enumerate(frame.accFragments))
+      for (int64_t h = 0; h < 2; ++h) {
+        Value localRow = arith::AddIOp::create(
+            b, quadRow, index(b, int64_t(f) * kFragmentRows + 8 * h));
+        colAccs = emitRow(
+            b, localRow,
+            [&](Slot s) -> Value {
+              auto [j, e] = fragmentPos[s.group][s.lane];
+              return LLVM::ExtractValueOp::create(b, fragment,
+                                                  j * 4 + h * 2 + e);
+            },
+            colAccs);
+      }
+  } else {
+    int64_t threadsPerRow = config.tileN / kColumnsPerThread;
+    Value threadRow =
+        arith::DivUIOp::create(b, frame.tid, index(b, threadsPerRow));
+    auto rowLoop = scf::ForOp::create(
+        b, threadRow, index(b, config.tileM),
+        index(b, config.epilogueRowsPerPass()), colInit,
+        [&](OpBuilder &ob, Location loc, Value localRow, ValueRange accs) {
+          ImplicitLocOpBuilder lb(loc, ob);
+          // The accumulator tile: in bounds and 16-byte aligned by
+          // construction (rows of tileN + 4 floats, runs at multiples of 4).
+          DenseMap<std::pair<int64_t, int64_t>, Value> acc;
+          for (const Run &run : runs) {
+            Slot head = run.front();
+            auto type =
+                VectorType::get({int64_t(run.size())}, lb.getF32Type());
+            Value loaded = vector::LoadOp::create(
+                lb, type, frame.accTile,
+                ValueRange{localRow, localCols[head.group][head.lane]},
+                /*nontemporal=*/false,
+                llvm::MaybeAlign(std::min<int64_t>(run.size() * 4, 16)));
+            for (auto [e, slot] : llvm::enumerate(run))
+              acc[{slot.group, slot.lane}] = vector::ExtractOp::create(
+                  lb, loaded, ArrayRef<int64_t>{int64_t(e)});
+          }
+          scf::YieldOp::create(
+              lb, emitRow(
+                      lb, localRow,
+                      [&](Slot s) { return acc.lookup({s.group, s.lane}); },
+                      accs));
+        });
+    colAccs = rowLoop.getResults();
+  }
+  if (!colInit.empty())
+    finishColumnPartials(b, colAccs);
+}
+
+} // namespace
+
+void mlir::coda::gpu_lowering::emitEpilogue(ImplicitLocOpBuilder &b, GemmOp op,
+                                            const GemmKernelConfig &config,
+                                            const KernelFrame &frame,
+                                            ValueRange inputs,
+                                            ValueRange outputs) {
+  EpilogueBuilder(op, config, frame, inputs, outputs).build(b);
+}

@@ -1,0 +1,66 @@
+// RUN: coda-opt %s --coda-to-gpu="cooperative=1" --split-input-file | FileCheck %s
+// RUN: coda-opt %s --coda-to-gpu="cooperative=1" --split-input-file | FileCheck %s --check-prefix=PARTIALS
+
+// Cooperative kernel: persistent CTAs of 384 threads with launch bounds (so
+// that ptxas honours setmaxnreg); warpgroup 0 branches to a block of its own
+// that gives registers up and streams every tile's k-tiles, the consumers'
+// block takes them, runs the K loop (the first WGMMA of a tile writes its
+// accumulators without reading them) and the epilogue straight from the
+// fragments: no shared-memory accumulator tile, only the 4-slot ring.
+
+// CHECK-LABEL: func.func @plain
+//       CHECK:   %[[GRID:.*]] = arith.minui %{{.*}}, %c132
+//       CHECK:   gpu.launch_func  @coda_kernels::@plain_gemm0 blocks in (%[[GRID]], %c1{{.*}}, %c1{{.*}}) threads in (%c384{{.*}}, %{{.*}}, %{{.*}})  dynamic_shared_memory_size %c197632_i32
+//       CHECK: gpu.func @plain_gemm0
+//  CHECK-SAME:   persistent = true, shared_memory_bytes = 197632 : i64, stages = 4 : i64, tile = [128, 256, 64]
+//  CHECK-SAME:   nvvm.maxntid = array<i32: 384, 1, 1>, nvvm.minctasm = 1 : i32
+//       CHECK:   cf.cond_br %{{.*}}, ^[[PRODUCER:bb[0-9]+]], ^[[CONSUMER:bb[0-9]+]]
+//       CHECK: ^[[PRODUCER]]:
+//       CHECK:   nvvm.setmaxregister  decrease 40
+//       CHECK:   scf.for
+//       CHECK:     nvgpu.tma.async.load
+//       CHECK:   gpu.return
+//       CHECK: ^[[CONSUMER]]:
+//       CHECK:   nvvm.setmaxregister  increase 232
+//       CHECK:   scf.for
+//       CHECK:     llvm.inline_asm has_side_effects {{.*}}wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16
+//       CHECK:     scf.for
+//       CHECK:       nvvm.wgmma.mma_async
+//       CHECK:     nvvm.wgmma.wait.group.sync.aligned 0
+//       CHECK:     llvm.extractvalue
+//   CHECK-NOT:     memref.load %{{.*}} : memref<128x260xf32
+//       CHECK:     vector.store %{{.*}} : memref<?x?xbf16>, vector<2xbf16>
+//       CHECK:   gpu.return
+func.func @plain(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%y : memref<?x?xbf16>) {
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
+
+// -----
+
+// Row partials from fragments: a lane holds parts of both 128-column
+// partials of its two rows; the four lanes of a quad combine (xor 1, 2).
+// Column partials combine the 8 lanes of a column (xor 4, 8, 16), then the 8
+// consumer warps through a scratch beside the ring.
+// PARTIALS-LABEL: gpu.func @partials_gemm0
+//       PARTIALS:   gpu.shuffle  xor %{{.*}}, %c1_i32{{[_0-9]*}}, %c32_i32{{[_0-9]*}} : f32
+//       PARTIALS:   gpu.shuffle  xor %{{.*}}, %c2_i32{{[_0-9]*}}, %c32_i32{{[_0-9]*}} : f32
+//   PARTIALS-NOT:   gpu.shuffle  xor %{{.*}}, %c8_i32
+//       PARTIALS:   gpu.shuffle  xor %{{.*}}, %c4_i32{{[_0-9]*}}, %c32_i32{{[_0-9]*}} : f32
+//       PARTIALS:   gpu.shuffle  xor %{{.*}}, %c8_i32{{[_0-9]*}}, %c32_i32{{[_0-9]*}} : f32
+//       PARTIALS:   gpu.shuffle  xor %{{.*}}, %c16_i32{{[_0-9]*}}, %c32_i32{{[_0-9]*}} : f32
+//       PARTIALS:   memref.store %{{.*}} : memref<8x256xf32, #gpu.address_space<workgroup>>
+//       PARTIALS:   nvvm.barrier id = %{{.*}} number_of_threads = %c256_i32
+func.func @partials(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %p: memref<?x?xf32>, %c: memref<?x?xf32>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%p, %c : memref<?x?xf32>, memref<?x?xf32>) {
+    %s = coda.row_reduce sum %acc tile 128 : f32
+    %t = coda.col_reduce sum %acc tile 128 : f32
+    coda.yield %s, %t : !coda.partial<f32>, !coda.partial<f32>
+  }
+  return
+}
