@@ -146,6 +146,25 @@ Value buildMatrixDescriptor(ImplicitLocOpBuilder &b, Value address,
   return arith::OrIOp::create(b, start, constant(int64_t(fields)));
 }
 
+/// `scf.for` over the CTA's tiles (blockIdx.x, + gridDim.x, ... below
+/// `numTiles`); `body` gets the linear tile index and the iteration number.
+void forEachTile(
+    ImplicitLocOpBuilder &b, Value numTiles,
+    function_ref<void(ImplicitLocOpBuilder &, Value tile, Value iteration)>
+        body) {
+  Value first = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+  Value stride = gpu::GridDimOp::create(b, gpu::Dimension::x);
+  scf::ForOp::create(
+      b, first, numTiles, stride, ValueRange{},
+      [&](OpBuilder &ob, Location loc, Value tile, ValueRange) {
+        ImplicitLocOpBuilder lb(loc, ob);
+        Value iteration = arith::DivUIOp::create(
+            lb, arith::SubIOp::create(lb, tile, first), stride);
+        body(lb, tile, iteration);
+        scf::YieldOp::create(lb);
+      });
+}
+
 /// The pieces both mainloop variants are made of: the TMA ring and its
 /// barriers, WGMMA steps over a ring slot, and the fragment store.
 class Mainloop {
@@ -463,6 +482,80 @@ public:
           }
   }
 
+  /// Position of k-tile `kt` of the CTA's `iteration`-th tile in the ring's
+  /// sequence of uses (a persistent CTA counts them across tiles).
+  Value ringIndex(ImplicitLocOpBuilder &lb, Value iteration, Value kt) {
+    return arith::AddIOp::create(lb, arith::MulIOp::create(lb, iteration, numK),
+                                 kt);
+  }
+
+  /// A persistent producer's thread: streams the k-tiles of all of the
+  /// CTA's tiles through the ring, running ahead across tile boundaries.
+  void produceTiles(ImplicitLocOpBuilder &pb, Value full, Value empty,
+                    Value numTiles) {
+    prefetchDescriptors(pb);
+    forEachTile(pb, numTiles,
+                [&](ImplicitLocOpBuilder &tb, Value tile, Value iteration) {
+                  KernelFrame tileFrame = frame;
+                  assignTile(tb, tileFrame, c, tile);
+                  scf::ForOp::create(
+                      tb, index(tb, 0), numK, index(tb, 1), ValueRange{},
+                      [&](OpBuilder &fb, Location floc, Value kt, ValueRange) {
+                        ImplicitLocOpBuilder kb(floc, fb);
+                        produce(kb, full, empty, kt,
+                                ringIndex(kb, iteration, kt), tileFrame.blockM,
+                                tileFrame.blockN);
+                        scf::YieldOp::create(kb);
+                      });
+                });
+  }
+
+  /// A persistent consumer warpgroup's K loop over its `iteration`-th tile
+  /// (its 64 rows `rowUnits` down), at `b`: waits for each slot, releases
+  /// the previous one once its group has retired (`isReleaser`: one
+  /// arrival per warpgroup), and after the last wait the last slot. Returns
+  /// the accumulators (see kLoop for `undefinedWithoutK`).
+  SmallVector<Value> consumeTile(Value full, Value empty, Value iteration,
+                                 Value rowUnits, Value isReleaser,
+                                 bool undefinedWithoutK) {
+    auto release = [&](ImplicitLocOpBuilder &lb, Value g) {
+      scf::IfOp::create(lb, isReleaser, [&](OpBuilder &rb, Location rloc) {
+        ImplicitLocOpBuilder ib(rloc, rb);
+        nvgpu::MBarrierArriveOp::create(
+            ib, nvgpu::MBarrierTokenType::get(ib.getContext()), empty,
+            arith::RemUIOp::create(ib, g, index(ib, c.stages)));
+        scf::YieldOp::create(ib);
+      });
+    };
+    SmallVector<Value> accs = kLoop(
+        1,
+        [&](ImplicitLocOpBuilder &lb, Value kt, ValueRange accs,
+            bool firstTile) -> SmallVector<Value> {
+          Value g = ringIndex(lb, iteration, kt);
+          Value slot = arith::RemUIOp::create(lb, g, index(lb, c.stages));
+          waitRound(lb, full, g, slot);
+          SmallVector<Value> next =
+              mmaStep(lb, slot, accs, /*firstRow=*/0, rowUnits, firstTile);
+          NVVM::WgmmaWaitGroupSyncOp::create(lb, 1);
+          if (!firstTile)
+            release(lb, arith::SubIOp::create(lb, g, index(lb, 1)));
+          return next;
+        },
+        undefinedWithoutK);
+    NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
+    // The last k-tile's slot, once its group has retired: the producer
+    // refills it with the next tile's while the epilogue runs.
+    Value any =
+        arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, numK, index(b, 0));
+    scf::IfOp::create(b, any, [&](OpBuilder &ib, Location iloc) {
+      ImplicitLocOpBuilder lb(iloc, ib);
+      release(lb, arith::SubIOp::create(lb, ringIndex(lb, iteration, numK),
+                                        index(lb, 1)));
+      scf::YieldOp::create(lb);
+    });
+    return accs;
+  }
+
   ImplicitLocOpBuilder &b;
   const KernelFrame &frame;
   const GemmKernelConfig &c;
@@ -652,24 +745,6 @@ OpBuilder::InsertPoint emitWarpSpecialized(ImplicitLocOpBuilder &b,
 }
 
 
-/// `scf.for` over the CTA's tiles (blockIdx.x, + gridDim.x, ... below
-/// `numTiles`); `body` gets the linear tile index and the iteration number.
-void forEachTile(
-    ImplicitLocOpBuilder &b, Value numTiles,
-    function_ref<void(ImplicitLocOpBuilder &, Value tile, Value iteration)>
-        body) {
-  Value first = gpu::BlockIdOp::create(b, gpu::Dimension::x);
-  Value stride = gpu::GridDimOp::create(b, gpu::Dimension::x);
-  scf::ForOp::create(
-      b, first, numTiles, stride, ValueRange{},
-      [&](OpBuilder &ob, Location loc, Value tile, ValueRange) {
-        ImplicitLocOpBuilder lb(loc, ob);
-        Value iteration = arith::DivUIOp::create(
-            lb, arith::SubIOp::create(lb, tile, first), stride);
-        body(lb, tile, iteration);
-        scf::YieldOp::create(lb);
-      });
-}
 
 /// Persistent and warp-specialized, 384 threads: each CTA loops over tiles
 /// (blockIdx.x, + gridDim.x, ...). The first thread of warp 0 streams the
@@ -702,12 +777,6 @@ void emitPersistent(ImplicitLocOpBuilder &b, KernelFrame &frame,
     return arith::CmpIOp::create(b, arith::CmpIPredicate::eq, warpgroup,
                                  m.index(b, i));
   };
-  auto ringIndex = [&](ImplicitLocOpBuilder &lb, Value iteration,
-                       Value kt) -> Value {
-    return arith::AddIOp::create(
-        lb, arith::MulIOp::create(lb, iteration, m.numK), kt);
-  };
-
   // Warp 0 of warpgroup 0 produces, its warps 1-3 run the epilogue; the
   // warp index is made warp-uniform like the warpgroup's.
   Value warpOfProducerGroup = uniformGroupIndex(b, frame.tid, 32);
@@ -722,20 +791,7 @@ void emitPersistent(ImplicitLocOpBuilder &b, KernelFrame &frame,
       arith::CmpIOp::create(b, arith::CmpIPredicate::eq, frame.tid, zero));
   scf::IfOp::create(b, isProducerLeader, [&](OpBuilder &ob, Location loc) {
     ImplicitLocOpBuilder pb(loc, ob);
-    m.prefetchDescriptors(pb);
-    forEachTile(pb, numTiles,
-                [&](ImplicitLocOpBuilder &tb, Value tile, Value iteration) {
-      KernelFrame tileFrame = frame;
-      assignTile(tb, tileFrame, c, tile);
-      scf::ForOp::create(
-          tb, m.index(tb, 0), m.numK, m.index(tb, 1), ValueRange{},
-          [&](OpBuilder &fb, Location floc, Value kt, ValueRange) {
-            ImplicitLocOpBuilder kb(floc, fb);
-            m.produce(kb, full, empty, kt, ringIndex(kb, iteration, kt),
-                      tileFrame.blockM, tileFrame.blockN);
-            scf::YieldOp::create(kb);
-          });
-    });
+    m.produceTiles(pb, full, empty, numTiles);
     scf::YieldOp::create(pb);
   });
 
@@ -760,42 +816,13 @@ void emitPersistent(ImplicitLocOpBuilder &b, KernelFrame &frame,
         arith::MulIOp::create(
             cb, arith::SubIOp::create(cb, warpgroup, m.index(cb, 1)),
             m.index(cb, kWgmmaM * kSwizzleBytes >> 4)));
-    auto release = [&](ImplicitLocOpBuilder &lb, Value g) {
-      scf::IfOp::create(lb, isReleaser, [&](OpBuilder &rb, Location rloc) {
-        ImplicitLocOpBuilder ib(rloc, rb);
-        nvgpu::MBarrierArriveOp::create(
-            ib, nvgpu::MBarrierTokenType::get(ib.getContext()), empty,
-            arith::RemUIOp::create(ib, g, m.index(ib, c.stages)));
-        scf::YieldOp::create(ib);
-      });
-    };
     forEachTile(cb, numTiles,
                 [&](ImplicitLocOpBuilder &tb, Value tile, Value iteration) {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(tb.getInsertionBlock(), tb.getInsertionPoint());
-      SmallVector<Value> accs = m.kLoop(
-          1, [&](ImplicitLocOpBuilder &lb, Value kt, ValueRange accs,
-                 bool firstTile) -> SmallVector<Value> {
-            Value g = ringIndex(lb, iteration, kt);
-            Value slot = arith::RemUIOp::create(lb, g, m.index(lb, c.stages));
-            m.waitRound(lb, full, g, slot);
-            SmallVector<Value> next =
-                m.mmaStep(lb, slot, accs, /*firstRow=*/0, rowUnits, firstTile);
-            NVVM::WgmmaWaitGroupSyncOp::create(lb, 1);
-            if (!firstTile)
-              release(lb, arith::SubIOp::create(lb, g, m.index(lb, 1)));
-            return next;
-          });
-      NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
-      // The last k-tile's slot, once its group has retired.
-      Value any = arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, m.numK,
-                                        m.index(b, 0));
-      scf::IfOp::create(b, any, [&](OpBuilder &ib, Location iloc) {
-        ImplicitLocOpBuilder lb(iloc, ib);
-        release(lb, arith::SubIOp::create(
-                        lb, ringIndex(lb, iteration, m.numK), m.index(lb, 1)));
-        scf::YieldOp::create(lb);
-      });
+      SmallVector<Value> accs =
+          m.consumeTile(full, empty, iteration, rowUnits, isReleaser,
+                        /*undefinedWithoutK=*/false);
       // The staging tile is free once the epilogue has drained the previous
       // tile's hand-over.
       Value reuse = arith::CmpIOp::create(b, arith::CmpIPredicate::ugt,
@@ -866,11 +893,6 @@ void emitCooperative(ImplicitLocOpBuilder &b, KernelFrame &frame,
   Value numTiles = arith::MulIOp::create(
       b, arith::CeilDivUIOp::create(b, frame.sizeM, m.index(b, c.tileM)),
       arith::CeilDivUIOp::create(b, frame.sizeN, m.index(b, c.tileN)));
-  auto ringIndex = [&](ImplicitLocOpBuilder &lb, Value iteration,
-                       Value kt) -> Value {
-    return arith::AddIOp::create(
-        lb, arith::MulIOp::create(lb, iteration, m.numK), kt);
-  };
   Value isProducer = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
                                            warpgroup, m.index(b, 0));
   // Each role is a block of its own that returns: the register budgets
@@ -891,24 +913,7 @@ void emitCooperative(ImplicitLocOpBuilder &b, KernelFrame &frame,
                                              frame.tid, m.index(pb, 0));
         scf::IfOp::create(pb, leader, [&](OpBuilder &lob, Location lloc) {
           ImplicitLocOpBuilder lb(lloc, lob);
-          m.prefetchDescriptors(lb);
-          forEachTile(lb, numTiles,
-                      [&](ImplicitLocOpBuilder &tb, Value tile,
-                          Value iteration) {
-                        KernelFrame tileFrame = frame;
-                        assignTile(tb, tileFrame, c, tile);
-                        scf::ForOp::create(
-                            tb, m.index(tb, 0), m.numK, m.index(tb, 1),
-                            ValueRange{},
-                            [&](OpBuilder &fb, Location floc, Value kt,
-                                ValueRange) {
-                              ImplicitLocOpBuilder kb(floc, fb);
-                              m.produce(kb, full, empty, kt,
-                                        ringIndex(kb, iteration, kt),
-                                        tileFrame.blockM, tileFrame.blockN);
-                              scf::YieldOp::create(kb);
-                            });
-                      });
+          m.produceTiles(lb, full, empty, numTiles);
           scf::YieldOp::create(lb);
         });
         gpu::ReturnOp::create(pb);
@@ -941,51 +946,16 @@ void emitCooperative(ImplicitLocOpBuilder &b, KernelFrame &frame,
             arith::MulIOp::create(
                 cb, arith::SubIOp::create(cb, warpgroup, m.index(cb, 1)),
                 m.index(cb, kWgmmaM * kSwizzleBytes >> 4)));
-        auto release = [&](ImplicitLocOpBuilder &lb, Value g) {
-          scf::IfOp::create(lb, isReleaser, [&](OpBuilder &rb, Location rloc) {
-            ImplicitLocOpBuilder ib(rloc, rb);
-            nvgpu::MBarrierArriveOp::create(
-                ib, nvgpu::MBarrierTokenType::get(ib.getContext()), empty,
-                arith::RemUIOp::create(ib, g, m.index(ib, c.stages)));
-            scf::YieldOp::create(ib);
-          });
-        };
         forEachTile(cb, numTiles, [&](ImplicitLocOpBuilder &tb, Value tile,
                                       Value iteration) {
               OpBuilder::InsertionGuard guard(b);
               b.setInsertionPoint(tb.getInsertionBlock(),
                                   tb.getInsertionPoint());
               assignTile(b, consumer, c, tile);
-              SmallVector<Value> accs = m.kLoop(
-                  1,
-                  [&](ImplicitLocOpBuilder &lb, Value kt, ValueRange accs,
-                      bool firstTile) -> SmallVector<Value> {
-                    Value g = ringIndex(lb, iteration, kt);
-                    Value slot =
-                        arith::RemUIOp::create(lb, g, m.index(lb, c.stages));
-                    m.waitRound(lb, full, g, slot);
-                    SmallVector<Value> next = m.mmaStep(
-                        lb, slot, accs, /*firstRow=*/0, rowUnits, firstTile);
-                    NVVM::WgmmaWaitGroupSyncOp::create(lb, 1);
-                    if (!firstTile)
-                      release(lb,
-                              arith::SubIOp::create(lb, g, m.index(lb, 1)));
-                    return next;
-                  },
-                  /*undefinedWithoutK=*/true);
-              NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
+              SmallVector<Value> accs =
+                  m.consumeTile(full, empty, iteration, rowUnits, isReleaser,
+                                /*undefinedWithoutK=*/true);
               accs[0] = m.zeroWithoutK(b, accs[0]);
-              // The last k-tile's slot, once its group has retired: the
-              // producer refills it while the epilogue runs.
-              Value any = arith::CmpIOp::create(b, arith::CmpIPredicate::ugt,
-                                                m.numK, m.index(b, 0));
-              scf::IfOp::create(b, any, [&](OpBuilder &ib, Location iloc) {
-                ImplicitLocOpBuilder lb(iloc, ib);
-                release(lb, arith::SubIOp::create(
-                                lb, ringIndex(lb, iteration, m.numK),
-                                m.index(lb, 1)));
-                scf::YieldOp::create(lb);
-              });
               consumer.accFragments = accs;
               epilogue(b, consumer);
             });
