@@ -13,9 +13,12 @@
 //   persistent        the same roles, CTAs loop over tiles, and warps 1-3 of
 //                     the producer warpgroup run each tile's epilogue from a
 //                     staging tile while the consumers compute the next one
+//   cooperative       persistent, registers moved from the producer to the
+//                     consumers (setmaxnreg), which run the epilogue from
+//                     their accumulator registers
 //
-// The accumulator fragments end in a shared-memory tile that the epilogue
-// reads.
+// Except in the cooperative schedule, the accumulator fragments end in a
+// shared-memory tile that the epilogue reads.
 //
 //===----------------------------------------------------------------------===//
 
@@ -879,9 +882,9 @@ void emitPersistent(ImplicitLocOpBuilder &b, KernelFrame &frame,
 /// tiles through the ring, running ahead across tile boundaries. Warpgroups 1
 /// and 2 take the registers, compute 64 rows each and run the epilogue from
 /// their accumulator registers; meanwhile the producer already fills the
-/// ring with the next tile's first k-tiles. Each role is one warp-uniform
-/// branch that never rejoins code of the other role (only the kernel's
-/// return follows both). Ring slots are counted across tiles.
+/// ring with the next tile's first k-tiles. Each role is a block of its own,
+/// reached by one warp-uniform branch, that returns: the two never rejoin.
+/// Ring slots are counted across tiles.
 void emitCooperative(ImplicitLocOpBuilder &b, KernelFrame &frame,
                      const GemmKernelConfig &c, EpilogueEmitter epilogue) {
   Mainloop m(b, frame, c);
