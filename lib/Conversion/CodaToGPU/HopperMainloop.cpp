@@ -485,6 +485,13 @@ public:
           }
   }
 
+  /// Tiles of the output: ceil(M / tileM) * ceil(N / tileN).
+  Value countTiles() {
+    return arith::MulIOp::create(
+        b, arith::CeilDivUIOp::create(b, frame.sizeM, index(b, c.tileM)),
+        arith::CeilDivUIOp::create(b, frame.sizeN, index(b, c.tileN)));
+  }
+
   /// Position of k-tile `kt` of the CTA's `iteration`-th tile in the ring's
   /// sequence of uses (a persistent CTA counts them across tiles).
   Value ringIndex(ImplicitLocOpBuilder &lb, Value iteration, Value kt) {
@@ -652,9 +659,11 @@ void emitSingleWarpgroup(ImplicitLocOpBuilder &b, const KernelFrame &frame,
 /// each computes 64 rows of the tile, and releases a slot (one arrival per
 /// warpgroup on `empty`) once its WGMMA group on that slot has retired. No
 /// CTA-wide barrier inside the loop. Only the consumers run the epilogue.
-/// There is no register reallocation (setmaxnreg): with it the consumers'
-/// accumulators came out corrupted on the H100 (ptxas 13.0), and without it
-/// a 64 x 256 fragment per consumer fits without spills.
+/// There is no register reallocation (setmaxnreg): the roles are scf.if
+/// regions that rejoin before the kernel's return, which roles with
+/// different register budgets must not do, and a 64 x 256 fragment per
+/// consumer fits without spills at the even split. The cooperative schedule
+/// reallocates, with roles as blocks of their own (emitCooperative).
 OpBuilder::InsertPoint emitWarpSpecialized(ImplicitLocOpBuilder &b,
                                            KernelFrame &frame,
                                            const GemmKernelConfig &c) {
@@ -773,9 +782,7 @@ void emitPersistent(ImplicitLocOpBuilder &b, KernelFrame &frame,
   m.buildDescriptors();
   Value warpgroup = uniformGroupIndex(b, frame.tid, 128);
   Value zero = m.index(b, 0);
-  Value numTiles = arith::MulIOp::create(
-      b, arith::CeilDivUIOp::create(b, frame.sizeM, m.index(b, c.tileM)),
-      arith::CeilDivUIOp::create(b, frame.sizeN, m.index(b, c.tileN)));
+  Value numTiles = m.countTiles();
   auto isWarpgroup = [&](int64_t i) -> Value {
     return arith::CmpIOp::create(b, arith::CmpIPredicate::eq, warpgroup,
                                  m.index(b, i));
@@ -893,9 +900,7 @@ void emitCooperative(ImplicitLocOpBuilder &b, KernelFrame &frame,
   m.initBarriers();
   m.buildDescriptors();
   Value warpgroup = uniformGroupIndex(b, frame.tid, 128);
-  Value numTiles = arith::MulIOp::create(
-      b, arith::CeilDivUIOp::create(b, frame.sizeM, m.index(b, c.tileM)),
-      arith::CeilDivUIOp::create(b, frame.sizeN, m.index(b, c.tileN)));
+  Value numTiles = m.countTiles();
   Value isProducer = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
                                            warpgroup, m.index(b, 0));
   // Each role is a block of its own that returns: the register budgets
