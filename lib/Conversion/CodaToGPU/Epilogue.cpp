@@ -28,6 +28,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -206,6 +207,13 @@ private:
   void storeRun(ImplicitLocOpBuilder &b, Value memref,
                 SmallVector<Value> indices, ArrayRef<Value> values,
                 Value inRow, Value limit) const;
+  /// `values` with each consecutive pair narrowed from f32 together (one
+  /// packed cvt.rn.{bf16,f16}x2.f32) where both are scalar truncations of
+  /// f32. A scalar cvt reading a WGMMA accumulator makes ptxas serialize
+  /// the kernel's WGMMAs (C7514); the packed one does not, and halves the
+  /// conversions.
+  SmallVector<Value> narrowPairs(ImplicitLocOpBuilder &b,
+                                 ArrayRef<Value> values) const;
 
   GemmOp op;
   const GemmKernelConfig &config;
@@ -308,10 +316,45 @@ SmallVector<Value> EpilogueBuilder::loadRun(ImplicitLocOpBuilder &b,
   return values;
 }
 
+SmallVector<Value>
+EpilogueBuilder::narrowPairs(ImplicitLocOpBuilder &b,
+                             ArrayRef<Value> values) const {
+  SmallVector<Value> result(values);
+  auto narrowed = [](Value v) -> arith::TruncFOp {
+    auto trunc = v.getDefiningOp<arith::TruncFOp>();
+    if (!trunc || !trunc.getIn().getType().isF32() || trunc.getRoundingmode())
+      return {};
+    return trunc;
+  };
+  for (size_t e = 0; e + 1 < values.size(); e += 2) {
+    arith::TruncFOp lo = narrowed(values[e]), hi = narrowed(values[e + 1]);
+    if (!lo || !hi || lo.getType() != hi.getType())
+      continue;
+    // LLVM scalarizes a vector fptrunc whose elements have other uses, so
+    // the packed conversion is asked for by name (element 0 is `lo`).
+    auto rn = NVVM::FPRoundingModeAttr::get(b.getContext(),
+                                            NVVM::FPRoundingMode::RN);
+    auto pairType = VectorType::get({2}, lo.getType());
+    Value pair;
+    if (lo.getType().isBF16())
+      pair = NVVM::ConvertF32x2ToBF16x2Op::create(b, b.getLoc(), pairType, hi.getIn(),
+                                                  lo.getIn(), Value(), rn);
+    else if (lo.getType().isF16())
+      pair = NVVM::ConvertF32x2ToF16x2Op::create(b, b.getLoc(), pairType, hi.getIn(),
+                                                  lo.getIn(), Value(), rn);
+    else
+      continue;
+    result[e] = vector::ExtractOp::create(b, pair, ArrayRef<int64_t>{0});
+    result[e + 1] = vector::ExtractOp::create(b, pair, ArrayRef<int64_t>{1});
+  }
+  return result;
+}
+
 void EpilogueBuilder::storeRun(ImplicitLocOpBuilder &b, Value memref,
                                SmallVector<Value> indices,
-                               ArrayRef<Value> values, Value inRow,
+                               ArrayRef<Value> unpacked, Value inRow,
                                Value limit) const {
+  SmallVector<Value> values = narrowPairs(b, unpacked);
   int64_t count = values.size();
   Value first = indices.back();
   auto scalarStores = [&](ImplicitLocOpBuilder &sb) {
