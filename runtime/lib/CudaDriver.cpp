@@ -41,6 +41,8 @@ Driver loadDriver() {
   lookup(library, d.cuMemFree, "cuMemFree_v2");
   lookup(library, d.cuMemcpyHtoD, "cuMemcpyHtoD_v2");
   lookup(library, d.cuGetErrorName, "cuGetErrorName");
+  lookup(library, d.cuOccupancyMaxActiveClusters,
+         "cuOccupancyMaxActiveClusters");
   lookup(library, d.cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled");
   return d;
 }

@@ -92,6 +92,13 @@ Manifest Manifest::parse(const std::string &text) {
         kernel.transposeA = transposeA->boolean;
       if (const json::Value *persistent = k.find("persistent"))
         kernel.persistent = persistent->boolean;
+      if (const json::Value *cluster = k.find("cluster")) {
+        std::vector<int64_t> dims = intList(*cluster, ctx + " cluster");
+        if (dims.size() != 3 || dims[0] < 1 || dims[1] != 1 || dims[2] != 1)
+          throw Error("manifest: " + ctx +
+                      " cluster must be [n, 1, 1] with n >= 1");
+        kernel.cluster[0] = dims[0];
+      }
     } else {
       throw Error("manifest: " + ctx + " has unknown kind '" + kind + "'");
     }

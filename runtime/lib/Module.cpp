@@ -79,6 +79,10 @@ struct Module::Impl {
   CUcontext context = nullptr;
   std::map<std::string, CUmodule> modules;
   std::map<std::string, CUfunction> functions;
+  /// Per kernel: the CTAs a persistent launch runs at once (one per SM, or
+  /// for cluster kernels the clusters that can be resident together times
+  /// their size: not every SM can host a CTA of a cluster).
+  std::map<std::string, int64_t> residentCtas;
   std::map<DescriptorKey, CUdeviceptr> descriptors;
   /// Of the module's device: persistent kernels launch one CTA per SM.
   int64_t multiprocessors = 1;
@@ -192,10 +196,6 @@ void Module::launchSpec(const KernelSpec &kernel,
                         const std::vector<Argument> &args, uint64_t stream) {
   const std::string &name = kernel.name;
   GemmSizes sizes = validate(kernel, args);
-  int64_t grid[3];
-  gridFor(kernel, sizes, impl_->multiprocessors, grid);
-  if (grid[0] == 0 || grid[1] == 0)
-    return;
   bool dynamicShared = kernel.sharedMemoryBytes > 48 * 1024;
   const Driver &d = driver();
   CurrentContext scope(impl_->context);
@@ -210,8 +210,28 @@ void Module::launchSpec(const KernelSpec &kernel,
                 int(kernel.sharedMemoryBytes)),
             "allowing " + std::to_string(kernel.sharedMemoryBytes) +
                 " bytes of shared memory for " + name);
+    int64_t resident = impl_->multiprocessors;
+    if (kernel.cluster[0] > 1) {
+      CUlaunchConfig config{unsigned(kernel.cluster[0]), 1, 1,
+                            unsigned(kernel.block[0]), unsigned(kernel.block[1]),
+                            unsigned(kernel.block[2]),
+                            unsigned(kernel.sharedMemoryBytes), nullptr,
+                            nullptr, 0};
+      int clusters = 0;
+      check(d.cuOccupancyMaxActiveClusters(&clusters, function, &config),
+            "counting the resident clusters of " + name);
+      if (clusters < 1)
+        throw Error("no cluster of " + std::to_string(kernel.cluster[0]) +
+                    " CTAs of " + name + " fits on this device");
+      resident = int64_t(clusters) * kernel.cluster[0];
+    }
+    impl_->residentCtas[name] = resident;
     impl_->functions[name] = function;
   }
+  int64_t grid[3];
+  gridFor(kernel, sizes, impl_->residentCtas.at(name), grid);
+  if (grid[0] == 0 || grid[1] == 0)
+    return;
 
   ParamBuffer params;
   for (const ParamSpec &p : kernel.params) {

@@ -254,7 +254,7 @@ GemmSizes coda::runtime::validate(const KernelSpec &kernel,
 }
 
 void coda::runtime::gridFor(const KernelSpec &kernel, const GemmSizes &sizes,
-                            int64_t multiprocessors, int64_t grid[3]) {
+                            int64_t residentCtas, int64_t grid[3]) {
   if (kernel.kind == KernelSpec::Kind::reducePartials) {
     grid[0] = ceilDiv(sizes.m, kernel.block[0]);
     grid[1] = grid[2] = 1;
@@ -264,7 +264,9 @@ void coda::runtime::gridFor(const KernelSpec &kernel, const GemmSizes &sizes,
   grid[1] = ceilDiv(sizes.m, kernel.tileM);
   grid[2] = 1;
   if (kernel.persistent) {
-    grid[0] = std::min(grid[0] * grid[1], multiprocessors);
+    int64_t cluster = kernel.cluster[0];
+    int64_t clusterTiles = grid[0] * ceilDiv(sizes.m, kernel.tileM * cluster);
+    grid[0] = std::min(clusterTiles, residentCtas / cluster) * cluster;
     grid[1] = grid[0] ? 1 : 0;
   }
 }

@@ -19,7 +19,8 @@
 
 using namespace coda::runtime;
 
-/// The grid printed for persistent kernels assumes an H100 SXM (132 SMs);
+/// The grid printed for persistent kernels assumes an H100 SXM (132 SMs,
+/// every cluster resident);
 /// the runtime uses the SM count of the device it launches on.
 static constexpr int64_t kH100Multiprocessors = 132;
 

@@ -74,6 +74,11 @@ static cl::opt<bool> cooperative(
     cl::desc("persistent cooperative kernels, consumers running the epilogue "
              "from their registers"),
     cl::init(false));
+static cl::opt<int64_t> clusterM(
+    "cluster-m",
+    cl::desc("CTAs per cluster along M (1 or 2; with --cooperative) sharing "
+             "the rhs tile through TMA multicast"),
+    cl::init(1));
 static cl::opt<std::string> ptxasOptions("ptxas-options",
                                          cl::desc("extra ptxas options"),
                                          cl::init(""));
@@ -113,6 +118,7 @@ static int compile() {
   options.warpSpecialized = warpSpecialized;
   options.persistent = persistent;
   options.cooperative = cooperative;
+  options.clusterM = clusterM;
   options.ptxasOptions = ptxasOptions;
   if (failed(coda::compileToDirectory(*module, options, outputDir,
                                       llvm::errs())))

@@ -112,7 +112,11 @@ def CodaToGPU : Pass<"coda-to-gpu", "ModuleOp"> {
     Option<"cooperative", "cooperative", "bool", /*default=*/"false",
            "warp-specialized 128-row kernels as persistent CTAs whose two "
            "consumer warpgroups run the epilogue from their accumulator "
-           "registers while the producer loads the next tile">
+           "registers while the producer loads the next tile">,
+    Option<"clusterM", "cluster-m", "int64_t", /*default=*/"1",
+           "CTAs per cluster along M (1 or 2; cooperative kernels): the "
+           "CTAs of a cluster share the rhs tile, each loading a part of it "
+           "and multicasting it to all">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

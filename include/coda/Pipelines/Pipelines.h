@@ -46,6 +46,11 @@ struct CodaToGPUBinaryOptions
       llvm::cl::desc("persistent cooperative kernels, consumers running the "
                      "epilogue from their registers"),
       llvm::cl::init(false)};
+  Option<int64_t> clusterM{
+      *this, "cluster-m",
+      llvm::cl::desc("CTAs per cluster along M (1 or 2; cooperative kernels) "
+                     "sharing the rhs tile through TMA multicast"),
+      llvm::cl::init(1)};
   Option<std::string> manifest{
       *this, "manifest",
       llvm::cl::desc("write the kernels' JSON manifest to this file"),

@@ -104,18 +104,26 @@ void mlir::coda::gpu_lowering::assignTile(ImplicitLocOpBuilder &b,
     return arith::ConstantIndexOp::create(b, v);
   };
   Value tilesN = arith::CeilDivUIOp::create(b, frame.sizeN, idx(config.tileN));
-  Value tilesM = arith::CeilDivUIOp::create(b, frame.sizeM, idx(config.tileM));
+  // Rows of cluster tiles (clusterM tile rows each).
+  Value tilesM = arith::CeilDivUIOp::create(
+      b, frame.sizeM, idx(config.tileM * config.clusterM));
+  int64_t rasterGroup =
+      std::max<int64_t>(config.rasterGroup / config.clusterM, 1);
   // Consecutive tiles go config.rasterGroup tile rows down M before moving along
   // N, so that the tiles in flight share their lhs and rhs tiles in L2
   // instead of streaming all of rhs once per row of tiles.
-  Value perGroup = arith::MulIOp::create(b, idx(config.rasterGroup), tilesN);
+  Value perGroup = arith::MulIOp::create(b, idx(rasterGroup), tilesN);
   Value group = arith::DivUIOp::create(b, linear, perGroup);
-  Value firstRow = arith::MulIOp::create(b, group, idx(config.rasterGroup));
+  Value firstRow = arith::MulIOp::create(b, group, idx(rasterGroup));
   Value rows = arith::MinUIOp::create(
-      b, arith::SubIOp::create(b, tilesM, firstRow), idx(config.rasterGroup));
+      b, arith::SubIOp::create(b, tilesM, firstRow), idx(rasterGroup));
   Value within = arith::RemUIOp::create(b, linear, perGroup);
   frame.tileRow = arith::AddIOp::create(
       b, firstRow, arith::RemUIOp::create(b, within, rows));
+  if (config.clusterM > 1)
+    frame.tileRow = arith::AddIOp::create(
+        b, arith::MulIOp::create(b, frame.tileRow, idx(config.clusterM)),
+        frame.clusterRank);
   frame.tileCol = arith::DivUIOp::create(b, within, rows);
   frame.blockM = arith::MulIOp::create(b, frame.tileRow, idx(config.tileM));
   frame.blockN = arith::MulIOp::create(b, frame.tileCol, idx(config.tileN));
@@ -128,7 +136,8 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
                                          int64_t tileM, int64_t tileN,
                                          int64_t stages,
                                          bool warpSpecialized,
-                                         bool persistent, bool cooperative) {
+                                         bool persistent, bool cooperative,
+                                         int64_t clusterM) {
   if (!op.hasPureBufferSemantics())
     return op.emitOpError("GPU lowering takes coda.gemm on memrefs; "
                           "bufferize first (one-shot-bufferize)");
@@ -220,6 +229,17 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
   if (config.schedule == Schedule::single && !colTile &&
       config.tileM * config.tileN > 128 * 128)
     config.tileM = 64;
+  if (clusterM != 1 && clusterM != 2)
+    return op.emitOpError("cluster M must be 1 or 2, got ") << clusterM;
+  // Said, not silent: a module-wide cluster option reaches only the GEMMs
+  // that run the cooperative schedule.
+  if (clusterM > 1 && config.schedule != Schedule::cooperative)
+    op.emitWarning("cluster-m=")
+        << clusterM
+        << " not applied: clusters of CTAs need the cooperative schedule "
+           "(cooperative=1, 128-row tiles, pair stride 1 or a multiple of 8)";
+  else
+    config.clusterM = clusterM;
 
   // The epilogue gives each row tileN / 8 consecutive lanes of one warp.
   if (config.tileN != 64 && config.tileN != 128 && config.tileN != 256)
@@ -345,7 +365,13 @@ DictionaryAttr buildKernelAbi(OpBuilder &b, GemmOp op, func::FuncOp host,
 
   std::string gridX = "ceildiv(N, " + std::to_string(config.tileN) + ")";
   std::string gridY = "ceildiv(M, " + std::to_string(config.tileM) + ")";
-  if (config.persistent()) {
+  if (config.persistent() && config.clusterM > 1) {
+    std::string cluster = std::to_string(config.clusterM);
+    gridX = "min(" + gridX + " * ceildiv(M, " +
+            std::to_string(config.tileM * config.clusterM) + "), SMs / " +
+            cluster + ") * " + cluster;
+    gridY = "1";
+  } else if (config.persistent()) {
     gridX = "min(" + gridX + " * " + gridY + ", SMs)";
     gridY = "1";
   }
@@ -357,6 +383,7 @@ DictionaryAttr buildKernelAbi(OpBuilder &b, GemmOp op, func::FuncOp host,
       b.getNamedAttr("warp_specialized",
                      b.getBoolAttr(config.warpSpecialized())),
       b.getNamedAttr("persistent", b.getBoolAttr(config.persistent())),
+      b.getNamedAttr("cluster", i64s({config.clusterM, 1, 1})),
       b.getNamedAttr("transpose_b", b.getBoolAttr(config.rhsKMajor)),
       b.getNamedAttr("transpose_a", b.getBoolAttr(!config.lhsKMajor)),
       b.getNamedAttr("grid", b.getArrayAttr({str(gridX), str(gridY),
@@ -402,7 +429,7 @@ struct CodaToGPUPass : coda::impl::CodaToGPUBase<CodaToGPUPass> {
     for (GemmOp op : gemms) {
       FailureOr<GemmKernelConfig> config =
           chooseConfig(op, *target, tileM, tileN, stages, warpSpecialized,
-                       persistent, cooperative);
+                       persistent, cooperative, clusterM);
       if (::mlir::failed(config)) {
         failed = true;
         continue;
@@ -578,6 +605,10 @@ struct CodaToGPUPass : coda::impl::CodaToGPUBase<CodaToGPUPass> {
                         ctx, {int32_t(config.numThreads), 1, 1}));
     kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
                     IntegerAttr::get(IntegerType::get(ctx, 32), 1));
+    if (config.clusterM > 1)
+      kernel->setAttr(NVVM::NVVMDialect::getClusterDimAttrName(),
+                      DenseI32ArrayAttr::get(
+                          ctx, {int32_t(config.clusterM), 1, 1}));
     kernel->setAttr("coda.kernel",
                     buildKernelAbi(kb, op, host, target, config, roles));
     kernelSymbols.insert(kernel);
@@ -667,10 +698,18 @@ struct CodaToGPUPass : coda::impl::CodaToGPUBase<CodaToGPUPass> {
     Value gridX = arith::CeilDivUIOp::create(hb, sizeN, hidx(config.tileN));
     Value gridY = arith::CeilDivUIOp::create(hb, sizeM, hidx(config.tileM));
     if (config.persistent()) {
-      // Any grid is correct (CTAs stride over the tiles); one CTA per SM of
-      // an H100 SXM here, the device's SM count in the runtime.
-      gridX = arith::MinUIOp::create(hb, arith::MulIOp::create(hb, gridX, gridY),
-                                     hidx(kHostLaunchSMs));
+      // Any grid is correct (clusters stride over their tiles); one CTA per
+      // SM of an H100 SXM here, the device's SM count in the runtime.
+      Value clusterRows = config.clusterM == 1
+                              ? gridY
+                              : arith::CeilDivUIOp::create(
+                                    hb, sizeM,
+                                    hidx(config.tileM * config.clusterM));
+      gridX = arith::MinUIOp::create(
+          hb, arith::MulIOp::create(hb, gridX, clusterRows),
+          hidx(kHostLaunchSMs / config.clusterM));
+      if (config.clusterM > 1)
+        gridX = arith::MulIOp::create(hb, gridX, hidx(config.clusterM));
       gridY = hidx(1);
     }
     Value sharedBytes = arith::ConstantIntOp::create(hb, hb.getI32Type(),

@@ -60,6 +60,10 @@ struct GemmKernelConfig {
   /// Tiles a group of consecutive CTAs (or iterations) walks down M before
   /// moving along N (grouped rasterization for L2 reuse).
   int64_t rasterGroup = 8;
+  /// CTAs per thread-block cluster, along M (1: no cluster). The CTAs of a
+  /// cluster compute vertically adjacent tiles of the same columns, so that
+  /// each loads 1 / clusterM of the rhs tile and multicasts it to all.
+  int64_t clusterM = 1;
   Type operandType;
   int64_t operandBytes = 2;
   /// rhs is N x K (`transpose_b`): K-major in shared memory.
@@ -77,6 +81,8 @@ struct GemmKernelConfig {
   int64_t accRowStride() const { return tileN + 4; }
   int64_t lhsTileBytes() const { return tileM * tileK * operandBytes; }
   int64_t rhsTileBytes() const { return tileN * tileK * operandBytes; }
+  /// Rows of the rhs tile (along N) that each CTA of a cluster loads.
+  int64_t rhsRowsPerCta() const { return tileN / clusterM; }
   int64_t stageBytes() const { return lhsTileBytes() + rhsTileBytes(); }
   int64_t accTileBytes() const { return tileM * accRowStride() * 4; }
   /// Rows the CTA covers at once in the epilogue.
@@ -127,6 +133,8 @@ struct KernelFrame {
   Value tid, warp, lane;       // index
   Value tileRow, tileCol;      // this CTA's tile (index)
   Value blockM, blockN;        // tile origin in the output (index)
+  Value clusterRank;           // the CTA's rank in its cluster (index; null
+                               // without clusters)
   Value sizeM, sizeN, sizeK;   // problem size (index kernel arguments)
   Value lhsMap, rhsMap;        // TMA descriptors (nvgpu tensormap values)
   Value shared;                // dynamic shared memory, memref<?xi8, 3>
@@ -170,6 +178,9 @@ void emitEpilogue(ImplicitLocOpBuilder &b, GemmOp op,
 /// Sets frame.tileRow/tileCol/blockM/blockN for linear tile index `linear`
 /// of the ceil(M / tileM) x ceil(N / tileN) tiles, in grouped order (a few
 /// tile rows at a time) so that the tiles in flight share lhs and rhs in L2.
+/// With clusters, `linear` numbers the clusters' tiles (clusterM tile rows
+/// each, ceil(ceil(M / tileM) / clusterM) of them down M) and the CTA takes
+/// row frame.clusterRank of its cluster's; that row may lie below M.
 void assignTile(ImplicitLocOpBuilder &b, KernelFrame &frame,
                 const GemmKernelConfig &config, Value linear);
 

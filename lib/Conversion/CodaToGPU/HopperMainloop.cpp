@@ -82,6 +82,13 @@ public:
     // or 64 per consumer when warp-specialized) x tile N / 128.
     int64_t rowsPerWarpgroup =
         config.warpSpecialized() ? kWgmmaM : config.tileM;
+    // A cluster's CTAs each load an equal part of the rhs tile: whole
+    // 128-byte chunks when it is stored MN-major.
+    if (!config.rhsKMajor &&
+        (config.tileN / chunkElements(config)) % config.clusterM != 0)
+      return op.emitOpError("a rhs stored N-major needs tile N / ")
+             << chunkElements(config) << " to be a multiple of the cluster ("
+             << config.clusterM << ")";
     if (rowsPerWarpgroup * config.tileN > 128 * 128)
       return op.emitOpError("a ")
              << config.tileM << "x" << config.tileN
@@ -103,7 +110,7 @@ public:
   }
   SmallVector<int64_t> getRhsBox(const GemmKernelConfig &c) const override {
     if (c.rhsKMajor)
-      return {c.tileK, c.tileN};
+      return {c.tileK, c.rhsRowsPerCta()};
     return {chunkElements(c), c.tileK};
   }
 
@@ -123,8 +130,8 @@ public:
   }
   static MemRefType rhsBoxType(const GemmKernelConfig &c) {
     if (c.rhsKMajor)
-      return sharedTileType(c.operandType.getContext(), {c.tileN, c.tileK},
-                            c.operandType);
+      return sharedTileType(c.operandType.getContext(),
+                            {c.rhsRowsPerCta(), c.tileK}, c.operandType);
     return sharedTileType(c.operandType.getContext(),
                           {c.tileK, chunkElements(c)}, c.operandType);
   }
@@ -150,13 +157,20 @@ Value buildMatrixDescriptor(ImplicitLocOpBuilder &b, Value address,
 }
 
 /// `scf.for` over the CTA's tiles (blockIdx.x, + gridDim.x, ... below
-/// `numTiles`); `body` gets the linear tile index and the iteration number.
+/// `numTiles`), or with clusters of `clusterM` CTAs the cluster's tiles
+/// (cluster index, + number of clusters, ...); `body` gets the linear tile
+/// index and the iteration number.
 void forEachTile(
-    ImplicitLocOpBuilder &b, Value numTiles,
+    ImplicitLocOpBuilder &b, Value numTiles, int64_t clusterM,
     function_ref<void(ImplicitLocOpBuilder &, Value tile, Value iteration)>
         body) {
   Value first = gpu::BlockIdOp::create(b, gpu::Dimension::x);
   Value stride = gpu::GridDimOp::create(b, gpu::Dimension::x);
+  if (clusterM > 1) {
+    Value size = arith::ConstantIndexOp::create(b, clusterM);
+    first = arith::DivUIOp::create(b, first, size);
+    stride = arith::DivUIOp::create(b, stride, size);
+  }
   scf::ForOp::create(
       b, first, numTiles, stride, ValueRange{},
       [&](OpBuilder &ob, Location loc, Value tile, ValueRange) {
@@ -219,7 +233,38 @@ public:
       NVVM::FenceMbarrierInitOp::create(ob, loc);
       scf::YieldOp::create(ob, loc);
     });
-    gpu::BarrierOp::create(b);
+    if (c.clusterM > 1)
+      syncCluster(b);
+    else
+      gpu::BarrierOp::create(b);
+  }
+
+  /// Every thread of the cluster: the CTAs' barriers initialized before any
+  /// CTA multicasts into another or arrives on its barriers, and at the end,
+  /// no CTA gone while another may still arrive on its barriers.
+  static void syncCluster(ImplicitLocOpBuilder &lb) {
+    NVVM::ClusterArriveOp::create(lb, UnitAttr());
+    NVVM::ClusterWaitOp::create(lb, UnitAttr());
+  }
+
+  /// Arrives on barrier `group[slot]` of every CTA of the cluster. The
+  /// caller's reads of the slot (WGMMA) have retired before; release at CTA
+  /// scope, as CUTLASS's cluster barrier does: at cluster scope the arrive
+  /// carries a cluster-wide fence that waits for the thread's outstanding
+  /// global stores (the previous tile's epilogue) on every k-tile.
+  void arriveClusterWide(ImplicitLocOpBuilder &lb, Value group, Value slot) {
+    Type i32 = lb.getI32Type();
+    Value local = LLVM::IntToPtrOp::create(
+        lb, LLVM::LLVMPointerType::get(ctx, 3),
+        nvgpu::MBarrierGetOp::create(lb, i32, group, slot).getResult());
+    for (int64_t rank = 0; rank < c.clusterM; ++rank) {
+      Value remote = NVVM::MapaOp::create(
+          lb, LLVM::LLVMPointerType::get(ctx, 7), local,
+          arith::ConstantIntOp::create(lb, i32, rank));
+      NVVM::MBarrierArriveOp::create(lb, Type(), remote, Value(),
+                                     NVVM::MemScopeKind::CTA,
+                                     /*relaxed=*/false);
+    }
   }
 
   /// TMA loads of k-tile `kt` of the CTA's tile into slot `slot`,
@@ -238,33 +283,57 @@ public:
     Value kOffset = arith::MulIOp::create(lb, kt, index(lb, c.tileK));
     // An operand's tile: one box when K-major; when stored MN-major (lhs
     // K x M, rhs K x N), chunks 128 bytes wide along M (N), each tileK rows
-    // deep, one after the other.
+    // deep, one after the other. `parts` > 1: the CTAs of a cluster each
+    // load part `frame.clusterRank` of the tile (rows of a K-major box,
+    // every parts-th chunk) and multicast it to every CTA of the cluster,
+    // into the same offset of the same slot.
     auto load = [&](Value base, Value map, MemRefType box, bool kMajor,
-                    Value origin, int64_t extent) {
+                    Value origin, int64_t extent, int64_t parts) {
+      Value mask;
+      if (parts > 1)
+        mask = arith::ConstantIntOp::create(lb, lb.getI16Type(),
+                                            (1 << parts) - 1);
       if (kMajor) {
+        if (parts > 1) {
+          int64_t rows = extent / parts;
+          base = arith::AddIOp::create(
+              lb, base,
+              arith::MulIOp::create(lb, frame.clusterRank,
+                                    index(lb, rows * kSwizzleBytes)));
+          origin = arith::AddIOp::create(
+              lb, origin,
+              arith::MulIOp::create(lb, frame.clusterRank, index(lb, rows)));
+        }
         Value dst = memref::ViewOp::create(lb, box, frame.shared, base,
                                            ValueRange{});
         nvgpu::TmaAsyncLoadOp::create(lb, dst, full, map,
                                       ValueRange{kOffset, origin}, slot,
-                                      Value(), Value());
+                                      mask, Value());
         return;
       }
-      for (int64_t i = 0; i < extent / chunkElements(); ++i) {
+      for (int64_t j = 0; j < extent / chunkElements() / parts; ++j) {
+        Value chunk = index(lb, j * parts);
+        if (parts > 1)
+          chunk = arith::AddIOp::create(lb, chunk, frame.clusterRank);
         Value dst = memref::ViewOp::create(
             lb, box, frame.shared,
-            arith::AddIOp::create(lb, base,
-                                  index(lb, i * c.tileK * kChunkBytes)),
+            arith::AddIOp::create(
+                lb, base,
+                arith::MulIOp::create(lb, chunk,
+                                      index(lb, c.tileK * kChunkBytes))),
             ValueRange{});
-        Value at = arith::AddIOp::create(lb, origin,
-                                         index(lb, i * chunkElements()));
+        Value at = arith::AddIOp::create(
+            lb, origin,
+            arith::MulIOp::create(lb, chunk, index(lb, chunkElements())));
         nvgpu::TmaAsyncLoadOp::create(lb, dst, full, map,
-                                      ValueRange{at, kOffset}, slot, Value(),
+                                      ValueRange{at, kOffset}, slot, mask,
                                       Value());
       }
     };
-    load(slotBase, frame.lhsMap, lhsBox, c.lhsKMajor, blockM, c.tileM);
+    load(slotBase, frame.lhsMap, lhsBox, c.lhsKMajor, blockM, c.tileM,
+         /*parts=*/1);
     load(arith::AddIOp::create(lb, slotBase, index(lb, c.lhsTileBytes())),
-         frame.rhsMap, rhsBox, c.rhsKMajor, blockN, c.tileN);
+         frame.rhsMap, rhsBox, c.rhsKMajor, blockN, c.tileN, c.clusterM);
   }
 
   /// The producer's step for k-tile `kt` of the tile at (blockM, blockN),
@@ -488,7 +557,9 @@ public:
   /// Tiles of the output: ceil(M / tileM) * ceil(N / tileN).
   Value countTiles() {
     return arith::MulIOp::create(
-        b, arith::CeilDivUIOp::create(b, frame.sizeM, index(b, c.tileM)),
+        b,
+        arith::CeilDivUIOp::create(b, frame.sizeM,
+                                   index(b, c.tileM * c.clusterM)),
         arith::CeilDivUIOp::create(b, frame.sizeN, index(b, c.tileN)));
   }
 
@@ -504,7 +575,7 @@ public:
   void produceTiles(ImplicitLocOpBuilder &pb, Value full, Value empty,
                     Value numTiles) {
     prefetchDescriptors(pb);
-    forEachTile(pb, numTiles,
+    forEachTile(pb, numTiles, c.clusterM,
                 [&](ImplicitLocOpBuilder &tb, Value tile, Value iteration) {
                   KernelFrame tileFrame = frame;
                   assignTile(tb, tileFrame, c, tile);
@@ -531,9 +602,14 @@ public:
     auto release = [&](ImplicitLocOpBuilder &lb, Value g) {
       scf::IfOp::create(lb, isReleaser, [&](OpBuilder &rb, Location rloc) {
         ImplicitLocOpBuilder ib(rloc, rb);
-        nvgpu::MBarrierArriveOp::create(
-            ib, nvgpu::MBarrierTokenType::get(ib.getContext()), empty,
-            arith::RemUIOp::create(ib, g, index(ib, c.stages)));
+        Value slot = arith::RemUIOp::create(ib, g, index(ib, c.stages));
+        // With clusters, every CTA's producer multicasts into this slot.
+        if (c.clusterM > 1)
+          arriveClusterWide(ib, empty, slot);
+        else
+          nvgpu::MBarrierArriveOp::create(
+              ib, nvgpu::MBarrierTokenType::get(ib.getContext()), empty,
+              slot);
         scf::YieldOp::create(ib);
       });
     };
@@ -826,7 +902,7 @@ void emitPersistent(ImplicitLocOpBuilder &b, KernelFrame &frame,
         arith::MulIOp::create(
             cb, arith::SubIOp::create(cb, warpgroup, m.index(cb, 1)),
             m.index(cb, kWgmmaM * kSwizzleBytes >> 4)));
-    forEachTile(cb, numTiles,
+    forEachTile(cb, numTiles, /*clusterM=*/1,
                 [&](ImplicitLocOpBuilder &tb, Value tile, Value iteration) {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(tb.getInsertionBlock(), tb.getInsertionPoint());
@@ -868,7 +944,7 @@ void emitPersistent(ImplicitLocOpBuilder &b, KernelFrame &frame,
           arith::ConstantIntOp::create(sb, i32, epilogueThreads),
           NVVM::BarrierReductionAttr(), Value());
     };
-    forEachTile(eb, numTiles,
+    forEachTile(eb, numTiles, /*clusterM=*/1,
                 [&](ImplicitLocOpBuilder &tb, Value tile, Value iteration) {
       assignTile(tb, epilogueFrame, c, tile);
       m.waitPhase(tb, staged, iteration, m.index(tb, 0));
@@ -894,9 +970,12 @@ void emitPersistent(ImplicitLocOpBuilder &b, KernelFrame &frame,
 /// Ring slots are counted across tiles.
 void emitCooperative(ImplicitLocOpBuilder &b, KernelFrame &frame,
                      const GemmKernelConfig &c, EpilogueEmitter epilogue) {
+  if (c.clusterM > 1)
+    frame.clusterRank = gpu::ClusterBlockIdOp::create(b, gpu::Dimension::x);
   Mainloop m(b, frame, c);
   Value full = m.createBarriers(1);
-  Value empty = m.createBarriers(2);
+  // Released by both consumer warpgroups of every CTA of the cluster.
+  Value empty = m.createBarriers(2 * c.clusterM);
   m.initBarriers();
   m.buildDescriptors();
   Value warpgroup = uniformGroupIndex(b, frame.tid, 128);
@@ -924,6 +1003,8 @@ void emitCooperative(ImplicitLocOpBuilder &b, KernelFrame &frame,
           m.produceTiles(lb, full, empty, numTiles);
           scf::YieldOp::create(lb);
         });
+        if (c.clusterM > 1)
+          Mainloop::syncCluster(pb);
         gpu::ReturnOp::create(pb);
   }
   {
@@ -954,8 +1035,8 @@ void emitCooperative(ImplicitLocOpBuilder &b, KernelFrame &frame,
             arith::MulIOp::create(
                 cb, arith::SubIOp::create(cb, warpgroup, m.index(cb, 1)),
                 m.index(cb, kWgmmaM * kSwizzleBytes >> 4)));
-        forEachTile(cb, numTiles, [&](ImplicitLocOpBuilder &tb, Value tile,
-                                      Value iteration) {
+        forEachTile(cb, numTiles, c.clusterM,
+                    [&](ImplicitLocOpBuilder &tb, Value tile, Value iteration) {
               OpBuilder::InsertionGuard guard(b);
               b.setInsertionPoint(tb.getInsertionBlock(),
                                   tb.getInsertionPoint());
@@ -965,8 +1046,23 @@ void emitCooperative(ImplicitLocOpBuilder &b, KernelFrame &frame,
                                 /*undefinedWithoutK=*/true);
               accs[0] = m.zeroWithoutK(b, accs[0]);
               consumer.accFragments = accs;
-              epilogue(b, consumer);
+              if (c.clusterM == 1) {
+                epilogue(b, consumer);
+                return;
+              }
+              // A cluster's last tile row may lie below M: its CTA loads
+              // (zeros) and computes in step with the others but writes
+              // nothing, partials included.
+              Value inside = arith::CmpIOp::create(
+                  b, arith::CmpIPredicate::ult, consumer.blockM, frame.sizeM);
+              scf::IfOp::create(b, inside, [&](OpBuilder &ib, Location iloc) {
+                ImplicitLocOpBuilder eb(iloc, ib);
+                epilogue(eb, consumer);
+                scf::YieldOp::create(eb);
+              });
             });
+        if (c.clusterM > 1)
+          Mainloop::syncCluster(cb);
   }
   // The kernel's return closes the consumers' block.
   b.setInsertionPointToEnd(consumerBlock);

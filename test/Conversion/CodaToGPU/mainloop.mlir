@@ -17,7 +17,7 @@
 
 //       CHECK: gpu.module @coda_kernels
 //       CHECK:   gpu.func @nt_gemm0(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?x512xbf16>) kernel
-//  CHECK-SAME:     coda.kernel = {block = [128, 1, 1], function = "nt", grid = ["ceildiv(N, 128)", "ceildiv(M, 128)", "1"]
+//  CHECK-SAME:     coda.kernel = {block = [128, 1, 1], cluster = [1, 1, 1], function = "nt", grid = ["ceildiv(N, 128)", "ceildiv(M, 128)", "1"]
 //  CHECK-SAME:     shared_memory_bytes = 132096 : i64, stages = 4 : i64, tile = [128, 128, 64], transpose_a = false, transpose_b = true, warp_specialized = false}
 //  CHECK-SAME:     known_block_size = array<i32: 128, 1, 1>
 //       CHECK:     nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 4>

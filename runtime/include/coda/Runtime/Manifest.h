@@ -57,6 +57,11 @@ struct KernelSpec {
   bool transposeA = false;
   /// One CTA per SM looping over the tiles (grid: min(tiles, SMs)).
   bool persistent = false;
+  /// CTAs per thread-block cluster along x (compiled into the kernel; the
+  /// grid must be a multiple of it). Persistent kernels then run
+  /// min(cluster tiles, SMs / cluster) clusters, a cluster tile being
+  /// cluster[0] tile rows of one tile column.
+  int64_t cluster[3] = {1, 1, 1};
   int64_t block[3] = {1, 1, 1};
   int64_t sharedMemoryBytes = 0;
 };

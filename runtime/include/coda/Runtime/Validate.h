@@ -39,9 +39,11 @@ struct GemmSizes {
 GemmSizes validate(const KernelSpec &kernel, const std::vector<Argument> &args);
 
 /// Grid of a launch: (ceil(N / tile N), ceil(M / tile M), 1), or for a
-/// persistent kernel (min(tiles, multiprocessors), 1, 1).
+/// persistent kernel (min(tiles, residentCtas), 1, 1), with clusters of c
+/// CTAs (min(cluster tiles, residentCtas / c) * c, 1, 1). `residentCtas`:
+/// the CTAs that can run at once (one per SM; fewer for clusters).
 void gridFor(const KernelSpec &kernel, const GemmSizes &sizes,
-             int64_t multiprocessors, int64_t grid[3]);
+             int64_t residentCtas, int64_t grid[3]);
 
 } // namespace coda::runtime
 
