@@ -6,16 +6,19 @@ configuration choice.
       --out results.json
 
 Each DIR is a coda-compile output holding `plain_nt` (bf16, rhs N x K).
+cuBLAS and the variants are timed in interleaved rounds; `vs_cublas` is the
+median over rounds of cuBLAS time / variant time.
 """
 
 import argparse
 import json
+import statistics
 
 import coda_runtime
 import torch
 
 from bench import SIZES, TOKENS, VOCAB
-from timing import median_ms
+from timing import interleaved_ms, median_ratio
 
 
 def block_shapes():
@@ -47,16 +50,22 @@ def main():
         b = torch.randn(n, k, device="cuda").bfloat16()
         y = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
         want = (a @ b.T).float()
-        row = {"shape": {"M": m, "N": n, "K": k},
-               "cublas_ms": median_ms(lambda: torch.matmul(a, b.T)), "coda_ms": {}}
+        fns = {"cublas": lambda: torch.matmul(a, b.T)}
         for name, module, kernel in variants:
             y.zero_()
             module.launch(kernel, [a, b, y], stream)
             torch.testing.assert_close(y.float(), want, rtol=2e-2, atol=2e-1)
-            row["coda_ms"][name] = median_ms(lambda: module.launch(kernel, [a, b, y], stream))
+            fns[name] = (lambda module=module, kernel=kernel:
+                         module.launch(kernel, [a, b, y], stream))
+        times = interleaved_ms(fns)
+        row = {"shape": {"M": m, "N": n, "K": k},
+               "cublas_ms": statistics.median(times["cublas"]),
+               "coda_ms": {name: statistics.median(times[name]) for name, _, _ in variants},
+               "vs_cublas": {name: median_ratio(times["cublas"], times[name])
+                             for name, _, _ in variants}}
         rows.append(row)
         print(f"{m}x{n}x{k}: cuBLAS {row['cublas_ms']:.3f} ms; " + ", ".join(
-            f"{name} {t:.3f} ({row['cublas_ms'] / t:.3f}x)" for name, t in row["coda_ms"].items()),
+            f"{name} {t:.3f} ({row['vs_cublas'][name]:.3f}x)" for name, t in row["coda_ms"].items()),
             flush=True)
         del a, b, y, want
         torch.cuda.empty_cache()

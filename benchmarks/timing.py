@@ -25,3 +25,36 @@ def median_ms(fn, reps=20, warmup=3):
         end.synchronize()
         times.append(start.elapsed_time(end))
     return statistics.median(times)
+
+
+def interleaved_ms(fns, reps=20, warmup=3):
+    """Times every function of `fns` (name -> callable) in rounds: each
+    round runs each function once (L2 flushed before each), in an order that
+    rotates from round to round, so that clock and thermal drift reach all of
+    them alike. Returns name -> list of per-round milliseconds."""
+    global _flush
+    if _flush is None:
+        _flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    names = list(fns)
+    for name in names:
+        for _ in range(warmup):
+            fns[name]()
+    torch.cuda.synchronize()
+    times = {name: [] for name in names}
+    for r in range(reps):
+        for i in range(len(names)):
+            name = names[(i + r) % len(names)]
+            _flush.zero_()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fns[name]()
+            end.record()
+            end.synchronize()
+            times[name].append(start.elapsed_time(end))
+    return times
+
+
+def median_ratio(base, times):
+    """Median over rounds of base[r] / times[r] (the speedup of `times` over
+    `base` measured in the same rounds)."""
+    return statistics.median(b / t for b, t in zip(base, times))
