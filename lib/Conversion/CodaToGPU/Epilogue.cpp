@@ -91,11 +91,17 @@ struct Slot {
 /// Builds the epilogue of one tile.
 class EpilogueBuilder {
 public:
+  /// `interior`: emit for a tile known to lie inside M x N, with every
+  /// vector-accessed operand's base and row stride 16-byte aligned (see
+  /// interiorCondition), with no bounds or alignment checks: each run of the
+  /// fragment layout starts at a column (or pair) that is a multiple of its
+  /// length, from a tile origin that is a multiple of tile N, so its vector
+  /// access is aligned too.
   EpilogueBuilder(GemmOp op, const GemmKernelConfig &config,
                   const KernelFrame &frame, ValueRange inputs,
-                  ValueRange outputs)
+                  ValueRange outputs, bool interior = false)
       : op(op), config(config), frame(frame), inputs(inputs),
-        outputs(outputs), pairStride(op.getPairStride()) {
+        outputs(outputs), pairStride(op.getPairStride()), interior(interior) {
     for (Value value : op.getYieldOp().getValues())
       roles.push_back(getOutputRole(value));
     lanesPerGroup = pairStride ? 2 : 1;
@@ -103,7 +109,16 @@ public:
 
   void build(ImplicitLocOpBuilder &b);
 
+  /// Whether the tile `frame` describes may take the interior epilogue: it
+  /// lies inside M x N, and every operand read or written with vector
+  /// accesses (tile and column inputs; tile, pair and interleaved outputs)
+  /// starts 16-byte aligned with rows 16-byte aligned.
+  Value interiorCondition(ImplicitLocOpBuilder &b) const;
+
 private:
+  Value trueValue(ImplicitLocOpBuilder &b) const {
+    return arith::ConstantIntOp::create(b, b.getI1Type(), 1);
+  }
   using Run = SmallVector<Slot>;
   /// Per slot values, indexed [group][lane].
   using SlotValues = SmallVector<SmallVector<Value, 2>>;
@@ -220,6 +235,7 @@ private:
   const KernelFrame &frame;
   ValueRange inputs, outputs;
   std::optional<int64_t> pairStride;
+  bool interior;
   SmallVector<OutputRole> roles;
   int64_t lanesPerGroup;
 
@@ -292,6 +308,16 @@ SmallVector<Value> EpilogueBuilder::loadRun(ImplicitLocOpBuilder &b,
   if (!alignment)
     return scalarLoads(b);
   auto vectorType = VectorType::get({count}, element);
+  if (interior) {
+    Value v = vector::LoadOp::create(b, vectorType, memref, indices,
+                                     /*nontemporal=*/false,
+                                     llvm::MaybeAlign(*alignment));
+    SmallVector<Value> values;
+    for (int64_t e = 0; e < count; ++e)
+      values.push_back(
+          vector::ExtractOp::create(b, v, ArrayRef<int64_t>{e}));
+    return values;
+  }
   Value fast = arith::AndIOp::create(
       b, inBounds, isAligned(b, memref, indices, *alignment));
   auto branch = scf::IfOp::create(
@@ -371,12 +397,19 @@ void EpilogueBuilder::storeRun(ImplicitLocOpBuilder &b, Value memref,
     scalarStores(b);
     return;
   }
+  Type element = cast<MemRefType>(memref.getType()).getElementType();
+  if (interior) {
+    Value v = vector::FromElementsOp::create(
+        b, VectorType::get({count}, element), values);
+    vector::StoreOp::create(b, v, memref, indices, /*nontemporal=*/false,
+                            llvm::MaybeAlign(*alignment));
+    return;
+  }
   Value end = arith::AddIOp::create(b, first, index(b, count));
   Value whole = arith::AndIOp::create(
       b, inRow, arith::CmpIOp::create(b, arith::CmpIPredicate::ule, end, limit));
   Value fast = arith::AndIOp::create(
       b, whole, isAligned(b, memref, indices, *alignment));
-  Type element = cast<MemRefType>(memref.getType()).getElementType();
   scf::IfOp::create(
       b, fast,
       [&](OpBuilder &ob, Location loc) {
@@ -527,6 +560,8 @@ EpilogueBuilder::emitRow(ImplicitLocOpBuilder &lb, Value localRow,
   Value lastRow = arith::SubIOp::create(lb, frame.sizeM, one);
   Value lastCol = arith::SubIOp::create(lb, frame.sizeN, one);
   auto runInBounds = [&](ImplicitLocOpBuilder &rb, const Run &run) -> Value {
+    if (interior)
+      return trueValue(rb);
     Value end = arith::AddIOp::create(
         rb, cols[run.front().group][run.front().lane], index(rb, run.size()));
     return arith::CmpIOp::create(rb, arith::CmpIPredicate::ule, end,
@@ -534,8 +569,11 @@ EpilogueBuilder::emitRow(ImplicitLocOpBuilder &lb, Value localRow,
   };
   Value row = arith::AddIOp::create(lb, frame.blockM, localRow);
   Value inRow =
-      arith::CmpIOp::create(lb, arith::CmpIPredicate::ult, row, frame.sizeM);
-  Value rowClamped = arith::MinUIOp::create(lb, row, lastRow);
+      interior ? trueValue(lb)
+               : arith::CmpIOp::create(lb, arith::CmpIPredicate::ult, row,
+                                       frame.sizeM).getResult();
+  Value rowClamped =
+      interior ? row : arith::MinUIOp::create(lb, row, lastRow).getResult();
   SmallVector<Value> nextCol(colAccs);
   int64_t numGroups = groups.size();
   int64_t slotsPerThread = numGroups * lanesPerGroup;
@@ -837,8 +875,11 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
     inCols.emplace_back();
     for (Value local : group) {
       cols.back().push_back(arith::AddIOp::create(b, frame.blockN, local));
-      inCols.back().push_back(arith::CmpIOp::create(
-          b, arith::CmpIPredicate::ult, cols.back().back(), frame.sizeN));
+      inCols.back().push_back(
+          interior ? trueValue(b)
+                   : arith::CmpIOp::create(b, arith::CmpIPredicate::ult,
+                                           cols.back().back(), frame.sizeN)
+                         .getResult());
     }
   }
 
@@ -909,6 +950,47 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
     finishColumnPartials(b, colAccs);
 }
 
+Value EpilogueBuilder::interiorCondition(ImplicitLocOpBuilder &b) const {
+  auto within = [&](Value origin, int64_t extent, Value size) -> Value {
+    return arith::CmpIOp::create(
+        b, arith::CmpIPredicate::ule,
+        arith::AddIOp::create(b, origin, index(b, extent)), size);
+  };
+  Value condition = arith::AndIOp::create(
+      b, within(frame.blockM, config.tileM, frame.sizeM),
+      within(frame.blockN, config.tileN, frame.sizeN));
+  auto aligned = [&](Value memref) {
+    auto type = cast<MemRefType>(memref.getType());
+    int64_t bytes = type.getElementTypeBitWidth() / 8;
+    auto metadata = memref::ExtractStridedMetadataOp::create(b, memref);
+    auto multipleOf16 = [&](Value v) -> Value {
+      return arith::CmpIOp::create(
+          b, arith::CmpIPredicate::eq,
+          arith::RemUIOp::create(b, v, index(b, 16)), index(b, 0));
+    };
+    condition = arith::AndIOp::create(
+        b, condition,
+        multipleOf16(arith::AddIOp::create(
+            b, memref::ExtractAlignedPointerAsIndexOp::create(b, memref),
+            arith::MulIOp::create(b, metadata.getOffset(), index(b, bytes)))));
+    for (Value stride : metadata.getStrides().drop_back())
+      condition = arith::AndIOp::create(
+          b, condition,
+          multipleOf16(arith::MulIOp::create(b, stride, index(b, bytes))));
+  };
+  for (auto [k, input] : llvm::enumerate(inputs)) {
+    AccessForm form = GemmOp(op).getInputForm(k);
+    if ((form == AccessForm::tile || form == AccessForm::col) &&
+        isa<MemRefType>(input.getType()))
+      aligned(input);
+  }
+  for (auto [i, output] : llvm::enumerate(outputs))
+    if (roles[i] == OutputRole::tile || roles[i] == OutputRole::pair ||
+        roles[i] == OutputRole::interleaved)
+      aligned(output);
+  return condition;
+}
+
 } // namespace
 
 void mlir::coda::gpu_lowering::emitEpilogue(ImplicitLocOpBuilder &b, GemmOp op,
@@ -916,5 +998,36 @@ void mlir::coda::gpu_lowering::emitEpilogue(ImplicitLocOpBuilder &b, GemmOp op,
                                             const KernelFrame &frame,
                                             ValueRange inputs,
                                             ValueRange outputs) {
-  EpilogueBuilder(op, config, frame, inputs, outputs).build(b);
+  // The register epilogue is unrolled over the thread's whole share of the
+  // tile: a tile inside the output (all but the last row and column of
+  // tiles) takes a copy without a bounds check per element where that pays,
+  // for tile outputs. Epilogues without one (partials only) or with pair or
+  // interleaved outputs keep the checked copy alone: with both copies
+  // cross-entropy and SwiGLU measured slower (docs/performance.md).
+  SmallVector<OutputRole> roles;
+  for (Value value : op.getYieldOp().getValues())
+    roles.push_back(getOutputRole(value));
+  bool interiorPays =
+      llvm::is_contained(roles, OutputRole::tile) &&
+      !llvm::is_contained(roles, OutputRole::pair) &&
+      !llvm::is_contained(roles, OutputRole::interleaved);
+  if (frame.accFragments.empty() || !interiorPays) {
+    EpilogueBuilder(op, config, frame, inputs, outputs).build(b);
+    return;
+  }
+  Value interior =
+      EpilogueBuilder(op, config, frame, inputs, outputs).interiorCondition(b);
+  scf::IfOp::create(
+      b, interior,
+      [&](OpBuilder &ob, Location loc) {
+        ImplicitLocOpBuilder tb(loc, ob);
+        EpilogueBuilder(op, config, frame, inputs, outputs, /*interior=*/true)
+            .build(tb);
+        scf::YieldOp::create(tb);
+      },
+      [&](OpBuilder &ob, Location loc) {
+        ImplicitLocOpBuilder eb(loc, ob);
+        EpilogueBuilder(op, config, frame, inputs, outputs).build(eb);
+        scf::YieldOp::create(eb);
+      });
 }

@@ -1,5 +1,6 @@
 // RUN: coda-opt %s --coda-to-gpu="cooperative=1" --split-input-file | FileCheck %s
 // RUN: coda-opt %s --coda-to-gpu="cooperative=1" --split-input-file | FileCheck %s --check-prefix=PARTIALS
+// RUN: coda-opt %s --coda-to-gpu="cooperative=1" --split-input-file | FileCheck %s --check-prefix=INTERIOR
 
 // Cooperative kernel: persistent CTAs of 384 threads with launch bounds (so
 // that ptxas honours setmaxnreg); warpgroup 0 branches to a block of its own
@@ -31,6 +32,23 @@
 //   CHECK-NOT:     memref.load %{{.*}} : memref<128x260xf32
 //       CHECK:     vector.store %{{.*}} : memref<?x?xbf16>, vector<2xbf16>
 //       CHECK:   gpu.return
+// A tile inside the output whose operands start and step 16-byte aligned
+// takes an epilogue with no bounds or alignment test: one vector store per
+// lane pair of columns; edge tiles take the checked copy.
+// INTERIOR-LABEL: gpu.func @plain_gemm0
+//       INTERIOR:   nvvm.wgmma.wait.group.sync.aligned 0
+//       INTERIOR:   arith.cmpi ule, %{{.*}}, %arg2 : index
+//       INTERIOR:   arith.cmpi ule, %{{.*}}, %arg3 : index
+//       INTERIOR:   memref.extract_strided_metadata %arg5
+//       INTERIOR:   arith.remui %{{.*}}, %c16
+//       INTERIOR:   scf.if %{{.*}} {
+//   INTERIOR-NOT:     scf.if
+//   INTERIOR-NOT:     arith.cmpi
+// INTERIOR-COUNT-64:  vector.store %{{.*}} : memref<?x?xbf16>, vector<2xbf16>
+//  INTERIOR-NEXT:   } else {
+//       INTERIOR:     arith.cmpi ult
+//       INTERIOR:     scf.if
+//       INTERIOR:       vector.store %{{.*}} : memref<?x?xbf16>, vector<2xbf16>
 func.func @plain(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
   coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
       epilogue(%acc) outs(%y : memref<?x?xbf16>) {
@@ -46,6 +64,10 @@ func.func @plain(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16
 // partials of its two rows; the four lanes of a quad combine (xor 1, 2).
 // Column partials combine the 8 lanes of a column (xor 4, 8, 16), then the 8
 // consumer warps through a scratch beside the ring.
+// Without a tile output the epilogue has one copy, the checked one.
+// INTERIOR-LABEL: gpu.func @partials_gemm0
+//   INTERIOR-NOT:   arith.remui %{{.*}}, %c16
+//       INTERIOR:   gpu.return
 // PARTIALS-LABEL: gpu.func @partials_gemm0
 //       PARTIALS:   gpu.shuffle  xor %{{.*}}, %c1_i32{{[_0-9]*}}, %c32_i32{{[_0-9]*}} : f32
 //       PARTIALS:   gpu.shuffle  xor %{{.*}}, %c2_i32{{[_0-9]*}}, %c32_i32{{[_0-9]*}} : f32
