@@ -109,10 +109,18 @@ public:
 
   void build(ImplicitLocOpBuilder &b);
 
+  /// Whether an interior copy pays: the epilogue writes a tile output and no
+  /// pair or interleaved one (with both copies, cross-entropy's partials
+  /// and SwiGLU's pairs measured slower; docs/performance.md).
+  bool interiorPays() const {
+    return llvm::is_contained(roles, OutputRole::tile) &&
+           !llvm::is_contained(roles, OutputRole::pair) &&
+           !llvm::is_contained(roles, OutputRole::interleaved);
+  }
   /// Whether the tile `frame` describes may take the interior epilogue: it
   /// lies inside M x N, and every operand read or written with vector
-  /// accesses (tile and column inputs; tile, pair and interleaved outputs)
-  /// starts 16-byte aligned with rows 16-byte aligned.
+  /// accesses (tile and column inputs, tile outputs) starts 16-byte aligned
+  /// with rows 16-byte aligned.
   Value interiorCondition(ImplicitLocOpBuilder &b) const;
 
 private:
@@ -961,22 +969,21 @@ Value EpilogueBuilder::interiorCondition(ImplicitLocOpBuilder &b) const {
       within(frame.blockN, config.tileN, frame.sizeN));
   auto aligned = [&](Value memref) {
     auto type = cast<MemRefType>(memref.getType());
-    int64_t bytes = type.getElementTypeBitWidth() / 8;
+    // The first element, then every row's stride in bytes.
+    SmallVector<Value> origin(type.getRank(), index(b, 0));
+    condition = arith::AndIOp::create(b, condition,
+                                      isAligned(b, memref, origin, 16));
     auto metadata = memref::ExtractStridedMetadataOp::create(b, memref);
-    auto multipleOf16 = [&](Value v) -> Value {
-      return arith::CmpIOp::create(
-          b, arith::CmpIPredicate::eq,
-          arith::RemUIOp::create(b, v, index(b, 16)), index(b, 0));
-    };
-    condition = arith::AndIOp::create(
-        b, condition,
-        multipleOf16(arith::AddIOp::create(
-            b, memref::ExtractAlignedPointerAsIndexOp::create(b, memref),
-            arith::MulIOp::create(b, metadata.getOffset(), index(b, bytes)))));
+    int64_t bytes = type.getElementTypeBitWidth() / 8;
     for (Value stride : metadata.getStrides().drop_back())
       condition = arith::AndIOp::create(
           b, condition,
-          multipleOf16(arith::MulIOp::create(b, stride, index(b, bytes))));
+          arith::CmpIOp::create(
+              b, arith::CmpIPredicate::eq,
+              arith::RemUIOp::create(
+                  b, arith::MulIOp::create(b, stride, index(b, bytes)),
+                  index(b, 16)),
+              index(b, 0)));
   };
   for (auto [k, input] : llvm::enumerate(inputs)) {
     AccessForm form = GemmOp(op).getInputForm(k);
@@ -985,8 +992,7 @@ Value EpilogueBuilder::interiorCondition(ImplicitLocOpBuilder &b) const {
       aligned(input);
   }
   for (auto [i, output] : llvm::enumerate(outputs))
-    if (roles[i] == OutputRole::tile || roles[i] == OutputRole::pair ||
-        roles[i] == OutputRole::interleaved)
+    if (roles[i] == OutputRole::tile)
       aligned(output);
   return condition;
 }
@@ -1000,23 +1006,13 @@ void mlir::coda::gpu_lowering::emitEpilogue(ImplicitLocOpBuilder &b, GemmOp op,
                                             ValueRange outputs) {
   // The register epilogue is unrolled over the thread's whole share of the
   // tile: a tile inside the output (all but the last row and column of
-  // tiles) takes a copy without a bounds check per element where that pays,
-  // for tile outputs. Epilogues without one (partials only) or with pair or
-  // interleaved outputs keep the checked copy alone: with both copies
-  // cross-entropy and SwiGLU measured slower (docs/performance.md).
-  SmallVector<OutputRole> roles;
-  for (Value value : op.getYieldOp().getValues())
-    roles.push_back(getOutputRole(value));
-  bool interiorPays =
-      llvm::is_contained(roles, OutputRole::tile) &&
-      !llvm::is_contained(roles, OutputRole::pair) &&
-      !llvm::is_contained(roles, OutputRole::interleaved);
-  if (frame.accFragments.empty() || !interiorPays) {
-    EpilogueBuilder(op, config, frame, inputs, outputs).build(b);
+  // tiles) takes a copy without a bounds check per element, where it pays.
+  EpilogueBuilder checked(op, config, frame, inputs, outputs);
+  if (frame.accFragments.empty() || !checked.interiorPays()) {
+    checked.build(b);
     return;
   }
-  Value interior =
-      EpilogueBuilder(op, config, frame, inputs, outputs).interiorCondition(b);
+  Value interior = checked.interiorCondition(b);
   scf::IfOp::create(
       b, interior,
       [&](OpBuilder &ob, Location loc) {
@@ -1027,7 +1023,7 @@ void mlir::coda::gpu_lowering::emitEpilogue(ImplicitLocOpBuilder &b, GemmOp op,
       },
       [&](OpBuilder &ob, Location loc) {
         ImplicitLocOpBuilder eb(loc, ob);
-        EpilogueBuilder(op, config, frame, inputs, outputs).build(eb);
+        checked.build(eb);
         scf::YieldOp::create(eb);
       });
 }
