@@ -70,6 +70,7 @@ mlir::coda::compileToDirectory(ModuleOp module, const CompileOptions &options,
   pipeline.warpSpecialized = options.warpSpecialized;
   pipeline.persistent = options.persistent;
   pipeline.cooperative = options.cooperative;
+  pipeline.pingPong = options.pingPong;
   pipeline.clusterM = options.clusterM;
   pipeline.manifest = pathIn("manifest.json");
   pipeline.ptxasOptions = options.ptxasOptions;

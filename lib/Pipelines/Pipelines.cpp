@@ -58,6 +58,7 @@ void mlir::coda::buildCodaToGPUBinaryPipeline(
   gemm.warpSpecialized = options.warpSpecialized;
   gemm.persistent = options.persistent;
   gemm.cooperative = options.cooperative;
+  gemm.pingPong = options.pingPong;
   gemm.clusterM = options.clusterM;
   pm.addPass(createCodaToGPU(gemm));
   if (!options.manifest.empty()) {

@@ -74,9 +74,14 @@ static cl::opt<bool> cooperative(
     cl::desc("persistent cooperative kernels, consumers running the epilogue "
              "from their registers"),
     cl::init(false));
+static cl::opt<bool> pingPong(
+    "ping-pong",
+    cl::desc("persistent kernels whose two consumer warpgroups take 128 x 128 "
+             "tiles in turn, one's epilogue under the other's K loop"),
+    cl::init(false));
 static cl::opt<int64_t> clusterM(
     "cluster-m",
-    cl::desc("CTAs per cluster along M (1 or 2; with --cooperative) sharing "
+    cl::desc("CTAs per cluster along M (1 or 2; with --cooperative or --ping-pong) sharing "
              "the rhs tile through TMA multicast"),
     cl::init(1));
 static cl::opt<std::string> ptxasOptions("ptxas-options",
@@ -118,6 +123,7 @@ static int compile() {
   options.warpSpecialized = warpSpecialized;
   options.persistent = persistent;
   options.cooperative = cooperative;
+  options.pingPong = pingPong;
   options.clusterM = clusterM;
   options.ptxasOptions = ptxasOptions;
   if (failed(coda::compileToDirectory(*module, options, outputDir,

@@ -113,8 +113,13 @@ def CodaToGPU : Pass<"coda-to-gpu", "ModuleOp"> {
            "warp-specialized 128-row kernels as persistent CTAs whose two "
            "consumer warpgroups run the epilogue from their accumulator "
            "registers while the producer loads the next tile">,
+    Option<"pingPong", "ping-pong", "bool", /*default=*/"false",
+           "warp-specialized 128-row kernels as persistent CTAs whose two "
+           "consumer warpgroups take 128 x 128 tiles in turn (even and odd "
+           "iterations), one running its epilogue from its registers while "
+           "the other computes the next tile">,
     Option<"clusterM", "cluster-m", "int64_t", /*default=*/"1",
-           "CTAs per cluster along M (1 or 2; cooperative kernels): the "
+           "CTAs per cluster along M (1 or 2; cooperative and ping-pong kernels): the "
            "CTAs of a cluster share the rhs tile, each loading a part of it "
            "and multicasting it to all">
   ];

@@ -29,6 +29,7 @@ struct CompileOptions {
   bool warpSpecialized = true;
   bool persistent = false;
   bool cooperative = false;
+  bool pingPong = false;
   int64_t clusterM = 1;
   std::string ptxasOptions;
 };

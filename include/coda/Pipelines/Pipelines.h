@@ -46,9 +46,15 @@ struct CodaToGPUBinaryOptions
       llvm::cl::desc("persistent cooperative kernels, consumers running the "
                      "epilogue from their registers"),
       llvm::cl::init(false)};
+  Option<bool> pingPong{
+      *this, "ping-pong",
+      llvm::cl::desc("persistent kernels whose two consumer warpgroups take "
+                     "128 x 128 tiles in turn, one's epilogue under the "
+                     "other's K loop"),
+      llvm::cl::init(false)};
   Option<int64_t> clusterM{
       *this, "cluster-m",
-      llvm::cl::desc("CTAs per cluster along M (1 or 2; cooperative kernels) "
+      llvm::cl::desc("CTAs per cluster along M (1 or 2; cooperative and ping-pong kernels) "
                      "sharing the rhs tile through TMA multicast"),
       llvm::cl::init(1)};
   Option<std::string> manifest{

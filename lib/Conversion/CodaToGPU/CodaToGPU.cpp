@@ -137,7 +137,7 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
                                          int64_t stages,
                                          bool warpSpecialized,
                                          bool persistent, bool cooperative,
-                                         int64_t clusterM) {
+                                         bool pingPong, int64_t clusterM) {
   if (!op.hasPureBufferSemantics())
     return op.emitOpError("GPU lowering takes coda.gemm on memrefs; "
                           "bufferize first (one-shot-bufferize)");
@@ -195,9 +195,30 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
   if (colTile)
     config.tileM = *colTile;
   std::optional<int64_t> pairStride = op.getPairStride();
+  // Ping-pong: persistent 128 x 128 tiles, each computed and written by one
+  // consumer warpgroup from its registers (128 accumulators per thread; a
+  // wider tile would not fit beside the epilogue).
+  constexpr int64_t kPingPongTileN = 128;
+  if (pingPong && warpSpecialized && config.tileM == 128 &&
+      config.tileN >= kPingPongTileN && fragmentLayoutSupports(pairStride) &&
+      (!rowTile || kPingPongTileN % *rowTile == 0) &&
+      (!pairStride || kPingPongTileN % (2 * *pairStride) == 0)) {
+    config.schedule = Schedule::pingPong;
+    config.tileN = kPingPongTileN;
+    config.numThreads = 384;
+    config.epilogueThreads = 128;
+    config.producerRegisters = 40;
+    config.consumerRegisters = 232;
+  } else if (pingPong) {
+    // Said, not silent: the option reaches only the GEMMs it can serve.
+    op.emitWarning("ping-pong not applied: it needs 128-row tiles at least "
+                   "128 columns wide whose row partials and pairs fit in 128 "
+                   "columns (pair stride 1 or a multiple of 8)");
+  }
   // Cooperative: persistent 128-row tiles whose two consumer warpgroups run
   // the epilogue from their registers.
-  if (cooperative && warpSpecialized && config.tileM == 128 &&
+  if (config.schedule == Schedule::single && cooperative &&
+      warpSpecialized && config.tileM == 128 &&
       fragmentLayoutSupports(pairStride)) {
     config.schedule = Schedule::cooperative;
     config.numThreads = 384;
@@ -233,11 +254,12 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
     return op.emitOpError("cluster M must be 1 or 2, got ") << clusterM;
   // Said, not silent: a module-wide cluster option reaches only the GEMMs
   // that run the cooperative schedule.
-  if (clusterM > 1 && config.schedule != Schedule::cooperative)
+  if (clusterM > 1 && !config.registerEpilogue())
     op.emitWarning("cluster-m=")
         << clusterM
-        << " not applied: clusters of CTAs need the cooperative schedule "
-           "(cooperative=1, 128-row tiles, pair stride 1 or a multiple of 8)";
+        << " not applied: clusters of CTAs need the cooperative or ping-pong "
+           "schedule (cooperative=1 or ping-pong=1, 128-row tiles, pair "
+           "stride 1 or a multiple of 8)";
   else
     config.clusterM = clusterM;
 
@@ -429,7 +451,7 @@ struct CodaToGPUPass : coda::impl::CodaToGPUBase<CodaToGPUPass> {
     for (GemmOp op : gemms) {
       FailureOr<GemmKernelConfig> config =
           chooseConfig(op, *target, tileM, tileN, stages, warpSpecialized,
-                       persistent, cooperative, clusterM);
+                       persistent, cooperative, pingPong, clusterM);
       if (::mlir::failed(config)) {
         failed = true;
         continue;

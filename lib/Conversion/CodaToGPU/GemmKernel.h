@@ -43,6 +43,11 @@ enum class Schedule {
   /// rows each and run the epilogue from their accumulator registers while
   /// the producer already fills the ring with the next tile's k-tiles.
   cooperative,
+  /// Persistent CTAs looping over tiles: a producer warp streams every
+  /// tile's k-tiles through the ring, the two consumer warpgroups take
+  /// whole tiles in turn (even and odd iterations), so that one runs its
+  /// epilogue from its registers while the other computes the next tile.
+  pingPong,
 };
 
 /// Tile shape and pipeline depth of one GEMM kernel, and the shared-memory
@@ -93,18 +98,33 @@ struct GemmKernelConfig {
   bool warpSpecialized() const { return schedule != Schedule::single; }
   /// CTAs loop over tiles (one per SM).
   bool persistent() const {
-    return schedule == Schedule::staged || schedule == Schedule::cooperative;
+    return schedule == Schedule::staged || registerEpilogue();
   }
   /// The epilogue reads the accumulators from registers, not from a
   /// shared-memory tile.
-  bool registerEpilogue() const { return schedule == Schedule::cooperative; }
+  bool registerEpilogue() const {
+    return schedule == Schedule::cooperative || schedule == Schedule::pingPong;
+  }
+  /// Consumer warpgroups that compute each tile (each 64 rows of it when
+  /// more than one), and the WGMMA fragments each holds.
+  int64_t consumersPerTile() const {
+    return schedule == Schedule::pingPong ? 1 : 2;
+  }
+  int64_t fragmentsPerConsumer() const {
+    return tileM / 64 / consumersPerTile();
+  }
+  /// Epilogues that run at once, each with its own scratch (ping-pong: one
+  /// per consumer warpgroup).
+  int64_t concurrentEpilogues() const {
+    return schedule == Schedule::pingPong ? 2 : 1;
+  }
   /// Where the epilogue's bytes start: after the ring in a persistent
   /// kernel (both are live at once), else at the ring (which they reuse).
   int64_t epilogueOffset() const {
     return persistent() ? stages * stageBytes() : 0;
   }
-  /// Bytes of the column partials' scratch (one f32 row of the tile per
-  /// pass row, or per warp when reading registers).
+  /// Bytes of one epilogue's column-partial scratch (one f32 row of the
+  /// tile per pass row, or per warp when reading registers).
   int64_t columnScratchBytes() const {
     int64_t rows = registerEpilogue() ? epilogueThreads / 32
                                       : epilogueRowsPerPass();
@@ -120,7 +140,7 @@ struct GemmKernelConfig {
   /// bytes as 128-byte swizzled TMA tiles require.
   int64_t sharedBytes() const {
     int64_t ring = stages * stageBytes();
-    return (persistent() ? ring + epilogueBytes()
+    return (persistent() ? ring + concurrentEpilogues() * epilogueBytes()
                          : std::max(ring, epilogueBytes())) +
            1024;
   }

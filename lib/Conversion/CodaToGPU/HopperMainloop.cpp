@@ -592,7 +592,7 @@ public:
   }
 
   /// A persistent consumer warpgroup's K loop over its `iteration`-th tile
-  /// (its 64 rows `rowUnits` down), at `b`: waits for each slot, releases
+  /// (its fragments `rowUnits` down, when given), at `b`: waits for each slot, releases
   /// the previous one once its group has retired (`isReleaser`: one
   /// arrival per warpgroup), and after the last wait the last slot. Returns
   /// the accumulators (see kLoop for `undefinedWithoutK`).
@@ -614,7 +614,7 @@ public:
       });
     };
     SmallVector<Value> accs = kLoop(
-        1,
+        c.fragmentsPerConsumer(),
         [&](ImplicitLocOpBuilder &lb, Value kt, ValueRange accs,
             bool firstTile) -> SmallVector<Value> {
           Value g = ringIndex(lb, iteration, kt);
@@ -739,7 +739,8 @@ void emitSingleWarpgroup(ImplicitLocOpBuilder &b, const KernelFrame &frame,
 /// regions that rejoin before the kernel's return, which roles with
 /// different register budgets must not do, and a 64 x 256 fragment per
 /// consumer fits without spills at the even split. The cooperative schedule
-/// reallocates, with roles as blocks of their own (emitCooperative).
+/// reallocates, with roles as blocks of their own
+/// (emitRegisterEpilogueSchedule).
 OpBuilder::InsertPoint emitWarpSpecialized(ImplicitLocOpBuilder &b,
                                            KernelFrame &frame,
                                            const GemmKernelConfig &c) {
@@ -959,23 +960,42 @@ void emitPersistent(ImplicitLocOpBuilder &b, KernelFrame &frame,
   });
 }
 
-/// Persistent, cooperative, 384 threads: each CTA loops over tiles
-/// (blockIdx.x, + gridDim.x, ...). Warpgroup 0 gives its registers up
-/// (setmaxnreg) and its first thread streams the k-tiles of all of the CTA's
-/// tiles through the ring, running ahead across tile boundaries. Warpgroups 1
-/// and 2 take the registers, compute 64 rows each and run the epilogue from
-/// their accumulator registers; meanwhile the producer already fills the
-/// ring with the next tile's first k-tiles. Each role is a block of its own,
-/// reached by one warp-uniform branch, that returns: the two never rejoin.
-/// Ring slots are counted across tiles.
-void emitCooperative(ImplicitLocOpBuilder &b, KernelFrame &frame,
-                     const GemmKernelConfig &c, EpilogueEmitter epilogue) {
+/// Persistent, 384 threads, registers in the consumers' accumulators: each
+/// CTA loops over tiles (blockIdx.x, + gridDim.x, ...). Warpgroup 0 gives
+/// its registers up (setmaxnreg) and its first thread streams the k-tiles of
+/// all of the CTA's tiles through the ring, running ahead across tile
+/// boundaries. Warpgroups 1 and 2 take the registers and run the epilogue
+/// from their accumulator registers:
+///
+///   cooperative  both compute every tile, 64 rows each; meanwhile the
+///                producer already fills the ring with the next tile's
+///                first k-tiles
+///   ping-pong    each computes whole tiles, the even iterations one, the
+///                odd the other, in turn: a consumer starts its K loop once
+///                the other has finished its own (a `turn` barrier per
+///                warpgroup, one phase per tile), so the two never compete
+///                for the tensor cores and one's epilogue runs under the
+///                other's K loop
+///
+/// Each role is a block of its own, reached by one warp-uniform branch,
+/// that returns: the two never rejoin. Ring slots are counted across tiles.
+/// In turn, every parity wait of a consumer is for a phase at most one
+/// behind the barrier's (the other consumer has waited on all the ring's
+/// earlier uses), as parity waits require.
+void emitRegisterEpilogueSchedule(ImplicitLocOpBuilder &b, KernelFrame &frame,
+                                  const GemmKernelConfig &c,
+                                  EpilogueEmitter epilogue) {
+  bool pingPong = c.schedule == Schedule::pingPong;
   if (c.clusterM > 1)
     frame.clusterRank = gpu::ClusterBlockIdOp::create(b, gpu::Dimension::x);
   Mainloop m(b, frame, c);
   Value full = m.createBarriers(1);
-  // Released by both consumer warpgroups of every CTA of the cluster.
-  Value empty = m.createBarriers(2 * c.clusterM);
+  // Released by the consumer warpgroups of the slot's tile in every CTA of
+  // the cluster.
+  Value empty = m.createBarriers(c.consumersPerTile() * c.clusterM);
+  // Ping-pong: turn[w] completes a phase when each warp of consumer w has
+  // finished the K loop of one of its tiles.
+  Value turn = pingPong ? m.createBarriers(/*count=*/4, /*slots=*/2) : Value();
   m.initBarriers();
   m.buildDescriptors();
   Value warpgroup = uniformGroupIndex(b, frame.tid, 128);
@@ -991,79 +1011,140 @@ void emitCooperative(ImplicitLocOpBuilder &b, KernelFrame &frame,
   cf::CondBranchOp::create(b, isProducer, producerBlock, ValueRange{},
                            consumerBlock, ValueRange{});
   {
-        ImplicitLocOpBuilder pb(b.getLoc(), b.getContext());
-        pb.setInsertionPointToEnd(producerBlock);
-        if (c.producerRegisters)
-          NVVM::SetMaxRegisterOp::create(pb, c.producerRegisters,
-                                         NVVM::SetMaxRegisterAction::decrease);
-        Value leader = arith::CmpIOp::create(pb, arith::CmpIPredicate::eq,
-                                             frame.tid, m.index(pb, 0));
-        scf::IfOp::create(pb, leader, [&](OpBuilder &lob, Location lloc) {
-          ImplicitLocOpBuilder lb(lloc, lob);
-          m.produceTiles(lb, full, empty, numTiles);
-          scf::YieldOp::create(lb);
-        });
-        if (c.clusterM > 1)
-          Mainloop::syncCluster(pb);
-        gpu::ReturnOp::create(pb);
+    ImplicitLocOpBuilder pb(b.getLoc(), b.getContext());
+    pb.setInsertionPointToEnd(producerBlock);
+    if (c.producerRegisters)
+      NVVM::SetMaxRegisterOp::create(pb, c.producerRegisters,
+                                     NVVM::SetMaxRegisterAction::decrease);
+    Value leader = arith::CmpIOp::create(pb, arith::CmpIPredicate::eq,
+                                         frame.tid, m.index(pb, 0));
+    scf::IfOp::create(pb, leader, [&](OpBuilder &lob, Location lloc) {
+      ImplicitLocOpBuilder lb(lloc, lob);
+      m.produceTiles(lb, full, empty, numTiles);
+      scf::YieldOp::create(lb);
+    });
+    if (c.clusterM > 1)
+      Mainloop::syncCluster(pb);
+    gpu::ReturnOp::create(pb);
   }
-  {
-        ImplicitLocOpBuilder cb(b.getLoc(), b.getContext());
-        cb.setInsertionPointToEnd(consumerBlock);
-        if (c.consumerRegisters)
-          NVVM::SetMaxRegisterOp::create(cb, c.consumerRegisters,
-                                         NVVM::SetMaxRegisterAction::increase);
-        KernelFrame consumer = frame;
-        consumer.tid = arith::SubIOp::create(cb, frame.tid, m.index(cb, 128));
-        consumer.warp =
-            arith::DivUIOp::create(cb, consumer.tid, m.index(cb, 32));
-        consumer.lane =
-            arith::RemUIOp::create(cb, consumer.tid, m.index(cb, 32));
-        consumer.syncEpilogue = [](ImplicitLocOpBuilder &sb) {
-          Type i32 = sb.getI32Type();
-          NVVM::BarrierOp::create(sb, Type(),
-                                  arith::ConstantIntOp::create(sb, i32, 1),
-                                  arith::ConstantIntOp::create(sb, i32, 256),
-                                  NVVM::BarrierReductionAttr(), Value());
-        };
-        Value isReleaser = arith::CmpIOp::create(
-            cb, arith::CmpIPredicate::eq,
-            arith::RemUIOp::create(cb, consumer.tid, m.index(cb, 128)),
-            m.index(cb, 0));
-        Value rowUnits = arith::IndexCastUIOp::create(
-            cb, cb.getI64Type(),
-            arith::MulIOp::create(
-                cb, arith::SubIOp::create(cb, warpgroup, m.index(cb, 1)),
-                m.index(cb, kWgmmaM * kSwizzleBytes >> 4)));
-        forEachTile(cb, numTiles, c.clusterM,
-                    [&](ImplicitLocOpBuilder &tb, Value tile, Value iteration) {
-              OpBuilder::InsertionGuard guard(b);
-              b.setInsertionPoint(tb.getInsertionBlock(),
-                                  tb.getInsertionPoint());
-              assignTile(b, consumer, c, tile);
-              SmallVector<Value> accs =
-                  m.consumeTile(full, empty, iteration, rowUnits, isReleaser,
-                                /*undefinedWithoutK=*/true);
-              accs[0] = m.zeroWithoutK(b, accs[0]);
-              consumer.accFragments = accs;
-              if (c.clusterM == 1) {
-                epilogue(b, consumer);
-                return;
-              }
-              // A cluster's last tile row may lie below M: its CTA loads
-              // (zeros) and computes in step with the others but writes
-              // nothing, partials included.
-              Value inside = arith::CmpIOp::create(
-                  b, arith::CmpIPredicate::ult, consumer.blockM, frame.sizeM);
-              scf::IfOp::create(b, inside, [&](OpBuilder &ib, Location iloc) {
-                ImplicitLocOpBuilder eb(iloc, ib);
-                epilogue(eb, consumer);
-                scf::YieldOp::create(eb);
+  ImplicitLocOpBuilder cb(b.getLoc(), b.getContext());
+  cb.setInsertionPointToEnd(consumerBlock);
+  if (c.consumerRegisters)
+    NVVM::SetMaxRegisterOp::create(cb, c.consumerRegisters,
+                                   NVVM::SetMaxRegisterAction::increase);
+  // Consumer warpgroup 0 or 1 (warp-uniform).
+  Value consumerIndex = arith::SubIOp::create(cb, warpgroup, m.index(cb, 1));
+  Value consumerThreads = m.index(cb, 128 * c.consumersPerTile());
+  KernelFrame consumer = frame;
+  consumer.tid = arith::RemUIOp::create(
+      cb, arith::SubIOp::create(cb, frame.tid, m.index(cb, 128)),
+      consumerThreads);
+  consumer.warp = arith::DivUIOp::create(cb, consumer.tid, m.index(cb, 32));
+  consumer.lane = arith::RemUIOp::create(cb, consumer.tid, m.index(cb, 32));
+  // The threads of a tile's epilogue: both consumers on named barrier 1,
+  // or in ping-pong each consumer alone on barrier 1 + its index.
+  Value barrierId = arith::IndexCastUIOp::create(
+      cb, cb.getI32Type(),
+      pingPong ? arith::AddIOp::create(cb, consumerIndex, m.index(cb, 1))
+                     .getResult()
+               : m.index(cb, 1));
+  int64_t epilogueThreads = c.epilogueThreads;
+  consumer.syncEpilogue = [barrierId,
+                           epilogueThreads](ImplicitLocOpBuilder &sb) {
+    NVVM::BarrierOp::create(
+        sb, Type(), barrierId,
+        arith::ConstantIntOp::create(sb, sb.getI32Type(), epilogueThreads),
+        NVVM::BarrierReductionAttr(), Value());
+  };
+  // Each concurrent epilogue has its own scratch.
+  if (pingPong)
+    consumer.sharedBase = arith::AddIOp::create(
+        cb, frame.sharedBase,
+        arith::MulIOp::create(cb, consumerIndex,
+                              m.index(cb, c.epilogueBytes())));
+  Value isReleaser = arith::CmpIOp::create(cb, arith::CmpIPredicate::eq,
+                                           arith::RemUIOp::create(
+                                               cb, consumer.tid,
+                                               m.index(cb, 128)),
+                                           m.index(cb, 0));
+  // Cooperative: each consumer's 64 rows start at 64 * its index, its lhs
+  // descriptors that many rows down.
+  Value rowUnits;
+  if (!pingPong)
+    rowUnits = arith::IndexCastUIOp::create(
+        cb, cb.getI64Type(),
+        arith::MulIOp::create(cb, consumerIndex,
+                              m.index(cb, kWgmmaM * kSwizzleBytes >> 4)));
+  auto computeTile = [&](ImplicitLocOpBuilder &tb, Value tile,
+                         Value iteration) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(tb.getInsertionBlock(), tb.getInsertionPoint());
+    assignTile(b, consumer, c, tile);
+    if (pingPong) {
+      // The other consumer has finished the K loop of the previous tile.
+      Value previous = arith::SubIOp::create(b, iteration, m.index(b, 1));
+      Value later = arith::CmpIOp::create(b, arith::CmpIPredicate::ugt,
+                                          iteration, m.index(b, 0));
+      scf::IfOp::create(b, later, [&](OpBuilder &ib, Location iloc) {
+        ImplicitLocOpBuilder lb(iloc, ib);
+        m.waitPhase(lb, turn,
+                    arith::DivUIOp::create(lb, previous, m.index(lb, 2)),
+                    arith::RemUIOp::create(lb, previous, m.index(lb, 2)));
+        scf::YieldOp::create(lb);
+      });
+    }
+    SmallVector<Value> accs =
+        m.consumeTile(full, empty, iteration, rowUnits, isReleaser,
+                      /*undefinedWithoutK=*/true);
+    if (pingPong) {
+      // Lane 0 of each warp: its K loop is done (every wait passed).
+      Value laneZero = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                             consumer.lane, m.index(b, 0));
+      scf::IfOp::create(b, laneZero, [&](OpBuilder &ib, Location iloc) {
+        ImplicitLocOpBuilder lb(iloc, ib);
+        nvgpu::MBarrierArriveOp::create(
+            lb, nvgpu::MBarrierTokenType::get(lb.getContext()), turn,
+            consumerIndex);
+        scf::YieldOp::create(lb);
+      });
+    }
+    for (Value &acc : accs)
+      acc = m.zeroWithoutK(b, acc);
+    consumer.accFragments = accs;
+    if (c.clusterM == 1) {
+      epilogue(b, consumer);
+      return;
+    }
+    // A cluster's last tile row may lie below M: its CTA loads (zeros) and
+    // computes in step with the others but writes nothing, partials
+    // included.
+    Value inside = arith::CmpIOp::create(b, arith::CmpIPredicate::ult,
+                                         consumer.blockM, frame.sizeM);
+    scf::IfOp::create(b, inside, [&](OpBuilder &ib, Location iloc) {
+      ImplicitLocOpBuilder eb(iloc, ib);
+      epilogue(eb, consumer);
+      scf::YieldOp::create(eb);
+    });
+  };
+  forEachTile(cb, numTiles, c.clusterM,
+              [&](ImplicitLocOpBuilder &tb, Value tile, Value iteration) {
+                if (!pingPong) {
+                  computeTile(tb, tile, iteration);
+                  return;
+                }
+                // Ping-pong: this consumer's tiles only.
+                Value mine = arith::CmpIOp::create(
+                    tb, arith::CmpIPredicate::eq,
+                    arith::RemUIOp::create(tb, iteration, m.index(tb, 2)),
+                    consumerIndex);
+                scf::IfOp::create(tb, mine, [&](OpBuilder &ib, Location iloc) {
+                  ImplicitLocOpBuilder lb(iloc, ib);
+                  computeTile(lb, tile, iteration);
+                  scf::YieldOp::create(lb);
+                });
               });
-            });
-        if (c.clusterM > 1)
-          Mainloop::syncCluster(cb);
-  }
+  if (c.clusterM > 1)
+    Mainloop::syncCluster(cb);
   // The kernel's return closes the consumers' block.
   b.setInsertionPointToEnd(consumerBlock);
 }
@@ -1073,8 +1154,8 @@ void emitCooperative(ImplicitLocOpBuilder &b, KernelFrame &frame,
 void HopperTarget::emitKernelBody(ImplicitLocOpBuilder &b, KernelFrame &frame,
                                   const GemmKernelConfig &c,
                                   EpilogueEmitter epilogue) const {
-  if (c.schedule == Schedule::cooperative) {
-    emitCooperative(b, frame, c, epilogue);
+  if (c.registerEpilogue()) {
+    emitRegisterEpilogueSchedule(b, frame, c, epilogue);
     return;
   }
   if (c.schedule == Schedule::staged) {

@@ -63,7 +63,7 @@ func.func @plain(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16
 //  CHECK-SAME:   cluster = [1, 1, 1]
 //   CHECK-NOT:   nvvm.cluster_dim
 func.func @narrow(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %s: memref<?x?xf32>) {
-  // expected-warning @+1 {{cluster-m=2 not applied: clusters of CTAs need the cooperative schedule}}
+  // expected-warning @+1 {{cluster-m=2 not applied: clusters of CTAs need the cooperative or ping-pong schedule}}
   coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
       epilogue(%acc) outs(%s : memref<?x?xf32>) {
     %c = coda.col_reduce sum %acc tile 64 : f32

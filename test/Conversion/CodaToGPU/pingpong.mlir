@@ -1,0 +1,108 @@
+// RUN: coda-opt %s --coda-to-gpu="ping-pong=1" --split-input-file --verify-diagnostics | FileCheck %s
+// RUN: coda-opt %s --coda-to-gpu="ping-pong=1 cluster-m=2" --split-input-file 2>/dev/null | FileCheck %s --check-prefix=CLUSTER
+
+// Ping-pong kernel: persistent CTAs of 384 threads with launch bounds and
+// 128 x 128 tiles (a 4-slot ring of 32 KB stages); the producer block gives
+// registers up and streams every tile's k-tiles; each consumer warpgroup
+// takes the iterations of its parity, waits for the other's turn barrier
+// (the previous tile's K loop done), computes the whole tile as two 64-row
+// fragments (m64n128k16), arrives on its own turn barrier once per warp and
+// runs the epilogue from its registers. Each slot is released by one
+// warpgroup (empty barriers count 1 arrival).
+
+// CHECK-LABEL: func.func @plain
+//       CHECK:   %[[GRID:.*]] = arith.minui %{{.*}}, %c132
+//       CHECK:   gpu.launch_func  @coda_kernels::@plain_gemm0 blocks in (%[[GRID]], %c1{{.*}}, %c1{{.*}}) threads in (%c384{{.*}}, %{{.*}}, %{{.*}})  dynamic_shared_memory_size %c132096_i32
+//       CHECK: gpu.func @plain_gemm0
+//  CHECK-SAME:   persistent = true, shared_memory_bytes = 132096 : i64, stages = 4 : i64, tile = [128, 128, 64]
+//  CHECK-SAME:   nvvm.maxntid = array<i32: 384, 1, 1>, nvvm.minctasm = 1 : i32
+//       CHECK:   %[[FULL:.*]] = nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 4>
+//       CHECK:   %[[EMPTY:.*]] = nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 4>
+//       CHECK:   %[[TURN:.*]] = nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 2>
+//       CHECK:   nvgpu.mbarrier.init %[[FULL]][%{{.*}}], %c1
+//       CHECK:   nvgpu.mbarrier.init %[[EMPTY]][%{{.*}}], %c1
+//       CHECK:   nvgpu.mbarrier.init %[[TURN]][%{{.*}}], %c4
+//       CHECK:   cf.cond_br %{{.*}}, ^[[PRODUCER:bb[0-9]+]], ^[[CONSUMER:bb[0-9]+]]
+//       CHECK: ^[[PRODUCER]]:
+//       CHECK:   nvvm.setmaxregister  decrease 40
+//       CHECK:     nvgpu.tma.async.load
+//       CHECK:   gpu.return
+//       CHECK: ^[[CONSUMER]]:
+//       CHECK:   nvvm.setmaxregister  increase 232
+//       CHECK:   %[[INDEX:.*]] = arith.subi %{{.*}}, %c1
+//       CHECK:   scf.for %[[TILE:.*]] = %block_id_x to %{{.*}} step %grid_dim_x {
+//       CHECK:     %[[PARITY:.*]] = arith.remui %{{.*}}, %c2
+//       CHECK:     %[[MINE:.*]] = arith.cmpi eq, %[[PARITY]], %[[INDEX]]
+//       CHECK:     scf.if %[[MINE]] {
+//       CHECK:       nvgpu.mbarrier.try_wait.parity %[[TURN]]
+//       CHECK:       nvgpu.mbarrier.try_wait.parity %[[FULL]]
+//   CHECK-COUNT-2:   wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
+//       CHECK:       scf.for
+//       CHECK:         nvgpu.mbarrier.try_wait.parity %[[FULL]]
+//   CHECK-COUNT-8:     nvvm.wgmma.mma_async
+//       CHECK:         nvvm.wgmma.wait.group.sync.aligned 1
+//       CHECK:         nvgpu.mbarrier.arrive %[[EMPTY]]
+//       CHECK:       nvvm.wgmma.wait.group.sync.aligned 0
+//       CHECK:       nvgpu.mbarrier.arrive %[[EMPTY]]
+//       CHECK:       nvgpu.mbarrier.arrive %[[TURN]][%[[INDEX]]]
+//   CHECK-NOT:       memref.load %{{.*}} : memref<128x132xf32
+//       CHECK:       vector.store %{{.*}} : memref<?x?xbf16>, vector<2xbf16>
+//       CHECK:   gpu.return
+
+// With clusters of two, each slot is released by one warpgroup of each CTA.
+// CLUSTER-LABEL: gpu.func @plain_gemm0
+//  CLUSTER-SAME:   cluster = [2, 1, 1]
+//       CLUSTER:   nvgpu.mbarrier.create
+//       CLUSTER:   %[[EMPTY:.*]] = nvgpu.mbarrier.create
+//       CLUSTER:   nvgpu.mbarrier.init %[[EMPTY]][%{{.*}}], %c2
+func.func @plain(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%y : memref<?x?xbf16>) {
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
+
+// -----
+
+// Column partials: each consumer warpgroup's epilogue has its own scratch
+// (one f32 row per warp, 4 x 128 x 4 bytes after the ring, the second
+// consumer's 2048 bytes further) and synchronizes on its own named barrier
+// (1 + its index) of 128 threads.
+// CHECK-LABEL: gpu.func @colsum_gemm0
+//  CHECK-SAME:   shared_memory_bytes = 136192 : i64
+//       CHECK:   nvvm.setmaxregister  increase 232
+//       CHECK:   %[[INDEX:.*]] = arith.subi %{{.*}}, %c1
+//       CHECK:   %[[ID:.*]] = arith.addi %[[INDEX]], %c1
+//       CHECK:   %[[ID32:.*]] = arith.index_castui %[[ID]] : index to i32
+//       CHECK:   %[[OFFSET:.*]] = arith.muli %[[INDEX]], %c2048
+//       CHECK:   scf.for
+//       CHECK:     nvvm.barrier id = %[[ID32]] number_of_threads = %c128_i32
+//       CHECK:     memref.view
+//       CHECK:     nvvm.barrier id = %[[ID32]] number_of_threads = %c128_i32
+func.func @colsum(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %cs: memref<?x?xf32>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%cs : memref<?x?xf32>) {
+    %c = coda.col_reduce sum %acc tile 128 : f32
+    coda.yield %c : !coda.partial<f32>
+  }
+  return
+}
+
+// -----
+
+// Row partials over 256 columns need a 256-column tile: the GEMM keeps the
+// warp-specialized schedule, and says so.
+// CHECK-LABEL: gpu.func @wide_gemm0
+//  CHECK-SAME:   persistent = false
+//  CHECK-SAME:   tile = [128, 256, 64]
+func.func @wide(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %rs: memref<?x?xf32>) {
+  // expected-warning @+1 {{ping-pong not applied}}
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%rs : memref<?x?xf32>) {
+    %s = coda.row_reduce sum %acc tile 256 : f32
+    coda.yield %s : !coda.partial<f32>
+  }
+  return
+}
