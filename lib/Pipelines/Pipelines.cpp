@@ -60,6 +60,8 @@ void mlir::coda::buildCodaToGPUBinaryPipeline(
   gemm.cooperative = options.cooperative;
   gemm.pingPong = options.pingPong;
   gemm.clusterM = options.clusterM;
+  if (options.selectConfig)
+    pm.addPass(createCodaSelectGemmConfig());
   pm.addPass(createCodaToGPU(gemm));
   if (!options.manifest.empty()) {
     CodaExportKernelManifestOptions manifest;

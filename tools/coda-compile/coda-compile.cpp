@@ -79,6 +79,12 @@ static cl::opt<bool> pingPong(
     cl::desc("persistent kernels whose two consumer warpgroups take 128 x 128 "
              "tiles in turn, one's epilogue under the other's K loop"),
     cl::init(false));
+static cl::opt<bool> selectConfig(
+    "select-config",
+    cl::desc("choose each GEMM's kernel configuration by the measured rules "
+             "of --coda-select-gemm-config (GEMMs they do not cover take the "
+             "options above)"),
+    cl::init(false));
 static cl::opt<int64_t> clusterM(
     "cluster-m",
     cl::desc("CTAs per cluster along M (1 or 2; with --cooperative or --ping-pong) sharing "
@@ -124,6 +130,7 @@ static int compile() {
   options.persistent = persistent;
   options.cooperative = cooperative;
   options.pingPong = pingPong;
+  options.selectConfig = selectConfig;
   options.clusterM = clusterM;
   options.ptxasOptions = ptxasOptions;
   if (failed(coda::compileToDirectory(*module, options, outputDir,

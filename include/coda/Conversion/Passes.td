@@ -52,6 +52,30 @@ def CodaLowerToLinalg : Pass<"coda-lower-to-linalg"> {
   ];
 }
 
+def CodaSelectGemmConfig
+    : Pass<"coda-select-gemm-config", "ModuleOp"> {
+  let summary = "choose each coda.gemm's GPU kernel configuration";
+  let description = [{
+    Attaches a `#coda.gemm_config` (schedule, tile, stages, cluster) to every
+    `coda.gemm` on memrefs that has none, from rules measured on the H100
+    (docs/performance.md, "Choosing a configuration per GEMM"):
+
+    - pairs at a stride wider than one column (rotate-half RoPE): the
+      warp-specialized 128 x 256 kernel (register epilogues spill there);
+    - log-sum-exp or max row partials, and pairs of adjacent columns or
+      interleaved outputs (cross-entropy, SwiGLU): ping-pong 128 x 128;
+    - sum row partials (residual + norm statistics) and plain epilogues:
+      cooperative 128 x 256 in clusters of two, except for static shapes
+      with K <= 2048 (ping-pong 128 x 128 when N >= 4096, else
+      warp-specialized).
+
+    Column partials and GEMMs whose epilogue fixes a tile other than these
+    keep no attribute (the lowering's options apply). `coda-to-gpu` reads
+    only the attribute where it is present.
+  }];
+  let dependentDialects = ["::mlir::coda::CodaDialect"];
+}
+
 def CodaToGPU : Pass<"coda-to-gpu", "ModuleOp"> {
   let summary = "lower coda.gemm on memrefs to TMA + WGMMA GPU kernels";
   let description = [{

@@ -30,6 +30,7 @@ struct CompileOptions {
   bool persistent = false;
   bool cooperative = false;
   bool pingPong = false;
+  bool selectConfig = false;
   int64_t clusterM = 1;
   std::string ptxasOptions;
 };

@@ -52,6 +52,12 @@ struct CodaToGPUBinaryOptions
                      "128 x 128 tiles in turn, one's epilogue under the "
                      "other's K loop"),
       llvm::cl::init(false)};
+  Option<bool> selectConfig{
+      *this, "select-config",
+      llvm::cl::desc("choose each GEMM's kernel configuration by the measured "
+                     "rules of --coda-select-gemm-config (GEMMs they do not "
+                     "cover take the options above)"),
+      llvm::cl::init(false)};
   Option<int64_t> clusterM{
       *this, "cluster-m",
       llvm::cl::desc("CTAs per cluster along M (1 or 2; cooperative and ping-pong kernels) "

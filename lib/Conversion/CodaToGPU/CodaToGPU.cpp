@@ -420,6 +420,36 @@ DictionaryAttr buildKernelAbi(OpBuilder &b, GemmOp op, func::FuncOp host,
 struct CodaToGPUPass : coda::impl::CodaToGPUBase<CodaToGPUPass> {
   using Base::Base;
 
+  /// The kernel configuration of `op`: its pinned coda.gemm_config, else
+  /// the pass options.
+  FailureOr<GemmKernelConfig> configure(GemmOp op, const GemmTarget &target) {
+    auto pinned =
+        op->getAttrOfType<GemmConfigAttr>(GemmConfigAttr::getAttrName());
+    if (!pinned)
+      return chooseConfig(op, target, tileM, tileN, stages, warpSpecialized,
+                          persistent, cooperative, pingPong, clusterM);
+    Schedule schedule = pinned.getSchedule();
+    FailureOr<GemmKernelConfig> config = chooseConfig(
+        op, target, pinned.getTileM(), pinned.getTileN(), pinned.getStages(),
+        /*warpSpecialized=*/schedule != Schedule::single,
+        /*persistent=*/schedule == Schedule::staged,
+        /*cooperative=*/schedule == Schedule::cooperative,
+        /*pingPong=*/schedule == Schedule::pingPong, pinned.getClusterM());
+    if (failed(config))
+      return failure();
+    // The epilogue may force another tile or schedule: said, as an error,
+    // since the configuration was asked for by name.
+    if (config->schedule != schedule || config->tileM != pinned.getTileM() ||
+        config->tileN != pinned.getTileN() ||
+        config->clusterM != pinned.getClusterM())
+      return op.emitOpError("cannot take ")
+             << pinned << " (its epilogue and tile lower to schedule "
+             << stringifyGemmSchedule(config->schedule) << ", tile "
+             << config->tileM << " x " << config->tileN << ", cluster M "
+             << config->clusterM << ")";
+    return config;
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     std::unique_ptr<GemmTarget> target = getGemmTarget(chip);
@@ -449,9 +479,7 @@ struct CodaToGPUPass : coda::impl::CodaToGPUBase<CodaToGPUPass> {
     SmallVector<GemmKernelConfig> configs;
     bool failed = false;
     for (GemmOp op : gemms) {
-      FailureOr<GemmKernelConfig> config =
-          chooseConfig(op, *target, tileM, tileN, stages, warpSpecialized,
-                       persistent, cooperative, pingPong, clusterM);
+      FailureOr<GemmKernelConfig> config = configure(op, *target);
       if (::mlir::failed(config)) {
         failed = true;
         continue;

@@ -25,30 +25,8 @@ namespace mlir::coda::gpu_lowering {
 /// so that tile outputs and inputs move as one vector when aligned).
 constexpr int64_t kEpilogueColumnsPerThread = 8;
 
-/// How a kernel's warps share the work of its tiles.
-enum class Schedule {
-  /// One warpgroup per CTA loads and computes one tile, then runs the
-  /// epilogue from a shared-memory tile.
-  single,
-  /// One tile per CTA: a producer warpgroup issues TMA, two consumer
-  /// warpgroups run WGMMA over 64 rows each and then the epilogue from a
-  /// shared-memory tile.
-  warpSpecialized,
-  /// Persistent CTAs looping over tiles with the warpSpecialized roles;
-  /// warps 1-3 of the producer warpgroup run each tile's epilogue from a
-  /// staging tile beside the ring while the consumers compute the next.
-  staged,
-  /// Persistent CTAs looping over tiles: a producer warp streams every
-  /// tile's k-tiles through the ring, two consumer warpgroups compute 64
-  /// rows each and run the epilogue from their accumulator registers while
-  /// the producer already fills the ring with the next tile's k-tiles.
-  cooperative,
-  /// Persistent CTAs looping over tiles: a producer warp streams every
-  /// tile's k-tiles through the ring, the two consumer warpgroups take
-  /// whole tiles in turn (even and odd iterations), so that one runs its
-  /// epilogue from its registers while the other computes the next tile.
-  pingPong,
-};
+/// How a kernel's warps share the work of its tiles (the dialect's enum).
+using Schedule = GemmSchedule;
 
 /// Tile shape and pipeline depth of one GEMM kernel, and the shared-memory
 /// plan that follows from them.

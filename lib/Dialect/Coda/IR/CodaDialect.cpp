@@ -32,6 +32,25 @@ void CodaDialect::initialize() {
       >();
 }
 
+LogicalResult CodaDialect::verifyOperationAttribute(Operation *op,
+                                                    NamedAttribute attr) {
+  // Only the GEMM configuration is checked here; the lowering's own
+  // attributes (coda.kernel, ...) belong to it.
+  StringRef name = attr.getName().getValue();
+  if (name != GemmConfigAttr::getAttrName())
+    return success();
+  if (!isa<GemmOp>(op))
+    return op->emitError("'") << name << "' belongs on coda.gemm";
+  auto config = dyn_cast<GemmConfigAttr>(attr.getValue());
+  if (!config)
+    return op->emitError("'") << name << "' must be a #coda.gemm_config";
+  if (config.getTileM() <= 0 || config.getTileN() <= 0 ||
+      config.getStages() <= 0 || config.getClusterM() <= 0)
+    return op->emitError("'")
+           << name << "' needs positive sizes, got " << config;
+  return success();
+}
+
 TypedAttr mlir::coda::getReductionIdentity(ReductionKind kind,
                                            FloatType type) {
   const llvm::fltSemantics &semantics = type.getFloatSemantics();

@@ -562,6 +562,7 @@ struct EraseUnusedResults : OpRewritePattern<GemmOp> {
                                   op.getInputFormsAttr(),
                                   op.getTransposeBAttr(),
                                   op.getTransposeAAttr());
+    rebuilt->setDiscardableAttrs(op->getDiscardableAttrDictionary());
     rewriter.inlineRegionBefore(op.getEpilogue(), rebuilt.getEpilogue(),
                                 rebuilt.getEpilogue().end());
     YieldOp yield = rebuilt.getYieldOp();

@@ -65,6 +65,8 @@ struct GemmOpInterface
         rewriter, op->getLoc(), TypeRange(), all[0], all[1], inputs, outputs,
         gemm.getInputFormsAttr(), gemm.getTransposeBAttr(),
         gemm.getTransposeAAttr());
+    // A pinned kernel configuration (coda.gemm_config) stays with the GEMM.
+    bufferized->setDiscardableAttrs(gemm->getDiscardableAttrDictionary());
     rewriter.inlineRegionBefore(gemm.getEpilogue(), bufferized.getEpilogue(),
                                 bufferized.getEpilogue().end());
     replaceOpWithBufferizedValues(rewriter, op, outputs);

@@ -29,6 +29,7 @@ def Coda_Dialect : Dialect {
   }];
   let useDefaultTypePrinterParser = 1;
   let useDefaultAttributePrinterParser = 1;
+  let hasOperationAttrVerify = 1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -73,6 +74,69 @@ def Coda_ReductionAxis : I32EnumAttr<"ReductionAxis",
 }
 def Coda_ReductionAxisAttr
     : EnumAttr<Coda_Dialect, Coda_ReductionAxis, "axis">;
+
+def Coda_GemmSchedule : I32EnumAttr<"GemmSchedule",
+    "how the warps of a GPU GEMM kernel share the work of its tiles", [
+      // One warpgroup per CTA loads and computes one tile, then runs the
+      // epilogue from a shared-memory tile.
+      I32EnumAttrCase<"single", 0>,
+      // One tile per CTA: a producer warpgroup issues TMA, two consumer
+      // warpgroups run WGMMA over 64 rows each and then the epilogue from a
+      // shared-memory tile.
+      I32EnumAttrCase<"warpSpecialized", 1, "warp_specialized">,
+      // Persistent CTAs with the warpSpecialized roles; warps 1-3 of the
+      // producer warpgroup run each tile's epilogue from a staging tile
+      // while the consumers compute the next.
+      I32EnumAttrCase<"staged", 2>,
+      // Persistent CTAs: two consumer warpgroups compute 64 rows of every
+      // tile each and run the epilogue from their registers while the
+      // producer already fills the ring with the next tile's k-tiles.
+      I32EnumAttrCase<"cooperative", 3>,
+      // Persistent CTAs: the two consumer warpgroups take whole tiles in
+      // turn, one running its epilogue from its registers while the other
+      // computes the next tile.
+      I32EnumAttrCase<"pingPong", 4, "ping_pong">
+    ]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::coda";
+}
+
+//===----------------------------------------------------------------------===//
+// Attributes
+//===----------------------------------------------------------------------===//
+
+def Coda_GemmConfigAttr : AttrDef<Coda_Dialect, "GemmConfig"> {
+  let mnemonic = "gemm_config";
+  let summary = "the GPU kernel configuration of one coda.gemm";
+  let description = [{
+    Attached to a `coda.gemm` as its discardable attribute
+    `coda.gemm_config` (by `--coda-select-gemm-config` or by hand), it fixes
+    the kernel that `--coda-to-gpu` generates for that GEMM: the schedule,
+    the output tile, the TMA ring's stages and the CTAs per cluster along M.
+    The lowering reports a configuration the GEMM's epilogue cannot take
+    (e.g. a register schedule with a row partial wider than its tile).
+
+    ```mlir
+    coda.gemm %a, %b transpose_b ... attributes {coda.gemm_config =
+        #coda.gemm_config<schedule = ping_pong, tile_m = 128, tile_n = 128,
+                          stages = 4, cluster_m = 2>}
+    ```
+  }];
+  let parameters = (ins
+    EnumParameter<Coda_GemmSchedule>:$schedule,
+    "int64_t":$tile_m,
+    "int64_t":$tile_n,
+    "int64_t":$stages,
+    DefaultValuedParameter<"int64_t", "1">:$cluster_m
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let extraClassDeclaration = [{
+    /// The name of the discardable attribute that holds it on a coda.gemm.
+    static constexpr ::llvm::StringLiteral getAttrName() {
+      return ::llvm::StringLiteral("coda.gemm_config");
+    }
+  }];
+}
 
 //===----------------------------------------------------------------------===//
 // Types

@@ -1,0 +1,102 @@
+//===- SelectGemmConfig.cpp - a kernel configuration per coda.gemm --------===//
+//
+// Chooses the GPU kernel of every coda.gemm on memrefs from what its
+// epilogue writes and, for static shapes, from M x N x K, and pins it as the
+// op's coda.gemm_config. The rules restate measurements on the H100
+// (docs/performance.md, "Choosing a configuration per GEMM"); a GEMM whose
+// epilogue the rules do not cover keeps no attribute.
+//
+//===----------------------------------------------------------------------===//
+
+#include "GemmKernel.h"
+
+#include "coda/Conversion/CodaToGPU/CodaToGPU.h"
+#include "coda/Dialect/Coda/IR/Coda.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+namespace mlir::coda {
+#define GEN_PASS_DEF_CODASELECTGEMMCONFIG
+#include "coda/Conversion/Passes.h.inc"
+} // namespace mlir::coda
+
+using namespace mlir;
+using namespace mlir::coda;
+using namespace mlir::coda::gpu_lowering;
+
+namespace {
+
+/// The K up to which a GEMM counts as short: its epilogue is a large share
+/// of each tile's time.
+constexpr int64_t kShortK = 2048;
+/// The N from which a short-K GEMM has enough 128 x 128 tiles to keep both
+/// consumer warpgroups of a ping-pong CTA busy.
+constexpr int64_t kPingPongMinN = 4096;
+
+GemmConfigAttr makeConfig(MLIRContext *ctx, GemmSchedule schedule,
+                          int64_t tileN, int64_t clusterM) {
+  return GemmConfigAttr::get(ctx, schedule, /*tile_m=*/128, tileN,
+                             /*stages=*/4, clusterM);
+}
+
+/// The configuration for `op`, or null where no rule applies.
+GemmConfigAttr selectConfig(GemmOp op) {
+  MLIRContext *ctx = op.getContext();
+  GemmConfigAttr warpSpecialized =
+      makeConfig(ctx, GemmSchedule::warpSpecialized, 256, 1);
+  GemmConfigAttr pingPong = makeConfig(ctx, GemmSchedule::pingPong, 128, 1);
+  GemmConfigAttr cooperative =
+      makeConfig(ctx, GemmSchedule::cooperative, 256, 2);
+
+  bool pairs = false, maxPartials = false, sumPartials = false;
+  for (Value value : op.getYieldOp().getValues()) {
+    switch (getOutputRole(value)) {
+    case OutputRole::pair:
+    case OutputRole::interleaved:
+      pairs = true;
+      break;
+    case OutputRole::rowPartials: {
+      auto reduce = cast<RowReduceOp>(value.getDefiningOp());
+      // Every register schedule's row partials cover divisors of 128.
+      if (128 % reduce.getTile() != 0)
+        return {};
+      (reduce.getKind() == ReductionKind::sum ? sumPartials : maxPartials) =
+          true;
+      break;
+    }
+    case OutputRole::colPartials:
+      return {};
+    case OutputRole::tile:
+    case OutputRole::rowSelect:
+      break;
+    }
+  }
+  // Pairs at a stride (rotate-half RoPE) spill in the register epilogues.
+  std::optional<int64_t> stride = op.getPairStride();
+  if (stride && *stride > 1)
+    return warpSpecialized;
+  if (pairs || maxPartials)
+    return pingPong;
+  // Plain epilogues and sum partials: short-K static shapes are decided by
+  // the epilogue's share, the rest run cooperative in clusters of two.
+  int64_t n = op.getStaticN(), k = op.getStaticK();
+  if (!sumPartials && !ShapedType::isDynamic(k) && k <= kShortK &&
+      !ShapedType::isDynamic(n))
+    return n >= kPingPongMinN ? pingPong : warpSpecialized;
+  return cooperative;
+}
+
+struct CodaSelectGemmConfigPass
+    : coda::impl::CodaSelectGemmConfigBase<CodaSelectGemmConfigPass> {
+  void runOnOperation() override {
+    getOperation().walk([](GemmOp op) {
+      if (!op.hasPureBufferSemantics() || op.isBatched() ||
+          op->hasAttr(GemmConfigAttr::getAttrName()))
+        return;
+      if (GemmConfigAttr config = selectConfig(op))
+        op->setAttr(GemmConfigAttr::getAttrName(), config);
+    });
+  }
+};
+
+} // namespace

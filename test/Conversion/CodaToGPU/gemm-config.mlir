@@ -1,0 +1,100 @@
+// RUN: coda-opt %s --coda-to-gpu --split-input-file --verify-diagnostics | FileCheck %s
+
+// A configuration pinned on the GEMM decides its kernel, whatever the pass
+// options: each schedule and cluster shape reaches the kernel.
+
+// CHECK-LABEL: gpu.func @pingpong_gemm0
+//  CHECK-SAME:   block = [384, 1, 1], cluster = [2, 1, 1]
+//  CHECK-SAME:   persistent = true
+//  CHECK-SAME:   stages = 4 : i64, tile = [128, 128, 64]
+//       CHECK:   nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 2>
+//       CHECK:   wgmma.mma_async.sync.aligned.m64n128k16
+func.func @pingpong(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%y : memref<?x?xbf16>) attributes {coda.gemm_config = #coda.gemm_config<schedule = ping_pong, tile_m = 128, tile_n = 128, stages = 4, cluster_m = 2>} {
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
+
+// -----
+
+// CHECK-LABEL: gpu.func @cooperative_gemm0
+//  CHECK-SAME:   block = [384, 1, 1], cluster = [1, 1, 1]
+//  CHECK-SAME:   persistent = true
+//  CHECK-SAME:   stages = 3 : i64, tile = [128, 256, 64]
+//       CHECK:   nvvm.setmaxregister  increase 232
+//       CHECK:   wgmma.mma_async.sync.aligned.m64n256k16
+func.func @cooperative(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%y : memref<?x?xbf16>) attributes {coda.gemm_config = #coda.gemm_config<schedule = cooperative, tile_m = 128, tile_n = 256, stages = 3>} {
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
+
+// -----
+
+// CHECK-LABEL: gpu.func @ws_gemm0
+//  CHECK-SAME:   block = [384, 1, 1]
+//  CHECK-SAME:   persistent = false
+//  CHECK-SAME:   tile = [128, 256, 64]
+func.func @ws(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%y : memref<?x?xbf16>) attributes {coda.gemm_config = #coda.gemm_config<schedule = warp_specialized, tile_m = 128, tile_n = 256, stages = 4>} {
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
+
+// -----
+
+// CHECK-LABEL: gpu.func @single_gemm0
+//  CHECK-SAME:   block = [128, 1, 1]
+//  CHECK-SAME:   tile = [64, 128, 64]
+func.func @single(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%y : memref<?x?xbf16>) attributes {coda.gemm_config = #coda.gemm_config<schedule = single, tile_m = 64, tile_n = 128, stages = 4>} {
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
+
+// -----
+
+// A configuration the epilogue cannot take is an error, not a silent
+// change of kernel.
+func.func @too_wide(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %rs: memref<?x?xf32>) {
+  // expected-warning @+2 {{ping-pong not applied}}
+  // expected-error @+1 {{cannot take #coda.gemm_config<schedule = ping_pong, tile_m = 128, tile_n = 128, stages = 4>}}
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%rs : memref<?x?xf32>) attributes {coda.gemm_config = #coda.gemm_config<schedule = ping_pong, tile_m = 128, tile_n = 128, stages = 4>} {
+    %s = coda.row_reduce sum %acc tile 256 : f32
+    coda.yield %s : !coda.partial<f32>
+  }
+  return
+}
+
+// -----
+
+func.func @misplaced(%x: f32) -> f32 {
+  // expected-error @+1 {{'coda.gemm_config' belongs on coda.gemm}}
+  %y = arith.addf %x, %x {coda.gemm_config = #coda.gemm_config<schedule = single, tile_m = 64, tile_n = 128, stages = 4>} : f32
+  return %y : f32
+}
+
+// -----
+
+func.func @bad_sizes(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
+  // expected-error @+1 {{'coda.gemm_config' needs positive sizes}}
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%y : memref<?x?xbf16>) attributes {coda.gemm_config = #coda.gemm_config<schedule = single, tile_m = 0, tile_n = 128, stages = 4>} {
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}

@@ -1,0 +1,111 @@
+// RUN: coda-opt %s --coda-select-gemm-config | FileCheck %s
+
+// The configuration each kind of GEMM gets: plain and sum-partial epilogues
+// run cooperative in clusters of two (static short-K shapes aside), the
+// log-sum-exp and adjacent pairs ping-pong, RoPE's strided pairs the
+// warp-specialized kernel; column partials and pinned GEMMs keep theirs.
+
+// CHECK-LABEL: func.func @plain
+//       CHECK:   coda.gemm
+//       CHECK:   attributes {coda.gemm_config = #coda.gemm_config<schedule = cooperative, tile_m = 128, tile_n = 256, stages = 4, cluster_m = 2>}
+func.func @plain(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%y : memref<?x?xbf16>) {
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
+
+// CHECK-LABEL: func.func @short_k_wide
+//       CHECK:   attributes {coda.gemm_config = #coda.gemm_config<schedule = ping_pong, tile_m = 128, tile_n = 128, stages = 4>}
+func.func @short_k_wide(%a: memref<16384x2048xbf16>, %b: memref<6144x2048xbf16>, %y: memref<16384x6144xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<16384x2048xbf16>, memref<6144x2048xbf16>
+      epilogue(%acc) outs(%y : memref<16384x6144xbf16>) {
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
+
+// CHECK-LABEL: func.func @short_k_narrow
+//       CHECK:   attributes {coda.gemm_config = #coda.gemm_config<schedule = warp_specialized, tile_m = 128, tile_n = 256, stages = 4>}
+func.func @short_k_narrow(%a: memref<16384x2048xbf16>, %b: memref<2048x2048xbf16>, %y: memref<16384x2048xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<16384x2048xbf16>, memref<2048x2048xbf16>
+      epilogue(%acc) outs(%y : memref<16384x2048xbf16>) {
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
+
+// CHECK-LABEL: func.func @residual_norm
+//       CHECK:   schedule = cooperative, tile_m = 128, tile_n = 256, stages = 4, cluster_m = 2
+func.func @residual_norm(%a: memref<16384x2048xbf16>, %b: memref<2048x2048xbf16>,
+                         %r: memref<16384x2048xbf16>, %h: memref<16384x2048xbf16>,
+                         %p: memref<16384x16xf32>) {
+  coda.gemm %a, %b transpose_b : memref<16384x2048xbf16>, memref<2048x2048xbf16>
+      epilogue(%acc, tile %res = %r : memref<16384x2048xbf16>)
+      outs(%h, %p : memref<16384x2048xbf16>, memref<16384x16xf32>) {
+    %rf = arith.extf %res : bf16 to f32
+    %x = arith.addf %acc, %rf : f32
+    %sq = arith.mulf %x, %x : f32
+    %s = coda.row_reduce sum %sq tile 128 : f32
+    %xb = arith.truncf %x : f32 to bf16
+    coda.yield %xb, %s : bf16, !coda.partial<f32>
+  }
+  return
+}
+
+// CHECK-LABEL: func.func @logsumexp
+//       CHECK:   schedule = ping_pong, tile_m = 128, tile_n = 128
+func.func @logsumexp(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %l: memref<?x?xf32>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%l : memref<?x?xf32>) {
+    %s = coda.row_reduce logsumexp %acc tile 128 : f32
+    coda.yield %s : !coda.partial<f32>
+  }
+  return
+}
+
+// CHECK-LABEL: func.func @rope
+//       CHECK:   schedule = warp_specialized, tile_m = 128, tile_n = 256
+func.func @rope(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %cos: memref<?x?xf32>,
+                %q: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, periodic %c = %cos : memref<?x?xf32>)
+      outs(%q : memref<?x?xbf16>) {
+    %r = coda.pair_map stride 64 (%lo, %hi) = %acc, (%c0, %c1) = %c
+        : f32, f32 -> f32 {
+      %y0 = arith.mulf %lo, %c0 : f32
+      %y1 = arith.mulf %hi, %c1 : f32
+      coda.yield %y0, %y1 : f32, f32
+    }
+    %rb = arith.truncf %r : f32 to bf16
+    coda.yield %rb : bf16
+  }
+  return
+}
+
+// CHECK-LABEL: func.func @colsum
+//   CHECK-NOT:   coda.gemm_config
+//       CHECK:   return
+func.func @colsum(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %cs: memref<?x?xf32>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%cs : memref<?x?xf32>) {
+    %c = coda.col_reduce sum %acc tile 128 : f32
+    coda.yield %c : !coda.partial<f32>
+  }
+  return
+}
+
+// CHECK-LABEL: func.func @pinned
+//       CHECK:   schedule = staged, tile_m = 128, tile_n = 128, stages = 3
+func.func @pinned(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%y : memref<?x?xbf16>) attributes {coda.gemm_config = #coda.gemm_config<schedule = staged, tile_m = 128, tile_n = 128, stages = 3>} {
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
