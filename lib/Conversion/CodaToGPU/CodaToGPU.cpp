@@ -195,20 +195,29 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
   if (colTile)
     config.tileM = *colTile;
   std::optional<int64_t> pairStride = op.getPairStride();
+  // Whether the tile may narrow to `narrowN` columns: its row partials and
+  // pairs still fit in one tile.
+  auto narrowsTo = [&](int64_t narrowN) {
+    return config.tileN >= narrowN && (!rowTile || narrowN % *rowTile == 0) &&
+           (!pairStride || narrowN % (2 * *pairStride) == 0);
+  };
+  // The register schedules: a producer warpgroup that gives its registers
+  // to two consumer warpgroups running the epilogue from theirs.
+  auto useRegisterSchedule = [&](Schedule schedule) {
+    config.schedule = schedule;
+    config.numThreads = 384;
+    config.epilogueThreads = 128 * config.consumersPerTile();
+    config.producerRegisters = 40;
+    config.consumerRegisters = 232;
+  };
   // Ping-pong: persistent 128 x 128 tiles, each computed and written by one
   // consumer warpgroup from its registers (128 accumulators per thread; a
   // wider tile would not fit beside the epilogue).
   constexpr int64_t kPingPongTileN = 128;
   if (pingPong && warpSpecialized && config.tileM == 128 &&
-      config.tileN >= kPingPongTileN && fragmentLayoutSupports(pairStride) &&
-      (!rowTile || kPingPongTileN % *rowTile == 0) &&
-      (!pairStride || kPingPongTileN % (2 * *pairStride) == 0)) {
-    config.schedule = Schedule::pingPong;
+      fragmentLayoutSupports(pairStride) && narrowsTo(kPingPongTileN)) {
+    useRegisterSchedule(Schedule::pingPong);
     config.tileN = kPingPongTileN;
-    config.numThreads = 384;
-    config.epilogueThreads = 128;
-    config.producerRegisters = 40;
-    config.consumerRegisters = 232;
   } else if (pingPong) {
     // Said, not silent: the option reaches only the GEMMs it can serve.
     op.emitWarning("ping-pong not applied: it needs 128-row tiles at least "
@@ -219,21 +228,14 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
   // the epilogue from their registers.
   if (config.schedule == Schedule::single && cooperative &&
       warpSpecialized && config.tileM == 128 &&
-      fragmentLayoutSupports(pairStride)) {
-    config.schedule = Schedule::cooperative;
-    config.numThreads = 384;
-    config.epilogueThreads = 256;
-    config.producerRegisters = 40;
-    config.consumerRegisters = 232;
-  }
+      fragmentLayoutSupports(pairStride))
+    useRegisterSchedule(Schedule::cooperative);
   // Persistent (each tile's epilogue overlapped with the next tile's
   // mainloop) where its 128 x 128 tile serves: the f32 staging tile and the
   // ring have to fit in shared memory together.
   constexpr int64_t kPersistentTileN = 128;
   if (config.schedule == Schedule::single && persistent && warpSpecialized &&
-      config.tileM == 128 && config.tileN >= kPersistentTileN &&
-      (!rowTile || kPersistentTileN % *rowTile == 0) &&
-      (!pairStride || kPersistentTileN % (2 * *pairStride) == 0)) {
+      config.tileM == 128 && narrowsTo(kPersistentTileN)) {
     config.schedule = Schedule::staged;
     config.tileN = kPersistentTileN;
     config.numThreads = 384;

@@ -361,6 +361,18 @@ public:
       round = arith::SubIOp::create(lb, round, index(lb, roundsBack));
     waitPhase(lb, group, round, slot);
   }
+  /// From the CTA's second tile on (`iteration` > 0), waits until barrier
+  /// `group[slot]` completed phase `round`.
+  void waitPhaseAfterFirstTile(ImplicitLocOpBuilder &lb, Value iteration,
+                               Value group, Value round, Value slot) {
+    Value later = arith::CmpIOp::create(lb, arith::CmpIPredicate::ugt,
+                                        iteration, index(lb, 0));
+    scf::IfOp::create(lb, later, [&](OpBuilder &ib, Location iloc) {
+      ImplicitLocOpBuilder wb(iloc, ib);
+      waitPhase(wb, group, round, slot);
+      scf::YieldOp::create(wb);
+    });
+  }
   /// Waits until barrier `group[slot]` completed its phase number `round`.
   void waitPhase(ImplicitLocOpBuilder &lb, Value group, Value round,
                  Value slot) {
@@ -912,15 +924,9 @@ void emitPersistent(ImplicitLocOpBuilder &b, KernelFrame &frame,
                         /*undefinedWithoutK=*/false);
       // The staging tile is free once the epilogue has drained the previous
       // tile's hand-over.
-      Value reuse = arith::CmpIOp::create(b, arith::CmpIPredicate::ugt,
-                                          iteration, m.index(b, 0));
-      scf::IfOp::create(b, reuse, [&](OpBuilder &ib, Location iloc) {
-        ImplicitLocOpBuilder lb(iloc, ib);
-        m.waitPhase(lb, drained,
-                    arith::SubIOp::create(lb, iteration, m.index(lb, 1)),
-                    m.index(lb, 0));
-        scf::YieldOp::create(lb);
-      });
+      m.waitPhaseAfterFirstTile(
+          b, iteration, drained,
+          arith::SubIOp::create(b, iteration, m.index(b, 1)), m.index(b, 0));
       m.storeFragments(accs, warp, lane);
       nvgpu::MBarrierArriveOp::create(
           b, nvgpu::MBarrierTokenType::get(b.getContext()), staged,
@@ -1083,15 +1089,10 @@ void emitRegisterEpilogueSchedule(ImplicitLocOpBuilder &b, KernelFrame &frame,
     if (pingPong) {
       // The other consumer has finished the K loop of the previous tile.
       Value previous = arith::SubIOp::create(b, iteration, m.index(b, 1));
-      Value later = arith::CmpIOp::create(b, arith::CmpIPredicate::ugt,
-                                          iteration, m.index(b, 0));
-      scf::IfOp::create(b, later, [&](OpBuilder &ib, Location iloc) {
-        ImplicitLocOpBuilder lb(iloc, ib);
-        m.waitPhase(lb, turn,
-                    arith::DivUIOp::create(lb, previous, m.index(lb, 2)),
-                    arith::RemUIOp::create(lb, previous, m.index(lb, 2)));
-        scf::YieldOp::create(lb);
-      });
+      m.waitPhaseAfterFirstTile(
+          b, iteration, turn,
+          arith::DivUIOp::create(b, previous, m.index(b, 2)),
+          arith::RemUIOp::create(b, previous, m.index(b, 2)));
     }
     SmallVector<Value> accs =
         m.consumeTile(full, empty, iteration, rowUnits, isReleaser,
