@@ -5,6 +5,8 @@ configuration choice.
   python3 benchmarks/gemm_configs.py --variant ws256=DIR --variant n128=DIR2 \
       --out results.json
 
+`--shape M N K` (repeatable) times those shapes instead of the block shapes.
+
 Each DIR is a coda-compile output holding `plain_nt` (bf16, rhs N x K).
 cuBLAS and the variants are timed in interleaved rounds; `vs_cublas` is the
 median over rounds of cuBLAS time / variant time.
@@ -34,6 +36,9 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--variant", action="append", required=True,
                         help="NAME=DIR of a coda-compile output with plain_nt")
+    parser.add_argument("--shape", nargs=3, type=int, action="append",
+                        metavar=("M", "N", "K"),
+                        help="time this shape (repeatable) instead of the block shapes")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -45,7 +50,7 @@ def main():
         (kernel,) = module.kernels_of("plain_nt")
         variants.append((name, module, kernel))
     rows = []
-    for m, n, k in block_shapes():
+    for m, n, k in args.shape or block_shapes():
         a = torch.randn(m, k, device="cuda").bfloat16()
         b = torch.randn(n, k, device="cuda").bfloat16()
         y = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)

@@ -265,6 +265,16 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
   else
     config.clusterM = clusterM;
 
+  // Register epilogues stage their 16-bit tile outputs where the buffers fit
+  // beside the ring and the scratch (cooperative 128 x 256 with 4 stages:
+  // with no column partials).
+  if (config.registerEpilogue()) {
+    for (unsigned i = 0, e = op.getYieldOp().getValues().size(); i < e; ++i)
+      config.stagedTileStores |= stagesTileOutput(op, i);
+    if (config.sharedBytes() > kMaxSharedBytes)
+      config.stagedTileStores = false;
+  }
+
   // The epilogue gives each row tileN / 8 consecutive lanes of one warp.
   if (config.tileN != 64 && config.tileN != 128 && config.tileN != 256)
     return op.emitOpError("tile N must be 64, 128 or 256, got ")

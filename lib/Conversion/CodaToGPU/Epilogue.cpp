@@ -76,6 +76,18 @@ bool mlir::coda::gpu_lowering::fragmentLayoutSupports(
   return !pairStride || *pairStride == 1 || *pairStride % 8 == 0;
 }
 
+bool mlir::coda::gpu_lowering::stagesTileOutput(GemmOp op, unsigned i) {
+  Value yielded = op.getYieldOp().getValues()[i];
+  if (op.getPairStride() || getOutputRole(yielded) != OutputRole::tile ||
+      !isa<BFloat16Type, Float16Type>(yielded.getType()))
+    return false;
+  auto type = dyn_cast<MemRefType>(op.getOutputs()[i].getType());
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  return type && succeeded(type.getStridesAndOffset(strides, offset)) &&
+         strides.back() == 1;
+}
+
 namespace {
 
 constexpr int64_t kColumnsPerThread = kEpilogueColumnsPerThread;
@@ -230,6 +242,13 @@ private:
   void storeRun(ImplicitLocOpBuilder &b, Value memref,
                 SmallVector<Value> indices, ArrayRef<Value> values,
                 Value inRow, Value limit) const;
+  /// Writes tile output `out` of the fragment row `row` (each slot's value
+  /// from `valueOf`) through the warp's staging buffer: the warp's lanes
+  /// write their column pairs of its 8 rows (one per quad), 16-byte chunk j
+  /// of row r at chunk j xor r (no bank conflicts either way), then each
+  /// lane reads back 16 bytes of one row and stores them with storeRun.
+  void storeStaged(ImplicitLocOpBuilder &b, Value out, Value row,
+                   function_ref<Value(Slot)> valueOf) const;
   /// `values` with each consecutive pair narrowed from f32 together (one
   /// packed cvt.rn.{bf16,f16}x2.f32) where both are scalar truncations of
   /// f32. A scalar cvt reading a WGMMA accumulator makes ptxas serialize
@@ -433,6 +452,80 @@ void EpilogueBuilder::storeRun(ImplicitLocOpBuilder &b, Value memref,
         scalarStores(eb);
         scf::YieldOp::create(eb);
       });
+}
+
+void EpilogueBuilder::storeStaged(ImplicitLocOpBuilder &b, Value out,
+                                  Value row,
+                                  function_ref<Value(Slot)> valueOf) const {
+  constexpr int64_t kChunk = 8; // 16-bit elements in 16 bytes
+  constexpr int64_t kRows = GemmKernelConfig::stagingRows;
+  Type element = cast<MemRefType>(out.getType()).getElementType();
+  MLIRContext *ctx = b.getContext();
+  auto stageType = MemRefType::get(
+      {kRows * config.tileN}, element, MemRefLayoutAttrInterface(),
+      gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
+  Value base = arith::AddIOp::create(
+      b, frame.sharedBase,
+      arith::AddIOp::create(
+          b, index(b, config.stagingOffset()),
+          arith::MulIOp::create(b, frame.warp,
+                                index(b, config.stagingBytesPerWarp()))));
+  Value stage =
+      memref::ViewOp::create(b, stageType, frame.shared, base, ValueRange{});
+  Value quadRow = arith::DivUIOp::create(b, frame.lane, index(b, 4));
+  Value twoQ = arith::MulIOp::create(
+      b, arith::RemUIOp::create(b, frame.lane, index(b, 4)), index(b, 2));
+  auto pairType = VectorType::get({2}, element);
+  for (const Run &run : runs) {
+    SmallVector<Value> values;
+    for (Slot slot : run)
+      values.push_back(valueOf(slot));
+    values = narrowPairs(b, values);
+    int64_t j = fragmentPos[run.front().group][run.front().lane].first;
+    Value chunk = arith::XOrIOp::create(b, index(b, j), quadRow);
+    Value at = arith::AddIOp::create(
+        b,
+        arith::AddIOp::create(
+            b, arith::MulIOp::create(b, quadRow, index(b, config.tileN)),
+            arith::MulIOp::create(b, chunk, index(b, kChunk))),
+        twoQ);
+    vector::StoreOp::create(
+        b, vector::FromElementsOp::create(b, pairType, values), stage,
+        ValueRange{at}, /*nontemporal=*/false, llvm::MaybeAlign(4));
+  }
+  Value allLanes = arith::ConstantIntOp::create(b, b.getI32Type(), -1);
+  NVVM::SyncWarpOp::create(b, allLanes);
+  int64_t chunksPerRow = config.tileN / kChunk;
+  int64_t rowsPerStore = 32 / chunksPerRow;
+  Value myChunk = arith::RemUIOp::create(b, frame.lane, index(b, chunksPerRow));
+  Value rowInStore =
+      arith::DivUIOp::create(b, frame.lane, index(b, chunksPerRow));
+  Value firstRow = arith::SubIOp::create(b, row, quadRow);
+  Value col = arith::AddIOp::create(
+      b, frame.blockN, arith::MulIOp::create(b, myChunk, index(b, kChunk)));
+  auto chunkType = VectorType::get({kChunk}, element);
+  for (int64_t t = 0; t < kRows / rowsPerStore; ++t) {
+    Value r = arith::AddIOp::create(b, rowInStore, index(b, t * rowsPerStore));
+    Value at = arith::AddIOp::create(
+        b, arith::MulIOp::create(b, r, index(b, config.tileN)),
+        arith::MulIOp::create(b, arith::XOrIOp::create(b, myChunk, r),
+                              index(b, kChunk)));
+    Value loaded = vector::LoadOp::create(b, chunkType, stage, ValueRange{at},
+                                          /*nontemporal=*/false,
+                                          llvm::MaybeAlign(16));
+    SmallVector<Value> values;
+    for (int64_t e = 0; e < kChunk; ++e)
+      values.push_back(
+          vector::ExtractOp::create(b, loaded, ArrayRef<int64_t>{e}));
+    Value outRow = arith::AddIOp::create(b, firstRow, r);
+    Value inRow = interior ? trueValue(b)
+                           : arith::CmpIOp::create(b, arith::CmpIPredicate::ult,
+                                                   outRow, frame.sizeM)
+                                 .getResult();
+    storeRun(b, out, {outRow, col}, values, inRow, frame.sizeN);
+  }
+  // Every lane has read its chunks before the next row overwrites them.
+  NVVM::SyncWarpOp::create(b, allLanes);
 }
 
 void EpilogueBuilder::layOutSharedTile(ImplicitLocOpBuilder &b) {
@@ -663,6 +756,12 @@ EpilogueBuilder::emitRow(ImplicitLocOpBuilder &lb, Value localRow,
     Value out = outputs[i];
     switch (roles[i]) {
     case OutputRole::tile:
+      if (config.stagedTileStores && !frame.accFragments.empty() &&
+          stagesTileOutput(op, i)) {
+        storeStaged(lb, out, row,
+                    [&](Slot s) { return mappingOf(s).lookup(value); });
+        break;
+      }
       for (const Run &run : runs) {
         Slot head = run.front();
         SmallVector<Value> values;

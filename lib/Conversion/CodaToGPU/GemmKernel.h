@@ -58,6 +58,12 @@ struct GemmKernelConfig {
   /// Columns per row partial (row_reduce's tile): tile N or a divisor of it,
   /// so that a CTA writes tileN / rowPartialTile partials per row.
   int64_t rowPartialTile = 0;
+  /// The register epilogue writes its 16-bit tile outputs through a
+  /// per-warp staging buffer (stagingRows rows of the tile, swizzled), from
+  /// which each row leaves in 16-byte stores instead of the fragments'
+  /// scattered 4-byte ones (see stagesTileOutput).
+  bool stagedTileStores = false;
+  static constexpr int64_t stagingRows = 8;
 
   /// f32 accumulator tile row stride in shared memory; the padding keeps rows
   /// 16-byte aligned and spreads rows over banks.
@@ -111,8 +117,17 @@ struct GemmKernelConfig {
   int64_t columnScratchOffset() const {
     return epilogueOffset() + (registerEpilogue() ? 0 : accTileBytes());
   }
+  /// Bytes of one warp's staging buffer, and where the epilogue's start.
+  int64_t stagingBytesPerWarp() const { return stagingRows * tileN * 2; }
+  int64_t stagingBytes() const {
+    return stagedTileStores ? epilogueThreads / 32 * stagingBytesPerWarp() : 0;
+  }
+  int64_t stagingOffset() const {
+    return columnScratchOffset() + columnScratchBytes();
+  }
   int64_t epilogueBytes() const {
-    return (registerEpilogue() ? 0 : accTileBytes()) + columnScratchBytes();
+    return (registerEpilogue() ? 0 : accTileBytes()) + columnScratchBytes() +
+           stagingBytes();
   }
   /// Dynamic shared memory to request, plus slack to align the base to 1024
   /// bytes as 128-byte swizzled TMA tiles require.
@@ -165,6 +180,11 @@ StringRef stringifyRole(OutputRole role);
 /// Whether the register epilogue can hold pairs of this stride in one lane
 /// (none, 1, or a multiple of 8).
 bool fragmentLayoutSupports(std::optional<int64_t> pairStride);
+
+/// Whether a register epilogue stages output `i` of `op` (see
+/// GemmKernelConfig::stagedTileStores): a tile output of a 16-bit float
+/// type, contiguous along its rows, of an epilogue without pairs.
+bool stagesTileOutput(GemmOp op, unsigned i);
 
 /// Emits the epilogue of the tile that `frame` describes: reads the
 /// accumulators from `frame.accFragments` or else `frame.accTile`, the

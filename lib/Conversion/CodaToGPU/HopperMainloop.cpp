@@ -607,10 +607,13 @@ public:
   /// (its fragments `rowUnits` down, when given), at `b`: waits for each slot, releases
   /// the previous one once its group has retired (`isReleaser`: one
   /// arrival per warpgroup), and after the last wait the last slot. Returns
-  /// the accumulators (see kLoop for `undefinedWithoutK`).
-  SmallVector<Value> consumeTile(Value full, Value empty, Value iteration,
-                                 Value rowUnits, Value isReleaser,
-                                 bool undefinedWithoutK) {
+  /// the accumulators (see kLoop for `undefinedWithoutK`). `issued`, when
+  /// given, runs once every WGMMA of the tile is issued, before the wait for
+  /// the last ones: another warpgroup's K loop can then queue behind them.
+  SmallVector<Value>
+  consumeTile(Value full, Value empty, Value iteration, Value rowUnits,
+              Value isReleaser, bool undefinedWithoutK,
+              function_ref<void(ImplicitLocOpBuilder &)> issued = {}) {
     auto release = [&](ImplicitLocOpBuilder &lb, Value g) {
       scf::IfOp::create(lb, isReleaser, [&](OpBuilder &rb, Location rloc) {
         ImplicitLocOpBuilder ib(rloc, rb);
@@ -640,6 +643,8 @@ public:
           return next;
         },
         undefinedWithoutK);
+    if (issued)
+      issued(b);
     NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
     // The last k-tile's slot, once its group has retired: the producer
     // refills it with the next tile's while the epilogue runs.
@@ -978,7 +983,7 @@ void emitPersistent(ImplicitLocOpBuilder &b, KernelFrame &frame,
 ///                first k-tiles
 ///   ping-pong    each computes whole tiles, the even iterations one, the
 ///                odd the other, in turn: a consumer starts its K loop once
-///                the other has finished its own (a `turn` barrier per
+///                the other has issued all of its own (a `turn` barrier per
 ///                warpgroup, one phase per tile), so the two never compete
 ///                for the tensor cores and one's epilogue runs under the
 ///                other's K loop
@@ -1000,7 +1005,7 @@ void emitRegisterEpilogueSchedule(ImplicitLocOpBuilder &b, KernelFrame &frame,
   // the cluster.
   Value empty = m.createBarriers(c.consumersPerTile() * c.clusterM);
   // Ping-pong: turn[w] completes a phase when each warp of consumer w has
-  // finished the K loop of one of its tiles.
+  // issued the K loop of one of its tiles.
   Value turn = pingPong ? m.createBarriers(/*count=*/4, /*slots=*/2) : Value();
   m.initBarriers();
   m.buildDescriptors();
@@ -1087,28 +1092,32 @@ void emitRegisterEpilogueSchedule(ImplicitLocOpBuilder &b, KernelFrame &frame,
     b.setInsertionPoint(tb.getInsertionBlock(), tb.getInsertionPoint());
     assignTile(b, consumer, c, tile);
     if (pingPong) {
-      // The other consumer has finished the K loop of the previous tile.
+      // The other consumer has issued the K loop of the previous tile.
       Value previous = arith::SubIOp::create(b, iteration, m.index(b, 1));
       m.waitPhaseAfterFirstTile(
           b, iteration, turn,
           arith::DivUIOp::create(b, previous, m.index(b, 2)),
           arith::RemUIOp::create(b, previous, m.index(b, 2)));
     }
-    SmallVector<Value> accs =
-        m.consumeTile(full, empty, iteration, rowUnits, isReleaser,
-                      /*undefinedWithoutK=*/true);
-    if (pingPong) {
-      // Lane 0 of each warp: its K loop is done (every wait passed).
-      Value laneZero = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
-                                             consumer.lane, m.index(b, 0));
-      scf::IfOp::create(b, laneZero, [&](OpBuilder &ib, Location iloc) {
+    // Ping-pong: lane 0 of each warp, once the warp has passed every wait
+    // of its K loop and issued every WGMMA (the other consumer's WGMMAs then
+    // queue behind them: the tensor cores do not drain between two tiles).
+    auto passTurn = [&](ImplicitLocOpBuilder &pb) {
+      Value laneZero = arith::CmpIOp::create(pb, arith::CmpIPredicate::eq,
+                                             consumer.lane, m.index(pb, 0));
+      scf::IfOp::create(pb, laneZero, [&](OpBuilder &ib, Location iloc) {
         ImplicitLocOpBuilder lb(iloc, ib);
         nvgpu::MBarrierArriveOp::create(
             lb, nvgpu::MBarrierTokenType::get(lb.getContext()), turn,
             consumerIndex);
         scf::YieldOp::create(lb);
       });
-    }
+    };
+    SmallVector<Value> accs = m.consumeTile(
+        full, empty, iteration, rowUnits, isReleaser,
+        /*undefinedWithoutK=*/true,
+        pingPong ? function_ref<void(ImplicitLocOpBuilder &)>(passTurn)
+                 : function_ref<void(ImplicitLocOpBuilder &)>());
     for (Value &acc : accs)
       acc = m.zeroWithoutK(b, acc);
     consumer.accFragments = accs;

@@ -7,13 +7,17 @@
 // that gives registers up and streams every tile's k-tiles, the consumers'
 // block takes them, runs the K loop (the first WGMMA of a tile writes its
 // accumulators without reading them) and the epilogue straight from the
-// fragments: no shared-memory accumulator tile, only the 4-slot ring.
+// fragments: no shared-memory accumulator tile, only the 4-slot ring and,
+// beside it, each consumer warp's staging buffer of 8 rows x 256 bf16
+// (196608 + 8 x 4096 bytes + 1024 of alignment slack): a warp's lanes write
+// their column pairs of 8 rows into it, then every lane stores 16 bytes of
+// one row at a time.
 
 // CHECK-LABEL: func.func @plain
 //       CHECK:   %[[GRID:.*]] = arith.minui %{{.*}}, %c132
-//       CHECK:   gpu.launch_func  @coda_kernels::@plain_gemm0 blocks in (%[[GRID]], %c1{{.*}}, %c1{{.*}}) threads in (%c384{{.*}}, %{{.*}}, %{{.*}})  dynamic_shared_memory_size %c197632_i32
+//       CHECK:   gpu.launch_func  @coda_kernels::@plain_gemm0 blocks in (%[[GRID]], %c1{{.*}}, %c1{{.*}}) threads in (%c384{{.*}}, %{{.*}}, %{{.*}})  dynamic_shared_memory_size %c230400_i32
 //       CHECK: gpu.func @plain_gemm0
-//  CHECK-SAME:   persistent = true, shared_memory_bytes = 197632 : i64, stages = 4 : i64, tile = [128, 256, 64]
+//  CHECK-SAME:   persistent = true, shared_memory_bytes = 230400 : i64, stages = 4 : i64, tile = [128, 256, 64]
 //  CHECK-SAME:   nvvm.maxntid = array<i32: 384, 1, 1>, nvvm.minctasm = 1 : i32
 //       CHECK:   cf.cond_br %{{.*}}, ^[[PRODUCER:bb[0-9]+]], ^[[CONSUMER:bb[0-9]+]]
 //       CHECK: ^[[PRODUCER]]:
@@ -30,11 +34,16 @@
 //       CHECK:     nvvm.wgmma.wait.group.sync.aligned 0
 //       CHECK:     llvm.extractvalue
 //   CHECK-NOT:     memref.load %{{.*}} : memref<128x260xf32
-//       CHECK:     vector.store %{{.*}} : memref<?x?xbf16>, vector<2xbf16>
+//       CHECK:     vector.store %{{.*}} : memref<2048xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
+//       CHECK:     nvvm.bar.warp.sync
+//       CHECK:     vector.load %{{.*}} : memref<2048xbf16, #gpu.address_space<workgroup>>, vector<8xbf16>
+//       CHECK:     vector.store %{{.*}} : memref<?x?xbf16>, vector<8xbf16>
+//       CHECK:     nvvm.bar.warp.sync
 //       CHECK:   gpu.return
 // A tile inside the output whose operands start and step 16-byte aligned
-// takes an epilogue with no bounds or alignment test: one vector store per
-// lane pair of columns; edge tiles take the checked copy.
+// takes an epilogue with no bounds or alignment test: per row of each quad,
+// 32 pairs into the staging buffer, then 8 stores of 16 bytes; edge tiles
+// take the checked copy.
 // INTERIOR-LABEL: gpu.func @plain_gemm0
 //       INTERIOR:   nvvm.wgmma.wait.group.sync.aligned 0
 //       INTERIOR:   arith.cmpi ule, %{{.*}}, %arg2 : index
@@ -44,11 +53,18 @@
 //       INTERIOR:   scf.if %{{.*}} {
 //   INTERIOR-NOT:     scf.if
 //   INTERIOR-NOT:     arith.cmpi
-// INTERIOR-COUNT-64:  vector.store %{{.*}} : memref<?x?xbf16>, vector<2xbf16>
+// INTERIOR-COUNT-32:  vector.store %{{.*}} : memref<2048xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
+//       INTERIOR:   nvvm.bar.warp.sync
+//  INTERIOR-COUNT-8:  vector.store %{{.*}} : memref<?x?xbf16>, vector<8xbf16>
+//       INTERIOR:   nvvm.bar.warp.sync
+// INTERIOR-COUNT-32:  vector.store %{{.*}} : memref<2048xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
+//       INTERIOR:   nvvm.bar.warp.sync
+//  INTERIOR-COUNT-8:  vector.store %{{.*}} : memref<?x?xbf16>, vector<8xbf16>
+//       INTERIOR:   nvvm.bar.warp.sync
 //  INTERIOR-NEXT:   } else {
 //       INTERIOR:     arith.cmpi ult
 //       INTERIOR:     scf.if
-//       INTERIOR:       vector.store %{{.*}} : memref<?x?xbf16>, vector<2xbf16>
+//       INTERIOR:       vector.store %{{.*}} : memref<?x?xbf16>, vector<8xbf16>
 func.func @plain(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
   coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
       epilogue(%acc) outs(%y : memref<?x?xbf16>) {
@@ -83,6 +99,39 @@ func.func @partials(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %p: memref<?x?xf
     %s = coda.row_reduce sum %acc tile 128 : f32
     %t = coda.col_reduce sum %acc tile 128 : f32
     coda.yield %s, %t : !coda.partial<f32>, !coda.partial<f32>
+  }
+  return
+}
+
+// -----
+
+// A bf16 tile output beside column partials: the staging buffers (32 KB)
+// do not fit after the ring and the partials' scratch, so the tile output
+// is stored from the fragments (4-byte pairs); an f32 tile output is never
+// staged.
+// PARTIALS-LABEL: gpu.func @wide_outputs_gemm0
+//  PARTIALS-SAME:   shared_memory_bytes = 205824 : i64
+//   PARTIALS-NOT:   memref<2048xbf16, #gpu.address_space<workgroup>>
+//       PARTIALS:   vector.store %{{.*}} : memref<?x?xbf16>, vector<2xbf16>
+//       PARTIALS:   gpu.return
+// PARTIALS-LABEL: gpu.func @f32_output_gemm0
+//  PARTIALS-SAME:   shared_memory_bytes = 197632 : i64
+//   PARTIALS-NOT:   #gpu.address_space<workgroup>>, vector<2xf32>
+//       PARTIALS:   vector.store %{{.*}} : memref<?x?xf32>, vector<2xf32>
+//       PARTIALS:   gpu.return
+func.func @wide_outputs(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>, %c: memref<?x?xf32>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%y, %c : memref<?x?xbf16>, memref<?x?xf32>) {
+    %t = arith.truncf %acc : f32 to bf16
+    %s = coda.col_reduce sum %acc tile 128 : f32
+    coda.yield %t, %s : bf16, !coda.partial<f32>
+  }
+  return
+}
+func.func @f32_output(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xf32>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%y : memref<?x?xf32>) {
+    coda.yield %acc : f32
   }
   return
 }

@@ -6,15 +6,18 @@
 // registers up and streams every tile's k-tiles; each consumer warpgroup
 // takes the iterations of its parity, waits for the other's turn barrier
 // (the previous tile's K loop done), computes the whole tile as two 64-row
-// fragments (m64n128k16), arrives on its own turn barrier once per warp and
-// runs the epilogue from its registers. Each slot is released by one
-// warpgroup (empty barriers count 1 arrival).
+// fragments (m64n128k16), arrives on its own turn barrier once per warp as
+// soon as its last WGMMAs are issued (the other's queue behind them), waits
+// for them, and runs the epilogue from its registers, staging the bf16 tile
+// through its warps' buffers (4 warps x 8 rows x 128 bf16 per consumer after
+// the 131072-byte ring). Each slot is released by one warpgroup (empty
+// barriers count 1 arrival).
 
 // CHECK-LABEL: func.func @plain
 //       CHECK:   %[[GRID:.*]] = arith.minui %{{.*}}, %c132
-//       CHECK:   gpu.launch_func  @coda_kernels::@plain_gemm0 blocks in (%[[GRID]], %c1{{.*}}, %c1{{.*}}) threads in (%c384{{.*}}, %{{.*}}, %{{.*}})  dynamic_shared_memory_size %c132096_i32
+//       CHECK:   gpu.launch_func  @coda_kernels::@plain_gemm0 blocks in (%[[GRID]], %c1{{.*}}, %c1{{.*}}) threads in (%c384{{.*}}, %{{.*}}, %{{.*}})  dynamic_shared_memory_size %c148480_i32
 //       CHECK: gpu.func @plain_gemm0
-//  CHECK-SAME:   persistent = true, shared_memory_bytes = 132096 : i64, stages = 4 : i64, tile = [128, 128, 64]
+//  CHECK-SAME:   persistent = true, shared_memory_bytes = 148480 : i64, stages = 4 : i64, tile = [128, 128, 64]
 //  CHECK-SAME:   nvvm.maxntid = array<i32: 384, 1, 1>, nvvm.minctasm = 1 : i32
 //       CHECK:   %[[FULL:.*]] = nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 4>
 //       CHECK:   %[[EMPTY:.*]] = nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 4>
@@ -42,11 +45,13 @@
 //   CHECK-COUNT-8:     nvvm.wgmma.mma_async
 //       CHECK:         nvvm.wgmma.wait.group.sync.aligned 1
 //       CHECK:         nvgpu.mbarrier.arrive %[[EMPTY]]
+//       CHECK:       nvgpu.mbarrier.arrive %[[TURN]][%[[INDEX]]]
 //       CHECK:       nvvm.wgmma.wait.group.sync.aligned 0
 //       CHECK:       nvgpu.mbarrier.arrive %[[EMPTY]]
-//       CHECK:       nvgpu.mbarrier.arrive %[[TURN]][%[[INDEX]]]
 //   CHECK-NOT:       memref.load %{{.*}} : memref<128x132xf32
-//       CHECK:       vector.store %{{.*}} : memref<?x?xbf16>, vector<2xbf16>
+//       CHECK:       vector.store %{{.*}} : memref<1024xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
+//       CHECK:       nvvm.bar.warp.sync
+//       CHECK:       vector.store %{{.*}} : memref<?x?xbf16>, vector<8xbf16>
 //       CHECK:   gpu.return
 
 // With clusters of two, each slot is released by one warpgroup of each CTA.
