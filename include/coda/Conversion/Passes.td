@@ -64,10 +64,8 @@ def CodaSelectGemmConfig
       warp-specialized 128 x 256 kernel (register epilogues spill there);
     - log-sum-exp or max row partials, and pairs of adjacent columns or
       interleaved outputs (cross-entropy, SwiGLU): ping-pong 128 x 128;
-    - sum row partials (residual + norm statistics): cooperative 128 x 256
-      in clusters of two;
-    - plain epilogues: the same, except for static shapes with K <= 2048
-      (ping-pong 128 x 128 when N >= 4096, else warp-specialized).
+    - plain epilogues and sum row partials (residual + norm statistics):
+      cooperative 128 x 256 in clusters of two.
 
     Column partials and GEMMs whose epilogue fixes a tile other than these
     keep no attribute (the lowering's options apply). `coda-to-gpu` reads

@@ -265,12 +265,12 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
   else
     config.clusterM = clusterM;
 
-  // Register epilogues stage their 16-bit tile outputs where the buffers fit
+  // Register epilogues stage their 16-bit tile and pair outputs where the buffers fit
   // beside the ring and the scratch (cooperative 128 x 256 with 4 stages:
   // with no column partials).
   if (config.registerEpilogue()) {
     for (unsigned i = 0, e = op.getYieldOp().getValues().size(); i < e; ++i)
-      config.stagedTileStores |= stagesTileOutput(op, i);
+      config.stagedTileStores |= stagesOutput(op, i);
     if (config.sharedBytes() > kMaxSharedBytes)
       config.stagedTileStores = false;
   }

@@ -76,10 +76,14 @@ bool mlir::coda::gpu_lowering::fragmentLayoutSupports(
   return !pairStride || *pairStride == 1 || *pairStride % 8 == 0;
 }
 
-bool mlir::coda::gpu_lowering::stagesTileOutput(GemmOp op, unsigned i) {
+bool mlir::coda::gpu_lowering::stagesOutput(GemmOp op, unsigned i) {
   Value yielded = op.getYieldOp().getValues()[i];
-  if (op.getPairStride() || getOutputRole(yielded) != OutputRole::tile ||
-      !isa<BFloat16Type, Float16Type>(yielded.getType()))
+  OutputRole role = getOutputRole(yielded);
+  Type element = role == OutputRole::pair
+                     ? cast<PairType>(yielded.getType()).getElementType()
+                     : yielded.getType();
+  if ((role != OutputRole::tile && role != OutputRole::pair) ||
+      !isa<BFloat16Type, Float16Type>(element))
     return false;
   auto type = dyn_cast<MemRefType>(op.getOutputs()[i].getType());
   SmallVector<int64_t> strides;
@@ -242,13 +246,36 @@ private:
   void storeRun(ImplicitLocOpBuilder &b, Value memref,
                 SmallVector<Value> indices, ArrayRef<Value> values,
                 Value inRow, Value limit) const;
-  /// Writes tile output `out` of the fragment row `row` (each slot's value
-  /// from `valueOf`) through the warp's staging buffer: the warp's lanes
-  /// write their column pairs of its 8 rows (one per quad), 16-byte chunk j
-  /// of row r at chunk j xor r (no bank conflicts either way), then each
-  /// lane reads back 16 bytes of one row and stores them with storeRun.
+  /// Whether output `i` goes through the staging buffers.
+  bool staged(unsigned i) const {
+    return config.stagedTileStores && !frame.accFragments.empty() &&
+           stagesOutput(op, i);
+  }
+  /// Fragments: the number of group `g`'s pair in the tile as a constant
+  /// plus the lane's part (see layOutFragments).
+  std::pair<int64_t, Value> pairNumber(int64_t g) const {
+    auto [j, e] = fragmentPos[g].front();
+    if (*pairStride == 1)
+      return {4 * j, laneQ};
+    int64_t s = *pairStride;
+    return {(8 * j) / (2 * s) * s + (8 * j) % (2 * s) + e, twoQ};
+  }
+  /// What one lane writes of a staged output row: `values` at consecutive
+  /// elements from `first` + `laneOffset` (within one 16-byte chunk).
+  struct StagedRun {
+    int64_t first;
+    Value laneOffset;
+    SmallVector<Value> values;
+  };
+  /// Writes the fragment row `row` of a 16-bit output (`rowElements` per
+  /// tile row, from output column `firstCol`, `limit` columns in all)
+  /// through the warp's staging buffer: the warp's lanes write their runs
+  /// of its 8 rows (one per quad), 16-byte chunk c of row r at chunk c xor r
+  /// (no bank conflicts either way), then each lane reads back 16 bytes of
+  /// one row and stores them with storeRun.
   void storeStaged(ImplicitLocOpBuilder &b, Value out, Value row,
-                   function_ref<Value(Slot)> valueOf) const;
+                   int64_t rowElements, Value firstCol, Value limit,
+                   ArrayRef<StagedRun> staged) const;
   /// `values` with each consecutive pair narrowed from f32 together (one
   /// packed cvt.rn.{bf16,f16}x2.f32) where both are scalar truncations of
   /// f32. A scalar cvt reading a WGMMA accumulator makes ptxas serialize
@@ -279,8 +306,9 @@ private:
   SmallVector<int32_t> partialOffsets;
   Value partialLeader;
   /// Fragments: each slot's 8-column group j and column e within the lane's
-  /// two.
+  /// two; the lane's q = lane mod 4 and 2q.
   SmallVector<SmallVector<std::pair<int64_t, int64_t>, 2>> fragmentPos;
+  Value laneQ, twoQ;
 };
 
 std::optional<int64_t> EpilogueBuilder::vectorAlignment(Value memref,
@@ -455,14 +483,15 @@ void EpilogueBuilder::storeRun(ImplicitLocOpBuilder &b, Value memref,
 }
 
 void EpilogueBuilder::storeStaged(ImplicitLocOpBuilder &b, Value out,
-                                  Value row,
-                                  function_ref<Value(Slot)> valueOf) const {
+                                  Value row, int64_t rowElements,
+                                  Value firstCol, Value limit,
+                                  ArrayRef<StagedRun> staged) const {
   constexpr int64_t kChunk = 8; // 16-bit elements in 16 bytes
   constexpr int64_t kRows = GemmKernelConfig::stagingRows;
   Type element = cast<MemRefType>(out.getType()).getElementType();
   MLIRContext *ctx = b.getContext();
   auto stageType = MemRefType::get(
-      {kRows * config.tileN}, element, MemRefLayoutAttrInterface(),
+      {kRows * rowElements}, element, MemRefLayoutAttrInterface(),
       gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
   Value base = arith::AddIOp::create(
       b, frame.sharedBase,
@@ -473,41 +502,44 @@ void EpilogueBuilder::storeStaged(ImplicitLocOpBuilder &b, Value out,
   Value stage =
       memref::ViewOp::create(b, stageType, frame.shared, base, ValueRange{});
   Value quadRow = arith::DivUIOp::create(b, frame.lane, index(b, 4));
-  Value twoQ = arith::MulIOp::create(
-      b, arith::RemUIOp::create(b, frame.lane, index(b, 4)), index(b, 2));
-  auto pairType = VectorType::get({2}, element);
-  for (const Run &run : runs) {
-    SmallVector<Value> values;
-    for (Slot slot : run)
-      values.push_back(valueOf(slot));
-    values = narrowPairs(b, values);
-    int64_t j = fragmentPos[run.front().group][run.front().lane].first;
-    Value chunk = arith::XOrIOp::create(b, index(b, j), quadRow);
+  Value rowStart = arith::MulIOp::create(b, quadRow, index(b, rowElements));
+  for (const StagedRun &run : staged) {
+    Value chunk =
+        arith::XOrIOp::create(b, index(b, run.first / kChunk), quadRow);
     Value at = arith::AddIOp::create(
         b,
         arith::AddIOp::create(
-            b, arith::MulIOp::create(b, quadRow, index(b, config.tileN)),
-            arith::MulIOp::create(b, chunk, index(b, kChunk))),
-        twoQ);
-    vector::StoreOp::create(
-        b, vector::FromElementsOp::create(b, pairType, values), stage,
-        ValueRange{at}, /*nontemporal=*/false, llvm::MaybeAlign(4));
+            b, rowStart, arith::MulIOp::create(b, chunk, index(b, kChunk))),
+        arith::AddIOp::create(b, index(b, run.first % kChunk),
+                              run.laneOffset));
+    int64_t count = run.values.size();
+    Value v = count == 1 ? run.values.front()
+                         : vector::FromElementsOp::create(
+                               b, VectorType::get({count}, element),
+                               run.values)
+                               .getResult();
+    if (count == 1)
+      memref::StoreOp::create(b, v, stage, ValueRange{at});
+    else
+      vector::StoreOp::create(b, v, stage, ValueRange{at},
+                              /*nontemporal=*/false,
+                              llvm::MaybeAlign(2 * count));
   }
   Value allLanes = arith::ConstantIntOp::create(b, b.getI32Type(), -1);
   NVVM::SyncWarpOp::create(b, allLanes);
-  int64_t chunksPerRow = config.tileN / kChunk;
+  int64_t chunksPerRow = rowElements / kChunk;
   int64_t rowsPerStore = 32 / chunksPerRow;
   Value myChunk = arith::RemUIOp::create(b, frame.lane, index(b, chunksPerRow));
   Value rowInStore =
       arith::DivUIOp::create(b, frame.lane, index(b, chunksPerRow));
   Value firstRow = arith::SubIOp::create(b, row, quadRow);
   Value col = arith::AddIOp::create(
-      b, frame.blockN, arith::MulIOp::create(b, myChunk, index(b, kChunk)));
+      b, firstCol, arith::MulIOp::create(b, myChunk, index(b, kChunk)));
   auto chunkType = VectorType::get({kChunk}, element);
   for (int64_t t = 0; t < kRows / rowsPerStore; ++t) {
     Value r = arith::AddIOp::create(b, rowInStore, index(b, t * rowsPerStore));
     Value at = arith::AddIOp::create(
-        b, arith::MulIOp::create(b, r, index(b, config.tileN)),
+        b, arith::MulIOp::create(b, r, index(b, rowElements)),
         arith::MulIOp::create(b, arith::XOrIOp::create(b, myChunk, r),
                               index(b, kChunk)));
     Value loaded = vector::LoadOp::create(b, chunkType, stage, ValueRange{at},
@@ -522,7 +554,7 @@ void EpilogueBuilder::storeStaged(ImplicitLocOpBuilder &b, Value out,
                            : arith::CmpIOp::create(b, arith::CmpIPredicate::ult,
                                                    outRow, frame.sizeM)
                                  .getResult();
-    storeRun(b, out, {outRow, col}, values, inRow, frame.sizeN);
+    storeRun(b, out, {outRow, col}, values, inRow, limit);
   }
   // Every lane has read its chunks before the next row overwrites them.
   NVVM::SyncWarpOp::create(b, allLanes);
@@ -582,8 +614,8 @@ void EpilogueBuilder::layOutSharedTile(ImplicitLocOpBuilder &b) {
 
 void EpilogueBuilder::layOutFragments(ImplicitLocOpBuilder &b) {
   // Lane l holds columns 8j + 2q and 8j + 2q + 1, q = l mod 4.
-  Value twoQ = arith::MulIOp::create(
-      b, arith::RemUIOp::create(b, frame.lane, index(b, 4)), index(b, 2));
+  laneQ = arith::RemUIOp::create(b, frame.lane, index(b, 4));
+  twoQ = arith::MulIOp::create(b, laneQ, index(b, 2));
   int64_t groupsOf8 = config.tileN / 8;
   auto column = [&](int64_t j, int64_t e) -> Value {
     return arith::AddIOp::create(b, twoQ, index(b, 8 * j + e));
@@ -756,10 +788,18 @@ EpilogueBuilder::emitRow(ImplicitLocOpBuilder &lb, Value localRow,
     Value out = outputs[i];
     switch (roles[i]) {
     case OutputRole::tile:
-      if (config.stagedTileStores && !frame.accFragments.empty() &&
-          stagesTileOutput(op, i)) {
-        storeStaged(lb, out, row,
-                    [&](Slot s) { return mappingOf(s).lookup(value); });
+      if (staged(i)) {
+        // A run's columns: 8j + e + 2q on, from the head's fragment position.
+        SmallVector<StagedRun> staged;
+        for (const Run &run : runs) {
+          auto [j, e] = fragmentPos[run.front().group][run.front().lane];
+          SmallVector<Value> values;
+          for (Slot slot : run)
+            values.push_back(mappingOf(slot).lookup(value));
+          staged.push_back({8 * j + e, twoQ, narrowPairs(lb, values)});
+        }
+        storeStaged(lb, out, row, config.tileN, frame.blockN, frame.sizeN,
+                    staged);
         break;
       }
       for (const Run &run : runs) {
@@ -795,6 +835,20 @@ EpilogueBuilder::emitRow(ImplicitLocOpBuilder &lb, Value localRow,
       // at blockN / 2.
       Value tilePairs = arith::DivUIOp::create(lb, frame.blockN, index(lb, 2));
       Value pairLimit = arith::DivUIOp::create(lb, frame.sizeN, index(lb, 2));
+      if (staged(i)) {
+        // A group run's pairs: pairStatic + the lane's part of the number.
+        SmallVector<StagedRun> staged;
+        for (ArrayRef<int64_t> groupRun : groupRuns) {
+          SmallVector<Value> values;
+          for (int64_t g : groupRun)
+            values.push_back(mappingOf({g, 0}).lookup(value));
+          auto [first, laneOffset] = pairNumber(groupRun.front());
+          staged.push_back({first, laneOffset, values});
+        }
+        storeStaged(lb, out, row, config.tileN / 2, tilePairs, pairLimit,
+                    staged);
+        break;
+      }
       for (ArrayRef<int64_t> groupRun : groupRuns) {
         SmallVector<Value> values;
         for (int64_t g : groupRun)

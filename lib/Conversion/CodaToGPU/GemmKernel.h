@@ -58,10 +58,10 @@ struct GemmKernelConfig {
   /// Columns per row partial (row_reduce's tile): tile N or a divisor of it,
   /// so that a CTA writes tileN / rowPartialTile partials per row.
   int64_t rowPartialTile = 0;
-  /// The register epilogue writes its 16-bit tile outputs through a
-  /// per-warp staging buffer (stagingRows rows of the tile, swizzled), from
+  /// The register epilogue writes its 16-bit tile and pair outputs through
+  /// a per-warp staging buffer (stagingRows rows of the tile, swizzled), from
   /// which each row leaves in 16-byte stores instead of the fragments'
-  /// scattered 4-byte ones (see stagesTileOutput).
+  /// scattered 2- and 4-byte ones (see stagesOutput).
   bool stagedTileStores = false;
   static constexpr int64_t stagingRows = 8;
 
@@ -182,9 +182,9 @@ StringRef stringifyRole(OutputRole role);
 bool fragmentLayoutSupports(std::optional<int64_t> pairStride);
 
 /// Whether a register epilogue stages output `i` of `op` (see
-/// GemmKernelConfig::stagedTileStores): a tile output of a 16-bit float
-/// type, contiguous along its rows, of an epilogue without pairs.
-bool stagesTileOutput(GemmOp op, unsigned i);
+/// GemmKernelConfig::stagedTileStores): a tile or pair output of a 16-bit
+/// float type, contiguous along its rows.
+bool stagesOutput(GemmOp op, unsigned i);
 
 /// Emits the epilogue of the tile that `frame` describes: reads the
 /// accumulators from `frame.accFragments` or else `frame.accTile`, the

@@ -1,8 +1,7 @@
 //===- SelectGemmConfig.cpp - a kernel configuration per coda.gemm --------===//
 //
 // Chooses the GPU kernel of every coda.gemm on memrefs from what its
-// epilogue writes and, for static shapes, from M x N x K, and pins it as the
-// op's coda.gemm_config. The rules restate measurements on the H100
+// epilogue writes, and pins it as the op's coda.gemm_config. The rules restate measurements on the H100
 // (docs/performance.md, "Choosing a configuration per GEMM"); a GEMM whose
 // epilogue the rules do not cover keeps no attribute.
 //
@@ -26,13 +25,6 @@ using namespace mlir::coda::gpu_lowering;
 
 namespace {
 
-/// The K up to which a GEMM counts as short: its epilogue is a large share
-/// of each tile's time.
-constexpr int64_t kShortK = 2048;
-/// The N from which a short-K GEMM has enough 128 x 128 tiles to keep both
-/// consumer warpgroups of a ping-pong CTA busy.
-constexpr int64_t kPingPongMinN = 4096;
-
 GemmConfigAttr makeConfig(MLIRContext *ctx, GemmSchedule schedule,
                           int64_t tileN, int64_t clusterM) {
   return GemmConfigAttr::get(ctx, schedule, /*tile_m=*/128, tileN,
@@ -48,7 +40,7 @@ GemmConfigAttr selectConfig(GemmOp op) {
   GemmConfigAttr cooperative =
       makeConfig(ctx, GemmSchedule::cooperative, 256, 2);
 
-  bool pairs = false, maxPartials = false, sumPartials = false;
+  bool pairs = false, maxPartials = false;
   for (Value value : op.getYieldOp().getValues()) {
     switch (getOutputRole(value)) {
     case OutputRole::pair:
@@ -60,8 +52,7 @@ GemmConfigAttr selectConfig(GemmOp op) {
       // Every register schedule's row partials cover divisors of 128.
       if (128 % reduce.getTile() != 0)
         return {};
-      (reduce.getKind() == ReductionKind::sum ? sumPartials : maxPartials) =
-          true;
+      maxPartials |= reduce.getKind() != ReductionKind::sum;
       break;
     }
     case OutputRole::colPartials:
@@ -77,12 +68,8 @@ GemmConfigAttr selectConfig(GemmOp op) {
     return warpSpecialized;
   if (pairs || maxPartials)
     return pingPong;
-  // Plain epilogues and sum partials: short-K static shapes are decided by
-  // the epilogue's share, the rest run cooperative in clusters of two.
-  int64_t n = op.getStaticN(), k = op.getStaticK();
-  if (!sumPartials && !ShapedType::isDynamic(k) && k <= kShortK &&
-      !ShapedType::isDynamic(n))
-    return n >= kPingPongMinN ? pingPong : warpSpecialized;
+  // Plain epilogues and sum partials: cooperative in clusters of two, whose
+  // staged tile stores beat ws and ping-pong at every block shape.
   return cooperative;
 }
 

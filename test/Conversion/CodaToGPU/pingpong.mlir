@@ -111,3 +111,29 @@ func.func @wide(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %rs: memref<?x?xf32>
   }
   return
 }
+
+// -----
+
+// A bf16 pair output (SwiGLU): each lane's pair of a column group is one
+// element of a 64-element staged row (pair 4j + q), and the rows leave in
+// 16-byte stores into the output's 64 pair columns of the tile.
+// CHECK-LABEL: gpu.func @swiglu_gemm0
+//  CHECK-SAME:   shared_memory_bytes = 148480 : i64
+//       CHECK:   nvvm.setmaxregister  increase 232
+//       CHECK:   memref.store %{{.*}} : memref<512xbf16, #gpu.address_space<workgroup>>
+//       CHECK:   nvvm.bar.warp.sync
+//       CHECK:   vector.load %{{.*}} : memref<512xbf16, #gpu.address_space<workgroup>>, vector<8xbf16>
+//       CHECK:   vector.store %{{.*}} : memref<?x?xbf16>, vector<8xbf16>
+//       CHECK:   nvvm.bar.warp.sync
+func.func @swiglu(%x: memref<?x?xbf16>, %w: memref<?x?xbf16>, %out: memref<?x?xbf16>) {
+  coda.gemm %x, %w transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%out : memref<?x?xbf16>) {
+    %a = coda.pair_contract (%g, %u) = %acc : f32 -> !coda.pair<bf16> {
+      %v = arith.mulf %g, %u : f32
+      %vb = arith.truncf %v : f32 to bf16
+      coda.yield %vb : bf16
+    }
+    coda.yield %a : !coda.pair<bf16>
+  }
+  return
+}

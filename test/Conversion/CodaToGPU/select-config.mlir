@@ -1,7 +1,7 @@
 // RUN: coda-opt %s --coda-select-gemm-config | FileCheck %s
 
 // The configuration each kind of GEMM gets: plain and sum-partial epilogues
-// run cooperative in clusters of two (static short-K shapes aside), the
+// run cooperative in clusters of two at every shape, the
 // log-sum-exp and adjacent pairs ping-pong, RoPE's strided pairs the
 // warp-specialized kernel; column partials and pinned GEMMs keep theirs.
 
@@ -17,20 +17,9 @@ func.func @plain(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16
   return
 }
 
-// CHECK-LABEL: func.func @short_k_wide
-//       CHECK:   attributes {coda.gemm_config = #coda.gemm_config<schedule = ping_pong, tile_m = 128, tile_n = 128, stages = 4>}
-func.func @short_k_wide(%a: memref<16384x2048xbf16>, %b: memref<6144x2048xbf16>, %y: memref<16384x6144xbf16>) {
-  coda.gemm %a, %b transpose_b : memref<16384x2048xbf16>, memref<6144x2048xbf16>
-      epilogue(%acc) outs(%y : memref<16384x6144xbf16>) {
-    %t = arith.truncf %acc : f32 to bf16
-    coda.yield %t : bf16
-  }
-  return
-}
-
-// CHECK-LABEL: func.func @short_k_narrow
-//       CHECK:   attributes {coda.gemm_config = #coda.gemm_config<schedule = warp_specialized, tile_m = 128, tile_n = 256, stages = 4>}
-func.func @short_k_narrow(%a: memref<16384x2048xbf16>, %b: memref<2048x2048xbf16>, %y: memref<16384x2048xbf16>) {
+// CHECK-LABEL: func.func @short_k
+//       CHECK:   attributes {coda.gemm_config = #coda.gemm_config<schedule = cooperative, tile_m = 128, tile_n = 256, stages = 4, cluster_m = 2>}
+func.func @short_k(%a: memref<16384x2048xbf16>, %b: memref<2048x2048xbf16>, %y: memref<16384x2048xbf16>) {
   coda.gemm %a, %b transpose_b : memref<16384x2048xbf16>, memref<2048x2048xbf16>
       epilogue(%acc) outs(%y : memref<16384x2048xbf16>) {
     %t = arith.truncf %acc : f32 to bf16
