@@ -7,7 +7,9 @@ the block, and each fused pattern of benchmarks/patterns.py (coda's kernels
 run by the runtime vs the same computation in torch eager, torch.compile
 default and mode="max-autotune-no-cudagraphs"), M = 16384 tokens, bf16.
 Each coda result is checked against eager before timing. Times are medians of
-CUDA-event timings after warm-up, with L2 flushed before every repetition.
+CUDA-event timings after warm-up, with L2 flushed before every repetition;
+coda and each baseline run in interleaved rounds (timing.interleaved_ms), and
+`ratios` holds the median per-round speedup of coda over each baseline.
 Kernels come from scripts/build-gpu-tests; the runtime from
 scripts/build-runtime (PYTHONPATH). With --torch-kernels (the output of
 scripts/build-torch-kernels), the forward + backward cases of backward.py
@@ -23,7 +25,9 @@ import coda_runtime
 import torch
 
 from patterns import PATTERNS
-from timing import median_ms
+import statistics
+
+from timing import interleaved_ms, median_ratio
 
 BUILD = os.environ.get("CODA_GPU_TESTS", os.path.join(
     os.path.dirname(__file__), "..", "build", "gpu-tests"))
@@ -67,10 +71,11 @@ def main():
         a = torch.randn(m, k, device="cuda").bfloat16()
         b = torch.randn(n, k, device="cuda").bfloat16()
         y = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-        coda = median_ms(lambda: prims.launch(gemm_kernel, [a, b, y], stream))
+        prims.launch(gemm_kernel, [a, b, y], stream)
         torch.testing.assert_close(y.float(), (a @ b.T).float(), rtol=2e-2, atol=2e-1)
-        cublas = median_ms(lambda: torch.matmul(a, b.T))
-        return coda, cublas
+        return interleaved_ms({
+            "coda": lambda: prims.launch(gemm_kernel, [a, b, y], stream),
+            "cublas": lambda: torch.matmul(a, b.T)})
 
     for hidden in args.hidden:
         mlp = SIZES[hidden]
@@ -78,11 +83,14 @@ def main():
                               (TOKENS, 2 * mlp, hidden), (TOKENS, hidden, mlp),
                               (TOKENS, VOCAB, hidden)})
         for m, n, k in gemm_shapes:
-            coda, cublas = gemm_case(m, n, k)
+            times = gemm_case(m, n, k)
+            coda, cublas = (statistics.median(times[key]) for key in ("coda", "cublas"))
+            ratio = median_ratio(times["cublas"], times["coda"])
             results.append({"case": "gemm", "shape": {"M": m, "N": n, "K": k},
-                            "coda_ms": coda, "baselines": {"cublas": cublas}})
+                            "coda_ms": coda, "baselines": {"cublas": cublas},
+                            "ratios": {"cublas": ratio}})
             print(f"gemm {m}x{n}x{k}: coda {coda:.3f} ms, cuBLAS {cublas:.3f} ms "
-                  f"({cublas / coda:.2f}x)", flush=True)
+                  f"({ratio:.2f}x)", flush=True)
             save()
         for p in PATTERNS:
             torch.manual_seed(0)
@@ -101,17 +109,21 @@ def main():
             got = list(p.outputs(t).values())[-1].float()
             if got.shape == want.shape:
                 torch.testing.assert_close(got, want, rtol=5e-2, atol=5e-2 * want.abs().max().item())
+            times = interleaved_ms({"coda": coda_run, "torch_eager": lambda: p.eager(t)})
             row = {"case": p.name, "shape": p.shape(TOKENS, hidden, mlp, VOCAB),
-                   "coda_ms": median_ms(coda_run), "baselines": {}}
-            row["baselines"]["torch_eager"] = median_ms(lambda: p.eager(t))
+                   "coda_ms": statistics.median(times["coda"]),
+                   "baselines": {"torch_eager": statistics.median(times["torch_eager"])},
+                   "ratios": {"torch_eager": median_ratio(times["torch_eager"], times["coda"])}}
             for mode in args.modes:
                 compiled = torch.compile(p.eager, mode=None if mode == "default" else mode)
                 compiled(t)
                 key = "torch_compile" if mode == "default" else "torch_compile_max_autotune"
-                row["baselines"][key] = median_ms(lambda: compiled(t))
+                times = interleaved_ms({"coda": coda_run, key: lambda: compiled(t)})
+                row["baselines"][key] = statistics.median(times[key])
+                row["ratios"][key] = median_ratio(times[key], times["coda"])
                 torch._dynamo.reset()
             results.append(row)
-            ratios = ", ".join(f"{k} {v:.3f} ms ({v / row['coda_ms']:.2f}x)"
+            ratios = ", ".join(f"{k} {v:.3f} ms ({row['ratios'][k]:.2f}x)"
                                for k, v in row["baselines"].items())
             print(f"{p.name} hidden {hidden}: coda {row['coda_ms']:.3f} ms; {ratios}", flush=True)
             save()
