@@ -1113,11 +1113,12 @@ void emitRegisterEpilogueSchedule(ImplicitLocOpBuilder &b, KernelFrame &frame,
         scf::YieldOp::create(lb);
       });
     };
-    SmallVector<Value> accs = m.consumeTile(
-        full, empty, iteration, rowUnits, isReleaser,
-        /*undefinedWithoutK=*/true,
-        pingPong ? function_ref<void(ImplicitLocOpBuilder &)>(passTurn)
-                 : function_ref<void(ImplicitLocOpBuilder &)>());
+    function_ref<void(ImplicitLocOpBuilder &)> issued;
+    if (pingPong)
+      issued = passTurn;
+    SmallVector<Value> accs =
+        m.consumeTile(full, empty, iteration, rowUnits, isReleaser,
+                      /*undefinedWithoutK=*/true, issued);
     for (Value &acc : accs)
       acc = m.zeroWithoutK(b, acc);
     consumer.accFragments = accs;
