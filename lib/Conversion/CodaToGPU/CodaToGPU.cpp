@@ -265,14 +265,16 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
   else
     config.clusterM = clusterM;
 
-  // Register epilogues stage their 16-bit tile and pair outputs where the buffers fit
-  // beside the ring and the scratch (cooperative 128 x 256 with 4 stages:
-  // with no column partials).
+  // Register epilogues stage their 16-bit tile inputs and tile and pair
+  // outputs where the buffers fit beside the ring and the scratch
+  // (cooperative 128 x 256 with 4 stages: with no column partials).
   if (config.registerEpilogue()) {
     for (unsigned i = 0, e = op.getYieldOp().getValues().size(); i < e; ++i)
-      config.stagedTileStores |= stagesOutput(op, i);
+      config.stagedTiles |= stagesOutput(op, i);
+    for (unsigned k = 0, e = op.getEpilogueInputs().size(); k < e; ++k)
+      config.stagedTiles |= stagesInput(op, k);
     if (config.sharedBytes() > kMaxSharedBytes)
-      config.stagedTileStores = false;
+      config.stagedTiles = false;
   }
 
   // The epilogue gives each row tileN / 8 consecutive lanes of one warp.

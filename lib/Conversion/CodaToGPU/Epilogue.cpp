@@ -76,6 +76,15 @@ bool mlir::coda::gpu_lowering::fragmentLayoutSupports(
   return !pairStride || *pairStride == 1 || *pairStride % 8 == 0;
 }
 
+/// Whether `value` is a memref with unit innermost stride.
+static bool rowsContiguous(Value value) {
+  auto type = dyn_cast<MemRefType>(value.getType());
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  return type && succeeded(type.getStridesAndOffset(strides, offset)) &&
+         strides.back() == 1;
+}
+
 bool mlir::coda::gpu_lowering::stagesOutput(GemmOp op, unsigned i) {
   Value yielded = op.getYieldOp().getValues()[i];
   OutputRole role = getOutputRole(yielded);
@@ -85,16 +94,22 @@ bool mlir::coda::gpu_lowering::stagesOutput(GemmOp op, unsigned i) {
   if ((role != OutputRole::tile && role != OutputRole::pair) ||
       !isa<BFloat16Type, Float16Type>(element))
     return false;
-  auto type = dyn_cast<MemRefType>(op.getOutputs()[i].getType());
-  SmallVector<int64_t> strides;
-  int64_t offset;
-  return type && succeeded(type.getStridesAndOffset(strides, offset)) &&
-         strides.back() == 1;
+  return rowsContiguous(op.getOutputs()[i]);
+}
+
+bool mlir::coda::gpu_lowering::stagesInput(GemmOp op, unsigned k) {
+  Value input = op.getEpilogueInputs()[k];
+  auto type = dyn_cast<MemRefType>(input.getType());
+  return op.getInputForm(k) == AccessForm::tile && type &&
+         isa<BFloat16Type, Float16Type>(type.getElementType()) &&
+         rowsContiguous(input);
 }
 
 namespace {
 
 constexpr int64_t kColumnsPerThread = kEpilogueColumnsPerThread;
+/// 16-bit elements in a staging buffer's 16-byte chunk.
+constexpr int64_t kStagingChunk = 8;
 /// WGMMA fragments: 64 rows, 8-column groups of 2 columns per lane.
 constexpr int64_t kFragmentRows = 64;
 
@@ -246,11 +261,19 @@ private:
   void storeRun(ImplicitLocOpBuilder &b, Value memref,
                 SmallVector<Value> indices, ArrayRef<Value> values,
                 Value inRow, Value limit) const;
-  /// Whether output `i` goes through the staging buffers.
+  /// Whether output `i`, input `k` go through the staging buffers.
   bool staged(unsigned i) const {
-    return config.stagedTileStores && !frame.accFragments.empty() &&
+    return config.stagedTiles && !frame.accFragments.empty() &&
            stagesOutput(op, i);
   }
+  bool stagedInput(unsigned k) const {
+    return config.stagedTiles && !frame.accFragments.empty() &&
+           stagesInput(op, k);
+  }
+  /// The warp's staging buffer as stagingRows x `rowElements` elements of
+  /// `element`, flat.
+  Value stagingBuffer(ImplicitLocOpBuilder &b, int64_t rowElements,
+                      Type element) const;
   /// Fragments: the number of group `g`'s pair in the tile as a constant
   /// plus the lane's part (see layOutFragments).
   std::pair<int64_t, Value> pairNumber(int64_t g) const {
@@ -276,6 +299,13 @@ private:
   void storeStaged(ImplicitLocOpBuilder &b, Value out, Value row,
                    int64_t rowElements, Value firstCol, Value limit,
                    ArrayRef<StagedRun> staged) const;
+  /// Reads the fragment row `row` of a 16-bit tile input through the warp's
+  /// staging buffer, the reverse of storeStaged: each lane loads 16 bytes
+  /// of one of the warp's 8 rows with loadRun (rows and columns beyond the
+  /// input clamped) into chunk c xor r, then reads its own runs. Returns
+  /// the values of `runs`' slots, run by run.
+  SmallVector<SmallVector<Value>> loadStaged(ImplicitLocOpBuilder &b,
+                                             Value input, Value row) const;
   /// `values` with each consecutive pair narrowed from f32 together (one
   /// packed cvt.rn.{bf16,f16}x2.f32) where both are scalar truncations of
   /// f32. A scalar cvt reading a WGMMA accumulator makes ptxas serialize
@@ -482,16 +512,12 @@ void EpilogueBuilder::storeRun(ImplicitLocOpBuilder &b, Value memref,
       });
 }
 
-void EpilogueBuilder::storeStaged(ImplicitLocOpBuilder &b, Value out,
-                                  Value row, int64_t rowElements,
-                                  Value firstCol, Value limit,
-                                  ArrayRef<StagedRun> staged) const {
-  constexpr int64_t kChunk = 8; // 16-bit elements in 16 bytes
-  constexpr int64_t kRows = GemmKernelConfig::stagingRows;
-  Type element = cast<MemRefType>(out.getType()).getElementType();
+Value EpilogueBuilder::stagingBuffer(ImplicitLocOpBuilder &b,
+                                     int64_t rowElements, Type element) const {
   MLIRContext *ctx = b.getContext();
   auto stageType = MemRefType::get(
-      {kRows * rowElements}, element, MemRefLayoutAttrInterface(),
+      {GemmKernelConfig::stagingRows * rowElements}, element,
+      MemRefLayoutAttrInterface(),
       gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
   Value base = arith::AddIOp::create(
       b, frame.sharedBase,
@@ -499,8 +525,93 @@ void EpilogueBuilder::storeStaged(ImplicitLocOpBuilder &b, Value out,
           b, index(b, config.stagingOffset()),
           arith::MulIOp::create(b, frame.warp,
                                 index(b, config.stagingBytesPerWarp()))));
-  Value stage =
-      memref::ViewOp::create(b, stageType, frame.shared, base, ValueRange{});
+  return memref::ViewOp::create(b, stageType, frame.shared, base,
+                                ValueRange{});
+}
+
+SmallVector<SmallVector<Value>>
+EpilogueBuilder::loadStaged(ImplicitLocOpBuilder &b, Value input,
+                            Value row) const {
+  constexpr int64_t kChunk = kStagingChunk;
+  constexpr int64_t kRows = GemmKernelConfig::stagingRows;
+  int64_t rowElements = config.tileN;
+  Type element = cast<MemRefType>(input.getType()).getElementType();
+  Value stage = stagingBuffer(b, rowElements, element);
+  Value quadRow = arith::DivUIOp::create(b, frame.lane, index(b, 4));
+  int64_t chunksPerRow = rowElements / kChunk;
+  int64_t rowsPerLoad = 32 / chunksPerRow;
+  Value myChunk = arith::RemUIOp::create(b, frame.lane, index(b, chunksPerRow));
+  Value rowInLoad =
+      arith::DivUIOp::create(b, frame.lane, index(b, chunksPerRow));
+  Value firstRow = arith::SubIOp::create(b, row, quadRow);
+  Value col = arith::AddIOp::create(
+      b, frame.blockN, arith::MulIOp::create(b, myChunk, index(b, kChunk)));
+  Value one = index(b, 1);
+  Value lastRow = arith::SubIOp::create(b, frame.sizeM, one);
+  Value lastCol = arith::SubIOp::create(b, frame.sizeN, one);
+  Value chunkInBounds =
+      interior ? trueValue(b)
+               : arith::CmpIOp::create(
+                     b, arith::CmpIPredicate::ule,
+                     arith::AddIOp::create(b, col, index(b, kChunk)),
+                     frame.sizeN)
+                     .getResult();
+  auto chunkType = VectorType::get({kChunk}, element);
+  for (int64_t t = 0; t < kRows / rowsPerLoad; ++t) {
+    Value r = arith::AddIOp::create(b, rowInLoad, index(b, t * rowsPerLoad));
+    Value inputRow = arith::AddIOp::create(b, firstRow, r);
+    if (!interior)
+      inputRow = arith::MinUIOp::create(b, inputRow, lastRow);
+    SmallVector<Value> values =
+        loadRun(b, input, {inputRow, col}, kChunk, chunkInBounds, lastCol);
+    Value at = arith::AddIOp::create(
+        b, arith::MulIOp::create(b, r, index(b, rowElements)),
+        arith::MulIOp::create(b, arith::XOrIOp::create(b, myChunk, r),
+                              index(b, kChunk)));
+    vector::StoreOp::create(
+        b, vector::FromElementsOp::create(b, chunkType, values), stage,
+        ValueRange{at}, /*nontemporal=*/false, llvm::MaybeAlign(16));
+  }
+  Value allLanes = arith::ConstantIntOp::create(b, b.getI32Type(), -1);
+  NVVM::SyncWarpOp::create(b, allLanes);
+  // A run's columns: 8j + e + 2q on, from the head's fragment position.
+  Value rowStart = arith::MulIOp::create(b, quadRow, index(b, rowElements));
+  SmallVector<SmallVector<Value>> result;
+  for (const Run &run : runs) {
+    auto [j, e] = fragmentPos[run.front().group][run.front().lane];
+    int64_t first = 8 * j + e;
+    Value chunk = arith::XOrIOp::create(b, index(b, first / kChunk), quadRow);
+    Value at = arith::AddIOp::create(
+        b,
+        arith::AddIOp::create(
+            b, rowStart, arith::MulIOp::create(b, chunk, index(b, kChunk))),
+        arith::AddIOp::create(b, index(b, first % kChunk), twoQ));
+    int64_t count = run.size();
+    result.emplace_back();
+    if (count == 1) {
+      result.back().push_back(memref::LoadOp::create(b, stage, ValueRange{at}));
+      continue;
+    }
+    Value loaded = vector::LoadOp::create(
+        b, VectorType::get({count}, element), stage, ValueRange{at},
+        /*nontemporal=*/false, llvm::MaybeAlign(2 * count));
+    for (int64_t i = 0; i < count; ++i)
+      result.back().push_back(
+          vector::ExtractOp::create(b, loaded, ArrayRef<int64_t>{i}));
+  }
+  // Every lane has read its values before the buffer is written again.
+  NVVM::SyncWarpOp::create(b, allLanes);
+  return result;
+}
+
+void EpilogueBuilder::storeStaged(ImplicitLocOpBuilder &b, Value out,
+                                  Value row, int64_t rowElements,
+                                  Value firstCol, Value limit,
+                                  ArrayRef<StagedRun> staged) const {
+  constexpr int64_t kChunk = kStagingChunk;
+  constexpr int64_t kRows = GemmKernelConfig::stagingRows;
+  Type element = cast<MemRefType>(out.getType()).getElementType();
+  Value stage = stagingBuffer(b, rowElements, element);
   Value quadRow = arith::DivUIOp::create(b, frame.lane, index(b, 4));
   Value rowStart = arith::MulIOp::create(b, quadRow, index(b, rowElements));
   for (const StagedRun &run : staged) {
@@ -722,6 +833,13 @@ EpilogueBuilder::emitRow(ImplicitLocOpBuilder &lb, Value localRow,
   for (auto [k, input] : llvm::enumerate(inputs)) {
     BlockArgument arg = op.getInputArg(k);
     AccessForm form = op.getInputForm(k);
+    if (stagedInput(k)) {
+      SmallVector<SmallVector<Value>> staged = loadStaged(lb, input, row);
+      for (auto [run, values] : llvm::zip_equal(runs, staged))
+        for (auto [slot, value] : llvm::zip_equal(run, values))
+          mappingOf(slot).map(arg, value);
+      continue;
+    }
     if (form == AccessForm::tile || form == AccessForm::col) {
       for (const Run &run : runs) {
         Slot head = run.front();

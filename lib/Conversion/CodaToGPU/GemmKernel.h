@@ -58,11 +58,12 @@ struct GemmKernelConfig {
   /// Columns per row partial (row_reduce's tile): tile N or a divisor of it,
   /// so that a CTA writes tileN / rowPartialTile partials per row.
   int64_t rowPartialTile = 0;
-  /// The register epilogue writes its 16-bit tile and pair outputs through
-  /// a per-warp staging buffer (stagingRows rows of the tile, swizzled), from
-  /// which each row leaves in 16-byte stores instead of the fragments'
-  /// scattered 2- and 4-byte ones (see stagesOutput).
-  bool stagedTileStores = false;
+  /// The register epilogue moves its 16-bit tile inputs and its 16-bit tile
+  /// and pair outputs through a per-warp staging buffer (stagingRows rows of
+  /// the tile, swizzled): each row enters and leaves in 16-byte accesses
+  /// instead of the fragments' scattered 2- and 4-byte ones (see stagesInput
+  /// and stagesOutput).
+  bool stagedTiles = false;
   static constexpr int64_t stagingRows = 8;
 
   /// f32 accumulator tile row stride in shared memory; the padding keeps rows
@@ -120,7 +121,7 @@ struct GemmKernelConfig {
   /// Bytes of one warp's staging buffer, and where the epilogue's start.
   int64_t stagingBytesPerWarp() const { return stagingRows * tileN * 2; }
   int64_t stagingBytes() const {
-    return stagedTileStores ? epilogueThreads / 32 * stagingBytesPerWarp() : 0;
+    return stagedTiles ? epilogueThreads / 32 * stagingBytesPerWarp() : 0;
   }
   int64_t stagingOffset() const {
     return columnScratchOffset() + columnScratchBytes();
@@ -182,9 +183,12 @@ StringRef stringifyRole(OutputRole role);
 bool fragmentLayoutSupports(std::optional<int64_t> pairStride);
 
 /// Whether a register epilogue stages output `i` of `op` (see
-/// GemmKernelConfig::stagedTileStores): a tile or pair output of a 16-bit
+/// GemmKernelConfig::stagedTiles): a tile or pair output of a 16-bit
 /// float type, contiguous along its rows.
 bool stagesOutput(GemmOp op, unsigned i);
+/// Whether a register epilogue stages input `k` of `op`: a tile input of a
+/// 16-bit float type, contiguous along its rows.
+bool stagesInput(GemmOp op, unsigned k);
 
 /// Emits the epilogue of the tile that `frame` describes: reads the
 /// accumulators from `frame.accFragments` or else `frame.accTile`, the
