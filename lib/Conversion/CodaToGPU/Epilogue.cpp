@@ -250,17 +250,62 @@ private:
   /// `alignment` bytes.
   Value isAligned(ImplicitLocOpBuilder &b, Value memref, ValueRange indices,
                   int64_t alignment) const;
+  /// True when every run of elements of `memref` that starts at a multiple
+  /// of alignment / (element bytes) columns is `alignment`-aligned: the
+  /// first element is, and so is each row's stride in bytes. The same for
+  /// the whole kernel: the epilogue's runs start at multiples of their
+  /// length (see the constructor).
+  Value rowsAligned(ImplicitLocOpBuilder &b, Value memref,
+                    int64_t alignment) const;
   /// Loads `count` consecutive elements of `memref` starting at `indices`
   /// (last index = first column): one vector load when they are in bounds
   /// (`inBounds`) and aligned, else element by element at clamped columns.
   SmallVector<Value> loadRun(ImplicitLocOpBuilder &b, Value memref,
                              SmallVector<Value> indices, int64_t count,
                              Value inBounds, Value lastCol) const;
+  /// Where a run of accesses may go: whether all of it lies in the output
+  /// (`whole`), and whether its element `e` does.
+  struct RunBounds {
+    Value whole;
+    std::function<Value(ImplicitLocOpBuilder &, int64_t)> element;
+  };
+  /// A run of `count` elements from column `first` of a row (`inRow`) of
+  /// `limit` columns.
+  RunBounds limitBounds(ImplicitLocOpBuilder &b, Value inRow, Value first,
+                        int64_t count, Value limit) const;
+  /// Fragments: a run whose element e has the column offset
+  /// `first` + e / `perColumn` from the lane's first column, against the
+  /// row's room (see emitRow; all in bounds in an interior tile).
+  RunBounds roomBounds(ImplicitLocOpBuilder &b, Value room, int64_t first,
+                       int64_t count, int64_t perColumn = 1) const;
   /// Stores `values` at consecutive columns from `indices`: one vector store
   /// when all are in bounds and aligned, else masked element stores.
   void storeRun(ImplicitLocOpBuilder &b, Value memref,
                 SmallVector<Value> indices, ArrayRef<Value> values,
-                Value inRow, Value limit) const;
+                const RunBounds &bounds) const;
+  /// The columns from `col` on that lie below `limit`, at least 0.
+  Value columnsLeft(ImplicitLocOpBuilder &b, Value col, Value limit) const {
+    return arith::SelectOp::create(
+        b, arith::CmpIOp::create(b, arith::CmpIPredicate::ult, col, limit),
+        arith::SubIOp::create(b, limit, col), index(b, 0));
+  }
+  /// `room` in row `row` of the output, 0 beyond M. Each row's own value
+  /// (not one shared by all), so that nothing derived from it stays live
+  /// from one row's copy to the next.
+  Value rowRoom(ImplicitLocOpBuilder &b, Value row, Value room) const {
+    return arith::SelectOp::create(
+        b, arith::CmpIOp::create(b, arith::CmpIPredicate::ult, row, frame.sizeM),
+        room, index(b, 0));
+  }
+  /// Copies `count` elements between a row segment of `memref` at `indices`
+  /// and the staging buffer `stage` at `at` (to the buffer when `load`):
+  /// one 16-byte access each way when `room` (the columns left in the
+  /// row, 0 beyond M) holds them all and the rows are aligned, else an
+  /// element loop over the columns in bounds. The loop leaves no values in
+  /// registers (the accumulators fill them).
+  void copyStaged(ImplicitLocOpBuilder &b, Value memref,
+                  SmallVector<Value> indices, Value stage, Value at,
+                  int64_t count, Value room, bool load) const;
   /// Whether output `i`, input `k` go through the staging buffers.
   bool staged(unsigned i) const {
     return config.stagedTiles && !frame.accFragments.empty() &&
@@ -300,10 +345,9 @@ private:
                    int64_t rowElements, Value firstCol, Value limit,
                    ArrayRef<StagedRun> staged) const;
   /// Reads the fragment row `row` of a 16-bit tile input through the warp's
-  /// staging buffer, the reverse of storeStaged: each lane loads 16 bytes
-  /// of one of the warp's 8 rows with loadRun (rows and columns beyond the
-  /// input clamped) into chunk c xor r, then reads its own runs. Returns
-  /// the values of `runs`' slots, run by run.
+  /// staging buffer, the reverse of storeStaged: each lane copies 16 bytes
+  /// of one of the warp's 8 rows into chunk c xor r, then reads its own
+  /// runs. Returns the values of `runs`' slots, run by run.
   SmallVector<SmallVector<Value>> loadStaged(ImplicitLocOpBuilder &b,
                                              Value input, Value row) const;
   /// `values` with each consecutive pair narrowed from f32 together (one
@@ -372,6 +416,57 @@ Value EpilogueBuilder::isAligned(ImplicitLocOpBuilder &b, Value memref,
       arith::RemUIOp::create(b, address, index(b, alignment)), index(b, 0));
 }
 
+Value EpilogueBuilder::rowsAligned(ImplicitLocOpBuilder &b, Value memref,
+                                   int64_t alignment) const {
+  auto type = cast<MemRefType>(memref.getType());
+  SmallVector<Value> origin(type.getRank(), index(b, 0));
+  Value aligned = isAligned(b, memref, origin, alignment);
+  auto metadata = memref::ExtractStridedMetadataOp::create(b, memref);
+  int64_t bytes = type.getElementTypeBitWidth() / 8;
+  for (Value stride : metadata.getStrides().drop_back())
+    aligned = arith::AndIOp::create(
+        b, aligned,
+        arith::CmpIOp::create(
+            b, arith::CmpIPredicate::eq,
+            arith::RemUIOp::create(
+                b, arith::MulIOp::create(b, stride, index(b, bytes)),
+                index(b, alignment)),
+            index(b, 0)));
+  return aligned;
+}
+
+EpilogueBuilder::RunBounds
+EpilogueBuilder::limitBounds(ImplicitLocOpBuilder &b, Value inRow,
+                             Value first, int64_t count, Value limit) const {
+  Value end = arith::AddIOp::create(b, first, index(b, count));
+  Value whole = arith::AndIOp::create(
+      b, inRow, arith::CmpIOp::create(b, arith::CmpIPredicate::ule, end, limit));
+  return {whole, [=](ImplicitLocOpBuilder &eb, int64_t e) -> Value {
+            Value col = arith::AddIOp::create(eb, first, index(eb, e));
+            return arith::AndIOp::create(
+                eb, inRow,
+                arith::CmpIOp::create(eb, arith::CmpIPredicate::ult, col,
+                                      limit));
+          }};
+}
+
+EpilogueBuilder::RunBounds
+EpilogueBuilder::roomBounds(ImplicitLocOpBuilder &b, Value room, int64_t first,
+                            int64_t count, int64_t perColumn) const {
+  if (interior)
+    return {trueValue(b), [this](ImplicitLocOpBuilder &eb, int64_t) {
+              return trueValue(eb);
+            }};
+  Value whole = arith::CmpIOp::create(
+      b, arith::CmpIPredicate::sle,
+      index(b, first + (count + perColumn - 1) / perColumn), room);
+  return {whole, [=](ImplicitLocOpBuilder &eb, int64_t e) -> Value {
+            return arith::CmpIOp::create(eb, arith::CmpIPredicate::slt,
+                                         index(eb, first + e / perColumn),
+                                         room);
+          }};
+}
+
 SmallVector<Value> EpilogueBuilder::loadRun(ImplicitLocOpBuilder &b,
                                             Value memref,
                                             SmallVector<Value> indices,
@@ -403,8 +498,8 @@ SmallVector<Value> EpilogueBuilder::loadRun(ImplicitLocOpBuilder &b,
           vector::ExtractOp::create(b, v, ArrayRef<int64_t>{e}));
     return values;
   }
-  Value fast = arith::AndIOp::create(
-      b, inBounds, isAligned(b, memref, indices, *alignment));
+  Value fast =
+      arith::AndIOp::create(b, inBounds, rowsAligned(b, memref, *alignment));
   auto branch = scf::IfOp::create(
       b, fast,
       [&](OpBuilder &ob, Location loc) {
@@ -463,8 +558,8 @@ EpilogueBuilder::narrowPairs(ImplicitLocOpBuilder &b,
 
 void EpilogueBuilder::storeRun(ImplicitLocOpBuilder &b, Value memref,
                                SmallVector<Value> indices,
-                               ArrayRef<Value> unpacked, Value inRow,
-                               Value limit) const {
+                               ArrayRef<Value> unpacked,
+                               const RunBounds &bounds) const {
   SmallVector<Value> values = narrowPairs(b, unpacked);
   int64_t count = values.size();
   Value first = indices.back();
@@ -472,9 +567,7 @@ void EpilogueBuilder::storeRun(ImplicitLocOpBuilder &b, Value memref,
     for (auto [e, value] : llvm::enumerate(values)) {
       SmallVector<Value> at(indices);
       at.back() = arith::AddIOp::create(sb, first, index(sb, e));
-      Value inCol =
-          arith::CmpIOp::create(sb, arith::CmpIPredicate::ult, at.back(), limit);
-      storeIf(sb, arith::AndIOp::create(sb, inRow, inCol), value, memref, at);
+      storeIf(sb, bounds.element(sb, e), value, memref, at);
     }
   };
   std::optional<int64_t> alignment = vectorAlignment(memref, count);
@@ -490,11 +583,8 @@ void EpilogueBuilder::storeRun(ImplicitLocOpBuilder &b, Value memref,
                             llvm::MaybeAlign(*alignment));
     return;
   }
-  Value end = arith::AddIOp::create(b, first, index(b, count));
-  Value whole = arith::AndIOp::create(
-      b, inRow, arith::CmpIOp::create(b, arith::CmpIPredicate::ule, end, limit));
-  Value fast = arith::AndIOp::create(
-      b, whole, isAligned(b, memref, indices, *alignment));
+  Value fast = arith::AndIOp::create(b, bounds.whole,
+                                     rowsAligned(b, memref, *alignment));
   scf::IfOp::create(
       b, fast,
       [&](OpBuilder &ob, Location loc) {
@@ -508,6 +598,69 @@ void EpilogueBuilder::storeRun(ImplicitLocOpBuilder &b, Value memref,
       [&](OpBuilder &ob, Location loc) {
         ImplicitLocOpBuilder eb(loc, ob);
         scalarStores(eb);
+        scf::YieldOp::create(eb);
+      });
+}
+
+void EpilogueBuilder::copyStaged(ImplicitLocOpBuilder &b, Value memref,
+                                 SmallVector<Value> indices, Value stage,
+                                 Value at, int64_t count, Value room,
+                                 bool load) const {
+  Type element = cast<MemRefType>(memref.getType()).getElementType();
+  auto chunkType = VectorType::get({count}, element);
+  auto vectorCopy = [&](ImplicitLocOpBuilder &vb) {
+    auto align = llvm::MaybeAlign(16);
+    if (load)
+      vector::StoreOp::create(
+          vb,
+          vector::LoadOp::create(vb, chunkType, memref, indices,
+                                 /*nontemporal=*/false, align),
+          stage, ValueRange{at}, /*nontemporal=*/false, align);
+    else
+      vector::StoreOp::create(
+          vb,
+          vector::LoadOp::create(vb, chunkType, stage, ValueRange{at},
+                                 /*nontemporal=*/false, align),
+          memref, indices, /*nontemporal=*/false, align);
+  };
+  if (interior) {
+    vectorCopy(b);
+    return;
+  }
+  Value fast = arith::AndIOp::create(
+      b,
+      arith::CmpIOp::create(b, arith::CmpIPredicate::sge, room,
+                            index(b, count)),
+      rowsAligned(b, memref, 16));
+  scf::IfOp::create(
+      b, fast,
+      [&](OpBuilder &ob, Location loc) {
+        ImplicitLocOpBuilder tb(loc, ob);
+        vectorCopy(tb);
+        scf::YieldOp::create(tb);
+      },
+      [&](OpBuilder &ob, Location loc) {
+        ImplicitLocOpBuilder eb(loc, ob);
+        Value n = arith::MaxSIOp::create(
+            eb, arith::MinSIOp::create(eb, room, index(eb, count)),
+            index(eb, 0));
+        scf::ForOp::create(
+            eb, index(eb, 0), n, index(eb, 1), ValueRange{},
+            [&](OpBuilder &fb, Location floc, Value e, ValueRange) {
+              ImplicitLocOpBuilder lb(floc, fb);
+              SmallVector<Value> position(indices);
+              position.back() = arith::AddIOp::create(lb, indices.back(), e);
+              Value slot = arith::AddIOp::create(lb, at, e);
+              if (load)
+                memref::StoreOp::create(
+                    lb, memref::LoadOp::create(lb, memref, position), stage,
+                    ValueRange{slot});
+              else
+                memref::StoreOp::create(
+                    lb, memref::LoadOp::create(lb, stage, ValueRange{slot}),
+                    memref, position);
+              scf::YieldOp::create(lb);
+            });
         scf::YieldOp::create(eb);
       });
 }
@@ -546,31 +699,19 @@ EpilogueBuilder::loadStaged(ImplicitLocOpBuilder &b, Value input,
   Value firstRow = arith::SubIOp::create(b, row, quadRow);
   Value col = arith::AddIOp::create(
       b, frame.blockN, arith::MulIOp::create(b, myChunk, index(b, kChunk)));
-  Value one = index(b, 1);
-  Value lastRow = arith::SubIOp::create(b, frame.sizeM, one);
-  Value lastCol = arith::SubIOp::create(b, frame.sizeN, one);
-  Value chunkInBounds =
-      interior ? trueValue(b)
-               : arith::CmpIOp::create(
-                     b, arith::CmpIPredicate::ule,
-                     arith::AddIOp::create(b, col, index(b, kChunk)),
-                     frame.sizeN)
-                     .getResult();
-  auto chunkType = VectorType::get({kChunk}, element);
+  // Elements beyond M or N are left as they are: whatever the epilogue
+  // computes from them is masked.
+  Value room = interior ? Value() : columnsLeft(b, col, frame.sizeN);
   for (int64_t t = 0; t < kRows / rowsPerLoad; ++t) {
     Value r = arith::AddIOp::create(b, rowInLoad, index(b, t * rowsPerLoad));
     Value inputRow = arith::AddIOp::create(b, firstRow, r);
-    if (!interior)
-      inputRow = arith::MinUIOp::create(b, inputRow, lastRow);
-    SmallVector<Value> values =
-        loadRun(b, input, {inputRow, col}, kChunk, chunkInBounds, lastCol);
     Value at = arith::AddIOp::create(
         b, arith::MulIOp::create(b, r, index(b, rowElements)),
         arith::MulIOp::create(b, arith::XOrIOp::create(b, myChunk, r),
                               index(b, kChunk)));
-    vector::StoreOp::create(
-        b, vector::FromElementsOp::create(b, chunkType, values), stage,
-        ValueRange{at}, /*nontemporal=*/false, llvm::MaybeAlign(16));
+    copyStaged(b, input, {inputRow, col}, stage, at, kChunk,
+               interior ? Value() : rowRoom(b, inputRow, room),
+               /*load=*/true);
   }
   Value allLanes = arith::ConstantIntOp::create(b, b.getI32Type(), -1);
   NVVM::SyncWarpOp::create(b, allLanes);
@@ -646,26 +787,17 @@ void EpilogueBuilder::storeStaged(ImplicitLocOpBuilder &b, Value out,
   Value firstRow = arith::SubIOp::create(b, row, quadRow);
   Value col = arith::AddIOp::create(
       b, firstCol, arith::MulIOp::create(b, myChunk, index(b, kChunk)));
-  auto chunkType = VectorType::get({kChunk}, element);
+  Value room = interior ? Value() : columnsLeft(b, col, limit);
   for (int64_t t = 0; t < kRows / rowsPerStore; ++t) {
     Value r = arith::AddIOp::create(b, rowInStore, index(b, t * rowsPerStore));
     Value at = arith::AddIOp::create(
         b, arith::MulIOp::create(b, r, index(b, rowElements)),
         arith::MulIOp::create(b, arith::XOrIOp::create(b, myChunk, r),
                               index(b, kChunk)));
-    Value loaded = vector::LoadOp::create(b, chunkType, stage, ValueRange{at},
-                                          /*nontemporal=*/false,
-                                          llvm::MaybeAlign(16));
-    SmallVector<Value> values;
-    for (int64_t e = 0; e < kChunk; ++e)
-      values.push_back(
-          vector::ExtractOp::create(b, loaded, ArrayRef<int64_t>{e}));
     Value outRow = arith::AddIOp::create(b, firstRow, r);
-    Value inRow = interior ? trueValue(b)
-                           : arith::CmpIOp::create(b, arith::CmpIPredicate::ult,
-                                                   outRow, frame.sizeM)
-                                 .getResult();
-    storeRun(b, out, {outRow, col}, values, inRow, limit);
+    copyStaged(b, out, {outRow, col}, stage, at, kChunk,
+               interior ? Value() : rowRoom(b, outRow, room),
+               /*load=*/false);
   }
   // Every lane has read its chunks before the next row overwrites them.
   NVVM::SyncWarpOp::create(b, allLanes);
@@ -803,19 +935,47 @@ EpilogueBuilder::emitRow(ImplicitLocOpBuilder &lb, Value localRow,
   Value one = index(lb, 1);
   Value lastRow = arith::SubIOp::create(lb, frame.sizeM, one);
   Value lastCol = arith::SubIOp::create(lb, frame.sizeN, one);
-  auto runInBounds = [&](ImplicitLocOpBuilder &rb, const Run &run) -> Value {
-    if (interior)
-      return trueValue(rb);
-    Value end = arith::AddIOp::create(
-        rb, cols[run.front().group][run.front().lane], index(rb, run.size()));
-    return arith::CmpIOp::create(rb, arith::CmpIPredicate::ule, end,
-                                 frame.sizeN);
-  };
   Value row = arith::AddIOp::create(lb, frame.blockM, localRow);
   Value inRow =
       interior ? trueValue(lb)
                : arith::CmpIOp::create(lb, arith::CmpIPredicate::ult, row,
                                        frame.sizeM).getResult();
+  bool fragments = !frame.accFragments.empty();
+  // Fragments: the row's room, the output columns from the lane's first
+  // (2q) on, 0 beyond M. Slot (j, e) is in bounds when 8j + e < room: one
+  // compare against a per-row value, so that no column-wise predicate or
+  // index stays live from one row to the next (the accumulators fill the
+  // registers).
+  Value room;
+  if (fragments && !interior)
+    room = arith::SelectOp::create(
+        lb, inRow,
+        arith::SubIOp::create(
+            lb, arith::SubIOp::create(lb, frame.sizeN, frame.blockN), twoQ),
+        index(lb, 0));
+  auto offsetOf = [&](Slot s) {
+    auto [j, e] = fragmentPos[s.group][s.lane];
+    return 8 * j + e;
+  };
+  // Whether the element of slot `s` in this row lies in the output.
+  auto inBounds = [&](Slot s) -> Value {
+    if (interior)
+      return trueValue(lb);
+    if (fragments)
+      return arith::CmpIOp::create(lb, arith::CmpIPredicate::slt,
+                                   index(lb, offsetOf(s)), room);
+    return arith::AndIOp::create(lb, inRow, inCols[s.group][s.lane]);
+  };
+  auto runInBounds = [&](ImplicitLocOpBuilder &rb, const Run &run) -> Value {
+    if (interior)
+      return trueValue(rb);
+    if (fragments)
+      return roomBounds(rb, room, offsetOf(run.front()), run.size()).whole;
+    Value end = arith::AddIOp::create(
+        rb, cols[run.front().group][run.front().lane], index(rb, run.size()));
+    return arith::CmpIOp::create(rb, arith::CmpIPredicate::ule, end,
+                                 frame.sizeN);
+  };
   Value rowClamped =
       interior ? row : arith::MinUIOp::create(lb, row, lastRow).getResult();
   SmallVector<Value> nextCol(colAccs);
@@ -925,8 +1085,11 @@ EpilogueBuilder::emitRow(ImplicitLocOpBuilder &lb, Value localRow,
         SmallVector<Value> values;
         for (Slot slot : run)
           values.push_back(mappingOf(slot).lookup(value));
-        storeRun(lb, out, {row, cols[head.group][head.lane]}, values, inRow,
-                 frame.sizeN);
+        Value col = cols[head.group][head.lane];
+        storeRun(lb, out, {row, col}, values,
+                 fragments ? roomBounds(lb, room, offsetOf(head), run.size())
+                           : limitBounds(lb, inRow, col, run.size(),
+                                         frame.sizeN));
       }
       break;
     case OutputRole::interleaved: {
@@ -944,7 +1107,10 @@ EpilogueBuilder::emitRow(ImplicitLocOpBuilder &lb, Value localRow,
         }
         Value col =
             arith::MulIOp::create(lb, cols[head.group][head.lane], two);
-        storeRun(lb, out, {row, col}, values, inRow, limit);
+        storeRun(lb, out, {row, col}, values,
+                 fragments ? roomBounds(lb, room, offsetOf(head),
+                                        values.size(), /*perColumn=*/2)
+                           : limitBounds(lb, inRow, col, values.size(), limit));
       }
       break;
     }
@@ -973,7 +1139,8 @@ EpilogueBuilder::emitRow(ImplicitLocOpBuilder &lb, Value localRow,
           values.push_back(mappingOf({g, 0}).lookup(value));
         Value pairCol =
             arith::AddIOp::create(lb, tilePairs, groups[groupRun.front()]);
-        storeRun(lb, out, {row, pairCol}, values, inRow, pairLimit);
+        storeRun(lb, out, {row, pairCol}, values,
+                 limitBounds(lb, inRow, pairCol, values.size(), pairLimit));
       }
       break;
     }
@@ -986,8 +1153,8 @@ EpilogueBuilder::emitRow(ImplicitLocOpBuilder &lb, Value localRow,
         SmallVector<Value> masked;
         for (Slot s : block.slots)
           masked.push_back(arith::SelectOp::create(
-              lb, inCols[s.group][s.lane],
-              toF32(lb, mappingOf(s).lookup(value)), identity(lb, kind)));
+              lb, inBounds(s), toF32(lb, mappingOf(s).lookup(value)),
+              identity(lb, kind)));
         Value acc = kind == ReductionKind::logsumexp ? logSumExp(lb, masked)
                                                      : identity(lb, kind);
         if (kind != ReductionKind::logsumexp)
@@ -1017,9 +1184,8 @@ EpilogueBuilder::emitRow(ImplicitLocOpBuilder &lb, Value localRow,
       ReductionKind kind = getPartialKind(value);
       for (int64_t g = 0; g < numGroups; ++g)
         for (int64_t l = 0; l < lanesPerGroup; ++l) {
-          Value valid = arith::AndIOp::create(lb, inRow, inCols[g][l]);
           Value masked = arith::SelectOp::create(
-              lb, valid, toF32(lb, mappingOf({g, l}).lookup(value)),
+              lb, inBounds({g, l}), toF32(lb, mappingOf({g, l}).lookup(value)),
               identity(lb, kind));
           unsigned slot = colSlot + g * lanesPerGroup + l;
           nextCol[slot] =
@@ -1038,7 +1204,7 @@ EpilogueBuilder::emitRow(ImplicitLocOpBuilder &lb, Value localRow,
             target =
                 arith::IndexCastOp::create(lb, lb.getIndexType(), target);
           Value hit = arith::AndIOp::create(
-              lb, arith::AndIOp::create(lb, inRow, inCols[g][l]),
+              lb, inBounds({g, l}),
               arith::CmpIOp::create(lb, arith::CmpIPredicate::eq, target,
                                     cols[g][l]));
           storeIf(lb, hit, mapping.lookup(value), out, {row});
@@ -1148,17 +1314,19 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
     layOutFragments(b);
   else
     layOutSharedTile(b);
-  // Columns in the output, the same in every row.
+  // Columns in the output, the same in every row, and (shared tile; the
+  // fragments compare against each row's room) whether they lie in it.
   for (SmallVector<Value, 2> &group : localCols) {
     cols.emplace_back();
     inCols.emplace_back();
     for (Value local : group) {
       cols.back().push_back(arith::AddIOp::create(b, frame.blockN, local));
-      inCols.back().push_back(
-          interior ? trueValue(b)
-                   : arith::CmpIOp::create(b, arith::CmpIPredicate::ult,
-                                           cols.back().back(), frame.sizeN)
-                         .getResult());
+      if (!fragments)
+        inCols.back().push_back(
+            interior ? trueValue(b)
+                     : arith::CmpIOp::create(b, arith::CmpIPredicate::ult,
+                                             cols.back().back(), frame.sizeN)
+                           .getResult());
     }
   }
 

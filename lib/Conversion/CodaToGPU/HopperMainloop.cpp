@@ -483,15 +483,14 @@ public:
 
   /// The K loop: k-tile 0 peeled (so that it can start the accumulators
   /// with scale-d 0), then `step` for k-tiles 1..numK-1. With no k-tile the
-  /// accumulators are zero, or with `undefinedWithoutK` undefined (for the
-  /// caller to apply zeroWithoutK after the last wait: a persistent kernel's
-  /// zeros would be copies into registers whose WGMMAs are in flight).
+  /// accumulators are zero: the zeros join the WGMMA results before the
+  /// loop, so that the epilogue reads the WGMMA registers themselves (a
+  /// select after the loop made ptxas copy all of them out, and spill).
   SmallVector<Value> kLoop(
       int64_t numFragments,
       function_ref<SmallVector<Value>(ImplicitLocOpBuilder &, Value, ValueRange,
                                       bool)>
-          step,
-      bool undefinedWithoutK = false) {
+          step) {
     SmallVector<Type> types(numFragments, fragmentType);
     Value any = arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, numK,
                                       index(b, 0));
@@ -505,14 +504,7 @@ public:
         undefined.push_back(LLVM::PoisonOp::create(b, fragmentType));
       scf::YieldOp::create(b, step(b, index(b, 0), undefined, true));
       b.setInsertionPointToStart(first.elseBlock());
-      if (undefinedWithoutK) {
-        SmallVector<Value> none;
-        for (int64_t i = 0; i < numFragments; ++i)
-          none.push_back(LLVM::PoisonOp::create(b, fragmentType));
-        scf::YieldOp::create(b, none);
-      } else {
-        scf::YieldOp::create(b, zeroFragments(numFragments));
-      }
+      scf::YieldOp::create(b, zeroFragments(numFragments));
     }
     auto loop = scf::ForOp::create(
         b, index(b, 1), numK, index(b, 1), first.getResults(),
@@ -528,20 +520,6 @@ public:
     for (int64_t i = 0; i < count; ++i)
       zeros.push_back(LLVM::ZeroOp::create(b, fragmentType));
     return zeros;
-  }
-
-  /// `fragment` where the tile had a k-tile, else zeros, after the last
-  /// WGMMA has retired (reading accumulators then serializes nothing).
-  Value zeroWithoutK(ImplicitLocOpBuilder &lb, Value fragment) {
-    Value any = arith::CmpIOp::create(lb, arith::CmpIPredicate::ugt, numK,
-                                      index(lb, 0));
-    Value zero = arith::ConstantOp::create(lb, lb.getF32FloatAttr(0));
-    for (int64_t i = 0; i < c.tileN / 2; ++i) {
-      Value v = LLVM::ExtractValueOp::create(lb, fragment, i);
-      fragment = LLVM::InsertValueOp::create(
-          lb, fragment, arith::SelectOp::create(lb, any, v, zero), i);
-    }
-    return fragment;
   }
 
   /// WGMMA's m64nNk16 fragment: thread (warp w, lane l) of a warpgroup holds,
@@ -607,12 +585,12 @@ public:
   /// (its fragments `rowUnits` down, when given), at `b`: waits for each slot, releases
   /// the previous one once its group has retired (`isReleaser`: one
   /// arrival per warpgroup), and after the last wait the last slot. Returns
-  /// the accumulators (see kLoop for `undefinedWithoutK`). `issued`, when
+  /// the accumulators (see kLoop). `issued`, when
   /// given, runs once every WGMMA of the tile is issued, before the wait for
   /// the last ones: another warpgroup's K loop can then queue behind them.
   SmallVector<Value>
   consumeTile(Value full, Value empty, Value iteration, Value rowUnits,
-              Value isReleaser, bool undefinedWithoutK,
+              Value isReleaser,
               function_ref<void(ImplicitLocOpBuilder &)> issued = {}) {
     auto release = [&](ImplicitLocOpBuilder &lb, Value g) {
       scf::IfOp::create(lb, isReleaser, [&](OpBuilder &rb, Location rloc) {
@@ -641,8 +619,7 @@ public:
           if (!firstTile)
             release(lb, arith::SubIOp::create(lb, g, index(lb, 1)));
           return next;
-        },
-        undefinedWithoutK);
+        });
     if (issued)
       issued(b);
     NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
@@ -925,8 +902,7 @@ void emitPersistent(ImplicitLocOpBuilder &b, KernelFrame &frame,
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(tb.getInsertionBlock(), tb.getInsertionPoint());
       SmallVector<Value> accs =
-          m.consumeTile(full, empty, iteration, rowUnits, isReleaser,
-                        /*undefinedWithoutK=*/false);
+          m.consumeTile(full, empty, iteration, rowUnits, isReleaser);
       // The staging tile is free once the epilogue has drained the previous
       // tile's hand-over.
       m.waitPhaseAfterFirstTile(
@@ -1117,10 +1093,7 @@ void emitRegisterEpilogueSchedule(ImplicitLocOpBuilder &b, KernelFrame &frame,
     if (pingPong)
       issued = passTurn;
     SmallVector<Value> accs =
-        m.consumeTile(full, empty, iteration, rowUnits, isReleaser,
-                      /*undefinedWithoutK=*/true, issued);
-    for (Value &acc : accs)
-      acc = m.zeroWithoutK(b, acc);
+        m.consumeTile(full, empty, iteration, rowUnits, isReleaser, issued);
     consumer.accFragments = accs;
     if (c.clusterM == 1) {
       epilogue(b, consumer);
