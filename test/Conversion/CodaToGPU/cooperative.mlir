@@ -65,6 +65,10 @@
 //       INTERIOR:     arith.cmpi ult
 //       INTERIOR:     scf.if
 //       INTERIOR:       vector.store %{{.*}} : memref<?x?xbf16>, vector<8xbf16>
+//       INTERIOR:     } else {
+//       INTERIOR:       scf.for
+//       INTERIOR:         memref.load %{{.*}} : memref<2048xbf16, #gpu.address_space<workgroup>>
+//       INTERIOR:         memref.store %{{.*}} : memref<?x?xbf16>
 func.func @plain(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
   coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
       epilogue(%acc) outs(%y : memref<?x?xbf16>) {
@@ -132,6 +136,29 @@ func.func @f32_output(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?
   coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
       epilogue(%acc) outs(%y : memref<?x?xf32>) {
     coda.yield %acc : f32
+  }
+  return
+}
+
+// -----
+
+// A 16-bit tile input enters through the same buffer: per row of each quad,
+// 8 loads of 16 bytes into it, then each lane reads its 32 pairs.
+// CHECK-LABEL: gpu.func @residual_gemm0
+//       CHECK:   nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK-COUNT-8:   vector.load %{{.*}} : memref<?x?xbf16>, vector<8xbf16>
+//       CHECK:   nvvm.bar.warp.sync
+// CHECK-COUNT-32:   vector.load %{{.*}} : memref<2048xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
+//       CHECK:   nvvm.bar.warp.sync
+//       CHECK:   arith.extf %{{.*}} : bf16 to f32
+//       CHECK:   vector.store %{{.*}} : memref<2048xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
+func.func @residual(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %r: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, tile %rv = %r : memref<?x?xbf16>) outs(%y : memref<?x?xbf16>) {
+    %rf = arith.extf %rv : bf16 to f32
+    %s = arith.addf %acc, %rf : f32
+    %t = arith.truncf %s : f32 to bf16
+    coda.yield %t : bf16
   }
   return
 }
