@@ -34,6 +34,19 @@ BUILD = os.environ.get("CODA_GPU_TESTS", os.path.join(
 SIZES = {2048: 5632, 4096: 11008, 8192: 22016}
 TOKENS, VOCAB = 16384, 32768
 
+def runner(pats, p, t, stream):
+    """Runs pattern `p`'s coda program on the inputs `t` (and its host-side
+    finish, where it has one)."""
+    coda_args = p.coda_args(t)
+
+    def run():
+        pats.launch_function(p.function, coda_args, stream)
+        if hasattr(p, "finish"):
+            return p.finish(t)
+
+    return run
+
+
 def first(x):
     return x[0] if isinstance(x, tuple) else x
 
@@ -95,13 +108,7 @@ def main():
         for p in PATTERNS:
             torch.manual_seed(0)
             t = p.make(TOKENS, hidden, mlp, VOCAB)
-            coda_args = p.coda_args(t)
-
-            def coda_run():
-                pats.launch_function(p.function, coda_args, stream)
-                if hasattr(p, "finish"):
-                    return p.finish(t)
-
+            coda_run = runner(pats, p, t, stream)
             coda_run()
             torch.cuda.synchronize()
             want = first(p.eager(t)).float()
@@ -127,7 +134,7 @@ def main():
                                for k, v in row["baselines"].items())
             print(f"{p.name} hidden {hidden}: coda {row['coda_ms']:.3f} ms; {ratios}", flush=True)
             save()
-            del t, coda_args
+            del t, coda_run
             torch.cuda.empty_cache()
 
     if args.torch_kernels:

@@ -17,7 +17,7 @@ import coda_runtime
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from bench import BUILD, SIZES, TOKENS, VOCAB
+from bench import BUILD, SIZES, TOKENS, VOCAB, runner
 from patterns import PATTERNS
 
 
@@ -63,19 +63,13 @@ def main():
                 continue
             torch.manual_seed(0)
             t = p.make(TOKENS, hidden, mlp, VOCAB)
-            coda_args = p.coda_args(t)
-
-            def coda_run():
-                pats.launch_function(p.function, coda_args, stream)
-                if hasattr(p, "finish"):
-                    return p.finish(t)
-
+            coda_run = runner(pats, p, t, stream)
             compiled = torch.compile(p.eager)
             print(f"{p.name} hidden {hidden}")
             show("coda", kernel_times(coda_run, args.reps))
             show("torch.compile", kernel_times(lambda: compiled(t), args.reps))
             torch._dynamo.reset()
-            del t, coda_args
+            del t, coda_run
             torch.cuda.empty_cache()
 
 

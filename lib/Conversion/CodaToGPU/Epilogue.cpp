@@ -300,12 +300,13 @@ private:
   /// Copies `count` elements between a row segment of `memref` at `indices`
   /// and the staging buffer `stage` at `at` (to the buffer when `load`):
   /// one 16-byte access each way when `room` (the columns left in the
-  /// row, 0 beyond M) holds them all and the rows are aligned, else an
+  /// row, 0 beyond M) holds them all and the rows are `aligned` (both
+  /// unused in an interior tile), else an
   /// element loop over the columns in bounds. The loop leaves no values in
   /// registers (the accumulators fill them).
   void copyStaged(ImplicitLocOpBuilder &b, Value memref,
                   SmallVector<Value> indices, Value stage, Value at,
-                  int64_t count, Value room, bool load) const;
+                  int64_t count, Value room, Value aligned, bool load) const;
   /// Whether output `i`, input `k` go through the staging buffers.
   bool staged(unsigned i) const {
     return config.stagedTiles && !frame.accFragments.empty() &&
@@ -339,8 +340,8 @@ private:
   /// tile row, from output column `firstCol`, `limit` columns in all)
   /// through the warp's staging buffer: the warp's lanes write their runs
   /// of its 8 rows (one per quad), 16-byte chunk c of row r at chunk c xor r
-  /// (no bank conflicts either way), then each lane reads back 16 bytes of
-  /// one row and stores them with storeRun.
+  /// (no bank conflicts either way), then each lane copies 16 bytes of one
+  /// row out (copyStaged).
   void storeStaged(ImplicitLocOpBuilder &b, Value out, Value row,
                    int64_t rowElements, Value firstCol, Value limit,
                    ArrayRef<StagedRun> staged) const;
@@ -605,7 +606,7 @@ void EpilogueBuilder::storeRun(ImplicitLocOpBuilder &b, Value memref,
 void EpilogueBuilder::copyStaged(ImplicitLocOpBuilder &b, Value memref,
                                  SmallVector<Value> indices, Value stage,
                                  Value at, int64_t count, Value room,
-                                 bool load) const {
+                                 Value aligned, bool load) const {
   Type element = cast<MemRefType>(memref.getType()).getElementType();
   auto chunkType = VectorType::get({count}, element);
   auto vectorCopy = [&](ImplicitLocOpBuilder &vb) {
@@ -631,7 +632,7 @@ void EpilogueBuilder::copyStaged(ImplicitLocOpBuilder &b, Value memref,
       b,
       arith::CmpIOp::create(b, arith::CmpIPredicate::sge, room,
                             index(b, count)),
-      rowsAligned(b, memref, 16));
+      aligned);
   scf::IfOp::create(
       b, fast,
       [&](OpBuilder &ob, Location loc) {
@@ -685,32 +686,32 @@ Value EpilogueBuilder::stagingBuffer(ImplicitLocOpBuilder &b,
 SmallVector<SmallVector<Value>>
 EpilogueBuilder::loadStaged(ImplicitLocOpBuilder &b, Value input,
                             Value row) const {
-  constexpr int64_t kChunk = kStagingChunk;
   constexpr int64_t kRows = GemmKernelConfig::stagingRows;
   int64_t rowElements = config.tileN;
   Type element = cast<MemRefType>(input.getType()).getElementType();
   Value stage = stagingBuffer(b, rowElements, element);
   Value quadRow = arith::DivUIOp::create(b, frame.lane, index(b, 4));
-  int64_t chunksPerRow = rowElements / kChunk;
+  int64_t chunksPerRow = rowElements / kStagingChunk;
   int64_t rowsPerLoad = 32 / chunksPerRow;
   Value myChunk = arith::RemUIOp::create(b, frame.lane, index(b, chunksPerRow));
   Value rowInLoad =
       arith::DivUIOp::create(b, frame.lane, index(b, chunksPerRow));
   Value firstRow = arith::SubIOp::create(b, row, quadRow);
   Value col = arith::AddIOp::create(
-      b, frame.blockN, arith::MulIOp::create(b, myChunk, index(b, kChunk)));
+      b, frame.blockN, arith::MulIOp::create(b, myChunk, index(b, kStagingChunk)));
   // Elements beyond M or N are left as they are: whatever the epilogue
   // computes from them is masked.
   Value room = interior ? Value() : columnsLeft(b, col, frame.sizeN);
+  Value aligned = interior ? Value() : rowsAligned(b, input, 16);
   for (int64_t t = 0; t < kRows / rowsPerLoad; ++t) {
     Value r = arith::AddIOp::create(b, rowInLoad, index(b, t * rowsPerLoad));
     Value inputRow = arith::AddIOp::create(b, firstRow, r);
     Value at = arith::AddIOp::create(
         b, arith::MulIOp::create(b, r, index(b, rowElements)),
         arith::MulIOp::create(b, arith::XOrIOp::create(b, myChunk, r),
-                              index(b, kChunk)));
-    copyStaged(b, input, {inputRow, col}, stage, at, kChunk,
-               interior ? Value() : rowRoom(b, inputRow, room),
+                              index(b, kStagingChunk)));
+    copyStaged(b, input, {inputRow, col}, stage, at, kStagingChunk,
+               interior ? Value() : rowRoom(b, inputRow, room), aligned,
                /*load=*/true);
   }
   Value allLanes = arith::ConstantIntOp::create(b, b.getI32Type(), -1);
@@ -721,12 +722,12 @@ EpilogueBuilder::loadStaged(ImplicitLocOpBuilder &b, Value input,
   for (const Run &run : runs) {
     auto [j, e] = fragmentPos[run.front().group][run.front().lane];
     int64_t first = 8 * j + e;
-    Value chunk = arith::XOrIOp::create(b, index(b, first / kChunk), quadRow);
+    Value chunk = arith::XOrIOp::create(b, index(b, first / kStagingChunk), quadRow);
     Value at = arith::AddIOp::create(
         b,
         arith::AddIOp::create(
-            b, rowStart, arith::MulIOp::create(b, chunk, index(b, kChunk))),
-        arith::AddIOp::create(b, index(b, first % kChunk), twoQ));
+            b, rowStart, arith::MulIOp::create(b, chunk, index(b, kStagingChunk))),
+        arith::AddIOp::create(b, index(b, first % kStagingChunk), twoQ));
     int64_t count = run.size();
     result.emplace_back();
     if (count == 1) {
@@ -749,7 +750,6 @@ void EpilogueBuilder::storeStaged(ImplicitLocOpBuilder &b, Value out,
                                   Value row, int64_t rowElements,
                                   Value firstCol, Value limit,
                                   ArrayRef<StagedRun> staged) const {
-  constexpr int64_t kChunk = kStagingChunk;
   constexpr int64_t kRows = GemmKernelConfig::stagingRows;
   Type element = cast<MemRefType>(out.getType()).getElementType();
   Value stage = stagingBuffer(b, rowElements, element);
@@ -757,12 +757,12 @@ void EpilogueBuilder::storeStaged(ImplicitLocOpBuilder &b, Value out,
   Value rowStart = arith::MulIOp::create(b, quadRow, index(b, rowElements));
   for (const StagedRun &run : staged) {
     Value chunk =
-        arith::XOrIOp::create(b, index(b, run.first / kChunk), quadRow);
+        arith::XOrIOp::create(b, index(b, run.first / kStagingChunk), quadRow);
     Value at = arith::AddIOp::create(
         b,
         arith::AddIOp::create(
-            b, rowStart, arith::MulIOp::create(b, chunk, index(b, kChunk))),
-        arith::AddIOp::create(b, index(b, run.first % kChunk),
+            b, rowStart, arith::MulIOp::create(b, chunk, index(b, kStagingChunk))),
+        arith::AddIOp::create(b, index(b, run.first % kStagingChunk),
                               run.laneOffset));
     int64_t count = run.values.size();
     Value v = count == 1 ? run.values.front()
@@ -779,24 +779,25 @@ void EpilogueBuilder::storeStaged(ImplicitLocOpBuilder &b, Value out,
   }
   Value allLanes = arith::ConstantIntOp::create(b, b.getI32Type(), -1);
   NVVM::SyncWarpOp::create(b, allLanes);
-  int64_t chunksPerRow = rowElements / kChunk;
+  int64_t chunksPerRow = rowElements / kStagingChunk;
   int64_t rowsPerStore = 32 / chunksPerRow;
   Value myChunk = arith::RemUIOp::create(b, frame.lane, index(b, chunksPerRow));
   Value rowInStore =
       arith::DivUIOp::create(b, frame.lane, index(b, chunksPerRow));
   Value firstRow = arith::SubIOp::create(b, row, quadRow);
   Value col = arith::AddIOp::create(
-      b, firstCol, arith::MulIOp::create(b, myChunk, index(b, kChunk)));
+      b, firstCol, arith::MulIOp::create(b, myChunk, index(b, kStagingChunk)));
   Value room = interior ? Value() : columnsLeft(b, col, limit);
+  Value aligned = interior ? Value() : rowsAligned(b, out, 16);
   for (int64_t t = 0; t < kRows / rowsPerStore; ++t) {
     Value r = arith::AddIOp::create(b, rowInStore, index(b, t * rowsPerStore));
     Value at = arith::AddIOp::create(
         b, arith::MulIOp::create(b, r, index(b, rowElements)),
         arith::MulIOp::create(b, arith::XOrIOp::create(b, myChunk, r),
-                              index(b, kChunk)));
+                              index(b, kStagingChunk)));
     Value outRow = arith::AddIOp::create(b, firstRow, r);
-    copyStaged(b, out, {outRow, col}, stage, at, kChunk,
-               interior ? Value() : rowRoom(b, outRow, room),
+    copyStaged(b, out, {outRow, col}, stage, at, kStagingChunk,
+               interior ? Value() : rowRoom(b, outRow, room), aligned,
                /*load=*/false);
   }
   // Every lane has read its chunks before the next row overwrites them.
@@ -1407,22 +1408,8 @@ Value EpilogueBuilder::interiorCondition(ImplicitLocOpBuilder &b) const {
       b, within(frame.blockM, config.tileM, frame.sizeM),
       within(frame.blockN, config.tileN, frame.sizeN));
   auto aligned = [&](Value memref) {
-    auto type = cast<MemRefType>(memref.getType());
-    // The first element, then every row's stride in bytes.
-    SmallVector<Value> origin(type.getRank(), index(b, 0));
-    condition = arith::AndIOp::create(b, condition,
-                                      isAligned(b, memref, origin, 16));
-    auto metadata = memref::ExtractStridedMetadataOp::create(b, memref);
-    int64_t bytes = type.getElementTypeBitWidth() / 8;
-    for (Value stride : metadata.getStrides().drop_back())
-      condition = arith::AndIOp::create(
-          b, condition,
-          arith::CmpIOp::create(
-              b, arith::CmpIPredicate::eq,
-              arith::RemUIOp::create(
-                  b, arith::MulIOp::create(b, stride, index(b, bytes)),
-                  index(b, 16)),
-              index(b, 0)));
+    condition =
+        arith::AndIOp::create(b, condition, rowsAligned(b, memref, 16));
   };
   for (auto [k, input] : llvm::enumerate(inputs)) {
     AccessForm form = GemmOp(op).getInputForm(k);
