@@ -339,15 +339,15 @@ private:
   /// Writes the fragment row `row` of a 16-bit output (`rowElements` per
   /// tile row, from output column `firstCol`, `limit` columns in all)
   /// through the warp's staging buffer: the warp's lanes write their runs
-  /// of its 8 rows (one per quad), 16-byte chunk c of row r at chunk c xor r
-  /// (no bank conflicts either way), then each lane copies 16 bytes of one
-  /// row out (copyStaged).
+  /// of its 8 rows (one per quad; rows padded by a chunk, see
+  /// GemmKernelConfig::stagingRowStride, so that neither way conflicts on
+  /// banks), then each lane copies 16 bytes of one row out (copyStaged).
   void storeStaged(ImplicitLocOpBuilder &b, Value out, Value row,
                    int64_t rowElements, Value firstCol, Value limit,
                    ArrayRef<StagedRun> staged) const;
   /// Reads the fragment row `row` of a 16-bit tile input through the warp's
   /// staging buffer, the reverse of storeStaged: each lane copies 16 bytes
-  /// of one of the warp's 8 rows into chunk c xor r, then reads its own
+  /// of one of the warp's 8 rows into the buffer, then reads its own
   /// runs. Returns the values of `runs`' slots, run by run.
   SmallVector<SmallVector<Value>> loadStaged(ImplicitLocOpBuilder &b,
                                              Value input, Value row) const;
@@ -384,6 +384,15 @@ private:
   /// two; the lane's q = lane mod 4 and 2q.
   SmallVector<SmallVector<std::pair<int64_t, int64_t>, 2>> fragmentPos;
   Value laneQ, twoQ;
+  /// Fragments: per periodic input, its period as i32 and the residues this
+  /// lane computes for the warp (see layOutPeriodic).
+  SmallVector<Value> periods;
+  SmallVector<SmallVector<Value>> periodicResidues;
+  /// Fragments: the column of the run that starts at offset 8J from the
+  /// lane's first, modulo the period of input `k`.
+  Value periodicColumn(ImplicitLocOpBuilder &b, ArrayRef<Value> residues,
+                       int64_t J) const;
+  void layOutPeriodic(ImplicitLocOpBuilder &b);
 };
 
 std::optional<int64_t> EpilogueBuilder::vectorAlignment(Value memref,
@@ -670,7 +679,9 @@ Value EpilogueBuilder::stagingBuffer(ImplicitLocOpBuilder &b,
                                      int64_t rowElements, Type element) const {
   MLIRContext *ctx = b.getContext();
   auto stageType = MemRefType::get(
-      {GemmKernelConfig::stagingRows * rowElements}, element,
+      {GemmKernelConfig::stagingRows *
+       GemmKernelConfig::stagingRowStride(rowElements)},
+      element,
       MemRefLayoutAttrInterface(),
       gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
   Value base = arith::AddIOp::create(
@@ -690,6 +701,7 @@ EpilogueBuilder::loadStaged(ImplicitLocOpBuilder &b, Value input,
   int64_t rowElements = config.tileN;
   Type element = cast<MemRefType>(input.getType()).getElementType();
   Value stage = stagingBuffer(b, rowElements, element);
+  int64_t rowStride = GemmKernelConfig::stagingRowStride(rowElements);
   Value quadRow = arith::DivUIOp::create(b, frame.lane, index(b, 4));
   int64_t chunksPerRow = rowElements / kStagingChunk;
   int64_t rowsPerLoad = 32 / chunksPerRow;
@@ -707,9 +719,8 @@ EpilogueBuilder::loadStaged(ImplicitLocOpBuilder &b, Value input,
     Value r = arith::AddIOp::create(b, rowInLoad, index(b, t * rowsPerLoad));
     Value inputRow = arith::AddIOp::create(b, firstRow, r);
     Value at = arith::AddIOp::create(
-        b, arith::MulIOp::create(b, r, index(b, rowElements)),
-        arith::MulIOp::create(b, arith::XOrIOp::create(b, myChunk, r),
-                              index(b, kStagingChunk)));
+        b, arith::MulIOp::create(b, r, index(b, rowStride)),
+        arith::MulIOp::create(b, myChunk, index(b, kStagingChunk)));
     copyStaged(b, input, {inputRow, col}, stage, at, kStagingChunk,
                interior ? Value() : rowRoom(b, inputRow, room), aligned,
                /*load=*/true);
@@ -717,17 +728,12 @@ EpilogueBuilder::loadStaged(ImplicitLocOpBuilder &b, Value input,
   Value allLanes = arith::ConstantIntOp::create(b, b.getI32Type(), -1);
   NVVM::SyncWarpOp::create(b, allLanes);
   // A run's columns: 8j + e + 2q on, from the head's fragment position.
-  Value rowStart = arith::MulIOp::create(b, quadRow, index(b, rowElements));
+  Value laneStart = arith::AddIOp::create(
+      b, arith::MulIOp::create(b, quadRow, index(b, rowStride)), twoQ);
   SmallVector<SmallVector<Value>> result;
   for (const Run &run : runs) {
     auto [j, e] = fragmentPos[run.front().group][run.front().lane];
-    int64_t first = 8 * j + e;
-    Value chunk = arith::XOrIOp::create(b, index(b, first / kStagingChunk), quadRow);
-    Value at = arith::AddIOp::create(
-        b,
-        arith::AddIOp::create(
-            b, rowStart, arith::MulIOp::create(b, chunk, index(b, kStagingChunk))),
-        arith::AddIOp::create(b, index(b, first % kStagingChunk), twoQ));
+    Value at = arith::AddIOp::create(b, laneStart, index(b, 8 * j + e));
     int64_t count = run.size();
     result.emplace_back();
     if (count == 1) {
@@ -753,17 +759,13 @@ void EpilogueBuilder::storeStaged(ImplicitLocOpBuilder &b, Value out,
   constexpr int64_t kRows = GemmKernelConfig::stagingRows;
   Type element = cast<MemRefType>(out.getType()).getElementType();
   Value stage = stagingBuffer(b, rowElements, element);
+  int64_t rowStride = GemmKernelConfig::stagingRowStride(rowElements);
   Value quadRow = arith::DivUIOp::create(b, frame.lane, index(b, 4));
-  Value rowStart = arith::MulIOp::create(b, quadRow, index(b, rowElements));
+  Value rowStart = arith::MulIOp::create(b, quadRow, index(b, rowStride));
   for (const StagedRun &run : staged) {
-    Value chunk =
-        arith::XOrIOp::create(b, index(b, run.first / kStagingChunk), quadRow);
     Value at = arith::AddIOp::create(
-        b,
-        arith::AddIOp::create(
-            b, rowStart, arith::MulIOp::create(b, chunk, index(b, kStagingChunk))),
-        arith::AddIOp::create(b, index(b, run.first % kStagingChunk),
-                              run.laneOffset));
+        b, arith::AddIOp::create(b, rowStart, run.laneOffset),
+        index(b, run.first));
     int64_t count = run.values.size();
     Value v = count == 1 ? run.values.front()
                          : vector::FromElementsOp::create(
@@ -792,9 +794,8 @@ void EpilogueBuilder::storeStaged(ImplicitLocOpBuilder &b, Value out,
   for (int64_t t = 0; t < kRows / rowsPerStore; ++t) {
     Value r = arith::AddIOp::create(b, rowInStore, index(b, t * rowsPerStore));
     Value at = arith::AddIOp::create(
-        b, arith::MulIOp::create(b, r, index(b, rowElements)),
-        arith::MulIOp::create(b, arith::XOrIOp::create(b, myChunk, r),
-                              index(b, kStagingChunk)));
+        b, arith::MulIOp::create(b, r, index(b, rowStride)),
+        arith::MulIOp::create(b, myChunk, index(b, kStagingChunk)));
     Value outRow = arith::AddIOp::create(b, firstRow, r);
     copyStaged(b, out, {outRow, col}, stage, at, kStagingChunk,
                interior ? Value() : rowRoom(b, outRow, room), aligned,
@@ -927,6 +928,52 @@ void EpilogueBuilder::layOutFragments(ImplicitLocOpBuilder &b) {
   }
 }
 
+void EpilogueBuilder::layOutPeriodic(ImplicitLocOpBuilder &b) {
+  bool fragments = !frame.accFragments.empty();
+  periods.assign(inputs.size(), Value());
+  periodicResidues.assign(inputs.size(), {});
+  for (auto [k, input] : llvm::enumerate(inputs)) {
+    if (op.getInputForm(k) != AccessForm::periodic)
+      continue;
+    periods[k] = arith::IndexCastUIOp::create(
+        b, b.getI32Type(), memref::DimOp::create(b, input, 1));
+    if (!fragments)
+      continue;
+    // A run starts at offset 8J from a lane's first column (2q): lane
+    // 4 (J mod 8) + q computes that column modulo the period for every J
+    // with the same J mod 8, once per tile, and the lanes that need it
+    // shuffle it in. No remainder per element, and nothing kept per
+    // column (the columns are the same in every row, so that per-row
+    // remainders would be merged into values live across all the rows).
+    Value first = arith::IndexCastUIOp::create(
+        b, b.getI32Type(),
+        arith::AddIOp::create(
+            b, arith::AddIOp::create(b, frame.blockN, twoQ),
+            arith::MulIOp::create(
+                b, arith::DivUIOp::create(b, frame.lane, index(b, 4)),
+                index(b, 8))));
+    for (int64_t m = 0; m < config.tileN / 64; ++m)
+      periodicResidues[k].push_back(arith::RemUIOp::create(
+          b,
+          arith::AddIOp::create(
+              b, first,
+              arith::ConstantIntOp::create(b, b.getI32Type(), 64 * m)),
+          periods[k]));
+  }
+}
+
+Value EpilogueBuilder::periodicColumn(ImplicitLocOpBuilder &b,
+                                      ArrayRef<Value> residues,
+                                      int64_t J) const {
+  Value source = arith::IndexCastUIOp::create(
+      b, b.getI32Type(),
+      arith::AddIOp::create(b, laneQ, index(b, 4 * (J % 8))));
+  Value width = arith::ConstantIntOp::create(b, b.getI32Type(), 32);
+  return gpu::ShuffleOp::create(b, residues[J / 8], source, width,
+                                gpu::ShuffleMode::IDX)
+      .getShuffleResult();
+}
+
 SmallVector<Value>
 EpilogueBuilder::emitRow(ImplicitLocOpBuilder &lb, Value localRow,
                          function_ref<Value(Slot)> accumulator,
@@ -991,75 +1038,157 @@ EpilogueBuilder::emitRow(ImplicitLocOpBuilder &lb, Value localRow,
   for (int64_t g = 0; g < numGroups; ++g)
     for (int64_t l = 0; l < lanesPerGroup; ++l)
       mappingOf({g, l}).map(op.getAccumulatorArg(), accumulator({g, l}));
+  // Inputs the whole row shares, read once: staged tile inputs (through the
+  // buffer, before any output is staged in it), row and scalar values, the
+  // periodic inputs' periods.
+  SmallVector<SmallVector<SmallVector<Value>>> stagedValues(inputs.size());
+  SmallVector<Value> shared(inputs.size());
   for (auto [k, input] : llvm::enumerate(inputs)) {
-    BlockArgument arg = op.getInputArg(k);
     AccessForm form = op.getInputForm(k);
-    if (stagedInput(k)) {
-      SmallVector<SmallVector<Value>> staged = loadStaged(lb, input, row);
-      for (auto [run, values] : llvm::zip_equal(runs, staged))
-        for (auto [slot, value] : llvm::zip_equal(run, values))
-          mappingOf(slot).map(arg, value);
-      continue;
-    }
-    if (form == AccessForm::tile || form == AccessForm::col) {
-      for (const Run &run : runs) {
-        Slot head = run.front();
-        SmallVector<Value> at;
-        if (form == AccessForm::tile)
-          at.push_back(rowClamped);
-        at.push_back(cols[head.group][head.lane]);
-        SmallVector<Value> values = loadRun(lb, input, at, run.size(),
-                                            runInBounds(lb, run), lastCol);
-        for (auto [slot, value] : llvm::zip_equal(run, values))
-          mappingOf(slot).map(arg, value);
-      }
-      continue;
-    }
-    if (form == AccessForm::pair) {
-      // Both lanes of a group read their pair's element: pair j of the tile
-      // is column blockN / 2 + j (clamped like the rows).
-      Value lastPair = arith::SubIOp::create(
-          lb, arith::DivUIOp::create(lb, frame.sizeN, index(lb, 2)), one);
-      for (int64_t g = 0; g < numGroups; ++g) {
-        Value pairCol = arith::MinUIOp::create(
-            lb,
-            arith::AddIOp::create(
-                lb, arith::DivUIOp::create(lb, frame.blockN, index(lb, 2)),
-                groups[g]),
-            lastPair);
-        Value value =
-            memref::LoadOp::create(lb, input, ValueRange{rowClamped, pairCol});
-        for (int64_t l = 0; l < lanesPerGroup; ++l)
-          mappingOf({g, l}).map(arg, value);
-      }
-      continue;
-    }
-    Value shared;
-    if (form == AccessForm::row)
-      shared = memref::LoadOp::create(lb, input, ValueRange{rowClamped});
+    if (stagedInput(k))
+      stagedValues[k] = loadStaged(lb, input, row);
+    else if (form == AccessForm::row)
+      shared[k] = memref::LoadOp::create(lb, input, ValueRange{rowClamped});
     else if (form == AccessForm::scalar)
-      shared = input;
-    Value period = form == AccessForm::periodic
-                       ? memref::DimOp::create(lb, input, 1).getResult()
-                       : Value();
-    for (int64_t g = 0; g < numGroups; ++g)
-      for (int64_t l = 0; l < lanesPerGroup; ++l) {
-        Value value = shared;
-        if (form == AccessForm::periodic) {
-          Value col = arith::MinUIOp::create(lb, cols[g][l], lastCol);
-          Value wrapped = arith::RemUIOp::create(lb, col, period);
-          value =
-              memref::LoadOp::create(lb, input, ValueRange{rowClamped, wrapped});
-        }
-        mappingOf({g, l}).map(arg, value);
-      }
+      shared[k] = input;
   }
+  Value lastPair;
+  for (unsigned k = 0; k < inputs.size(); ++k)
+    if (op.getInputForm(k) == AccessForm::pair && !lastPair)
+      lastPair = arith::SubIOp::create(
+          lb, arith::DivUIOp::create(lb, frame.sizeN, index(lb, 2)), one);
 
-  // The region, once per group.
-  for (int64_t g = 0; g < numGroups; ++g) {
-    MutableArrayRef<IRMapping> lanes(&mappings[g * lanesPerGroup],
-                                     lanesPerGroup);
-    evaluateEpilogueBody(lb, op, row, cols[g], lanes);
+  // This row's copies of the lanes' periodic residues, through an opaque
+  // move: the shuffles that read them are the same in every row, and LLVM
+  // would otherwise merge them into values live across all the rows.
+  SmallVector<SmallVector<Value>> rowResidues;
+  for (ArrayRef<Value> residues : periodicResidues) {
+    rowResidues.emplace_back();
+    for (Value residue : residues)
+      rowResidues.back().push_back(
+          LLVM::InlineAsmOp::create(
+              lb, lb.getI32Type(), ValueRange{residue}, "mov.b32 $0, $1;",
+              "=r,r", /*has_side_effects=*/true, /*is_align_stack=*/false,
+              LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
+              ArrayAttr())
+              .getResult(0));
+  }
+  auto column32 = [&](Slot s) -> Value {
+    return arith::IndexCastUIOp::create(lb, lb.getI32Type(),
+                                        cols[s.group][s.lane]);
+  };
+
+  // The runs of each group run (a run's slots lie in one group run).
+  SmallVector<SmallVector<unsigned>> runsOfGroupRun(groupRuns.size());
+  for (auto [r, run] : llvm::enumerate(runs))
+    for (auto [gr, groupRun] : llvm::enumerate(groupRuns))
+      if (llvm::is_contained(groupRun, run.front().group))
+        runsOfGroupRun[gr].push_back(r);
+
+  // Staged outputs' runs narrowed to 16 bits as soon as they are computed.
+  DenseMap<std::pair<unsigned, unsigned>, SmallVector<Value>> narrowed;
+
+  // Group run by group run: its inputs read, the region evaluated and its
+  // 16-bit outputs narrowed, so that only one group run's inputs and f32
+  // results are live beside the accumulators.
+  for (auto [gr, groupRun] : llvm::enumerate(groupRuns)) {
+    for (auto [k, input] : llvm::enumerate(inputs)) {
+      BlockArgument arg = op.getInputArg(k);
+      AccessForm form = op.getInputForm(k);
+      if (stagedInput(k)) {
+        for (unsigned r : runsOfGroupRun[gr])
+          for (auto [slot, value] :
+               llvm::zip_equal(runs[r], stagedValues[k][r]))
+            mappingOf(slot).map(arg, value);
+        continue;
+      }
+      switch (form) {
+      case AccessForm::tile:
+      case AccessForm::col:
+        for (unsigned r : runsOfGroupRun[gr]) {
+          const Run &run = runs[r];
+          Slot head = run.front();
+          SmallVector<Value> at;
+          if (form == AccessForm::tile)
+            at.push_back(rowClamped);
+          at.push_back(cols[head.group][head.lane]);
+          SmallVector<Value> values = loadRun(lb, input, at, run.size(),
+                                              runInBounds(lb, run), lastCol);
+          for (auto [slot, value] : llvm::zip_equal(run, values))
+            mappingOf(slot).map(arg, value);
+        }
+        break;
+      case AccessForm::pair:
+        // Both lanes of a group read their pair's element: pair j of the
+        // tile is column blockN / 2 + j (clamped like the rows).
+        for (int64_t g : groupRun) {
+          Value pairCol = arith::MinUIOp::create(
+              lb,
+              arith::AddIOp::create(
+                  lb, arith::DivUIOp::create(lb, frame.blockN, index(lb, 2)),
+                  groups[g]),
+              lastPair);
+          Value value = memref::LoadOp::create(
+              lb, input, ValueRange{rowClamped, pairCol});
+          for (int64_t l = 0; l < lanesPerGroup; ++l)
+            mappingOf({g, l}).map(arg, value);
+        }
+        break;
+      case AccessForm::periodic:
+        // Column c reads column c mod P, in bounds for every c: one 32-bit
+        // remainder per run, the run's next columns wrapping by compare.
+        for (unsigned r : runsOfGroupRun[gr]) {
+          const Run &run = runs[r];
+          Value wrapped =
+              fragments
+                  ? periodicColumn(lb, rowResidues[k],
+                                   offsetOf(run.front()) / 8)
+                  : arith::RemUIOp::create(lb, column32(run.front()),
+                                           periods[k])
+                        .getResult();
+          Value oneI32 = arith::ConstantIntOp::create(lb, lb.getI32Type(), 1);
+          Value zeroI32 = arith::ConstantIntOp::create(lb, lb.getI32Type(), 0);
+          for (auto [e, slot] : llvm::enumerate(run)) {
+            if (e > 0) {
+              Value next = arith::AddIOp::create(lb, wrapped, oneI32);
+              wrapped = arith::SelectOp::create(
+                  lb,
+                  arith::CmpIOp::create(lb, arith::CmpIPredicate::eq, next,
+                                        periods[k]),
+                  zeroI32, next);
+            }
+            mappingOf(slot).map(
+                arg, memref::LoadOp::create(
+                         lb, input,
+                         ValueRange{rowClamped,
+                                    arith::IndexCastUIOp::create(
+                                        lb, lb.getIndexType(), wrapped)}));
+          }
+        }
+        break;
+      case AccessForm::row:
+      case AccessForm::scalar:
+        for (int64_t g : groupRun)
+          for (int64_t l = 0; l < lanesPerGroup; ++l)
+            mappingOf({g, l}).map(arg, shared[k]);
+        break;
+      }
+    }
+    for (int64_t g : groupRun) {
+      MutableArrayRef<IRMapping> lanes(&mappings[g * lanesPerGroup],
+                                       lanesPerGroup);
+      evaluateEpilogueBody(lb, op, row, cols[g], lanes);
+    }
+    for (auto [i, value] : llvm::enumerate(yielded)) {
+      if (roles[i] != OutputRole::tile || !staged(i))
+        continue;
+      for (unsigned r : runsOfGroupRun[gr]) {
+        SmallVector<Value> values;
+        for (Slot slot : runs[r])
+          values.push_back(mappingOf(slot).lookup(value));
+        narrowed[{unsigned(i), r}] = narrowPairs(lb, values);
+      }
+    }
   }
 
   unsigned colSlot = 0;
@@ -1070,12 +1199,9 @@ EpilogueBuilder::emitRow(ImplicitLocOpBuilder &lb, Value localRow,
       if (staged(i)) {
         // A run's columns: 8j + e + 2q on, from the head's fragment position.
         SmallVector<StagedRun> staged;
-        for (const Run &run : runs) {
+        for (auto [r, run] : llvm::enumerate(runs)) {
           auto [j, e] = fragmentPos[run.front().group][run.front().lane];
-          SmallVector<Value> values;
-          for (Slot slot : run)
-            values.push_back(mappingOf(slot).lookup(value));
-          staged.push_back({8 * j + e, twoQ, narrowPairs(lb, values)});
+          staged.push_back({8 * j + e, twoQ, narrowed.lookup({unsigned(i), unsigned(r)})});
         }
         storeStaged(lb, out, row, config.tileN, frame.blockN, frame.sizeN,
                     staged);
@@ -1315,6 +1441,7 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
     layOutFragments(b);
   else
     layOutSharedTile(b);
+  layOutPeriodic(b);
   // Columns in the output, the same in every row, and (shared tile; the
   // fragments compare against each row's room) whether they lie in it.
   for (SmallVector<Value, 2> &group : localCols) {

@@ -65,6 +65,14 @@ struct GemmKernelConfig {
   /// and stagesOutput).
   bool stagedTiles = false;
   static constexpr int64_t stagingRows = 8;
+  /// Elements a staging row holds: `rowElements` and one 16-byte chunk of
+  /// padding, so that the 8 rows of a warp start 4 banks apart (a quad's
+  /// writes to the 8 rows hit 32 different banks) and every lane's address
+  /// is one per-lane base plus constants (an XOR swizzle needs a register
+  /// per chunk, which LICM keeps live through the whole tile loop).
+  static constexpr int64_t stagingRowStride(int64_t rowElements) {
+    return rowElements + 8;
+  }
 
   /// f32 accumulator tile row stride in shared memory; the padding keeps rows
   /// 16-byte aligned and spreads rows over banks.
@@ -119,7 +127,9 @@ struct GemmKernelConfig {
     return epilogueOffset() + (registerEpilogue() ? 0 : accTileBytes());
   }
   /// Bytes of one warp's staging buffer, and where the epilogue's start.
-  int64_t stagingBytesPerWarp() const { return stagingRows * tileN * 2; }
+  int64_t stagingBytesPerWarp() const {
+    return stagingRows * stagingRowStride(tileN) * 2;
+  }
   int64_t stagingBytes() const {
     return stagedTiles ? epilogueThreads / 32 * stagingBytesPerWarp() : 0;
   }

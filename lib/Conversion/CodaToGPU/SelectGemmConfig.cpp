@@ -34,8 +34,6 @@ GemmConfigAttr makeConfig(MLIRContext *ctx, GemmSchedule schedule,
 /// The configuration for `op`, or null where no rule applies.
 GemmConfigAttr selectConfig(GemmOp op) {
   MLIRContext *ctx = op.getContext();
-  GemmConfigAttr warpSpecialized =
-      makeConfig(ctx, GemmSchedule::warpSpecialized, 256, 1);
   GemmConfigAttr pingPong = makeConfig(ctx, GemmSchedule::pingPong, 128, 1);
   GemmConfigAttr cooperative =
       makeConfig(ctx, GemmSchedule::cooperative, 256, 2);
@@ -62,11 +60,10 @@ GemmConfigAttr selectConfig(GemmOp op) {
       break;
     }
   }
-  // Pairs at a stride (rotate-half RoPE) spill in the register epilogues.
+  // Pairs at a stride (rotate-half RoPE): 128-column tiles keep the
+  // register epilogue's inputs beside the accumulators without spilling.
   std::optional<int64_t> stride = op.getPairStride();
-  if (stride && *stride > 1)
-    return warpSpecialized;
-  if (pairs || maxPartials)
+  if (pairs || maxPartials || (stride && *stride > 1))
     return pingPong;
   // Plain epilogues and sum partials: cooperative in clusters of two, whose
   // staged tile stores beat ws and ping-pong at every block shape.

@@ -15,9 +15,9 @@
 
 // CHECK-LABEL: func.func @plain
 //       CHECK:   %[[GRID:.*]] = arith.minui %{{.*}}, %c132
-//       CHECK:   gpu.launch_func  @coda_kernels::@plain_gemm0 blocks in (%[[GRID]], %c1{{.*}}, %c1{{.*}}) threads in (%c384{{.*}}, %{{.*}}, %{{.*}})  dynamic_shared_memory_size %c230400_i32
+//       CHECK:   gpu.launch_func  @coda_kernels::@plain_gemm0 blocks in (%[[GRID]], %c1{{.*}}, %c1{{.*}}) threads in (%c384{{.*}}, %{{.*}}, %{{.*}})  dynamic_shared_memory_size %c231424_i32
 //       CHECK: gpu.func @plain_gemm0
-//  CHECK-SAME:   persistent = true, shared_memory_bytes = 230400 : i64, stages = 4 : i64, tile = [128, 256, 64]
+//  CHECK-SAME:   persistent = true, shared_memory_bytes = 231424 : i64, stages = 4 : i64, tile = [128, 256, 64]
 //  CHECK-SAME:   nvvm.maxntid = array<i32: 384, 1, 1>, nvvm.minctasm = 1 : i32
 //       CHECK:   cf.cond_br %{{.*}}, ^[[PRODUCER:bb[0-9]+]], ^[[CONSUMER:bb[0-9]+]]
 //       CHECK: ^[[PRODUCER]]:
@@ -34,9 +34,9 @@
 //       CHECK:     nvvm.wgmma.wait.group.sync.aligned 0
 //       CHECK:     llvm.extractvalue
 //   CHECK-NOT:     memref.load %{{.*}} : memref<128x260xf32
-//       CHECK:     vector.store %{{.*}} : memref<2048xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
+//       CHECK:     vector.store %{{.*}} : memref<2112xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
 //       CHECK:     nvvm.bar.warp.sync
-//       CHECK:     vector.load %{{.*}} : memref<2048xbf16, #gpu.address_space<workgroup>>, vector<8xbf16>
+//       CHECK:     vector.load %{{.*}} : memref<2112xbf16, #gpu.address_space<workgroup>>, vector<8xbf16>
 //       CHECK:     vector.store %{{.*}} : memref<?x?xbf16>, vector<8xbf16>
 //       CHECK:     nvvm.bar.warp.sync
 //       CHECK:   gpu.return
@@ -53,11 +53,11 @@
 //       INTERIOR:   scf.if %{{.*}} {
 //   INTERIOR-NOT:     scf.if
 //   INTERIOR-NOT:     arith.cmpi
-// INTERIOR-COUNT-32:  vector.store %{{.*}} : memref<2048xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
+// INTERIOR-COUNT-32:  vector.store %{{.*}} : memref<2112xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
 //       INTERIOR:   nvvm.bar.warp.sync
 //  INTERIOR-COUNT-8:  vector.store %{{.*}} : memref<?x?xbf16>, vector<8xbf16>
 //       INTERIOR:   nvvm.bar.warp.sync
-// INTERIOR-COUNT-32:  vector.store %{{.*}} : memref<2048xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
+// INTERIOR-COUNT-32:  vector.store %{{.*}} : memref<2112xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
 //       INTERIOR:   nvvm.bar.warp.sync
 //  INTERIOR-COUNT-8:  vector.store %{{.*}} : memref<?x?xbf16>, vector<8xbf16>
 //       INTERIOR:   nvvm.bar.warp.sync
@@ -67,7 +67,7 @@
 //       INTERIOR:       vector.store %{{.*}} : memref<?x?xbf16>, vector<8xbf16>
 //       INTERIOR:     } else {
 //       INTERIOR:       scf.for
-//       INTERIOR:         memref.load %{{.*}} : memref<2048xbf16, #gpu.address_space<workgroup>>
+//       INTERIOR:         memref.load %{{.*}} : memref<2112xbf16, #gpu.address_space<workgroup>>
 //       INTERIOR:         memref.store %{{.*}} : memref<?x?xbf16>
 func.func @plain(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
   coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
@@ -115,7 +115,7 @@ func.func @partials(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %p: memref<?x?xf
 // staged.
 // PARTIALS-LABEL: gpu.func @wide_outputs_gemm0
 //  PARTIALS-SAME:   shared_memory_bytes = 205824 : i64
-//   PARTIALS-NOT:   memref<2048xbf16, #gpu.address_space<workgroup>>
+//   PARTIALS-NOT:   memref<2112xbf16, #gpu.address_space<workgroup>>
 //       PARTIALS:   vector.store %{{.*}} : memref<?x?xbf16>, vector<2xbf16>
 //       PARTIALS:   gpu.return
 // PARTIALS-LABEL: gpu.func @f32_output_gemm0
@@ -148,10 +148,10 @@ func.func @f32_output(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?
 //       CHECK:   nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK-COUNT-8:   vector.load %{{.*}} : memref<?x?xbf16>, vector<8xbf16>
 //       CHECK:   nvvm.bar.warp.sync
-// CHECK-COUNT-32:   vector.load %{{.*}} : memref<2048xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
+// CHECK-COUNT-32:   vector.load %{{.*}} : memref<2112xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
 //       CHECK:   nvvm.bar.warp.sync
 //       CHECK:   arith.extf %{{.*}} : bf16 to f32
-//       CHECK:   vector.store %{{.*}} : memref<2048xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
+//       CHECK:   vector.store %{{.*}} : memref<2112xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
 func.func @residual(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %r: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
   coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
       epilogue(%acc, tile %rv = %r : memref<?x?xbf16>) outs(%y : memref<?x?xbf16>) {

@@ -15,9 +15,9 @@
 
 // CHECK-LABEL: func.func @plain
 //       CHECK:   %[[GRID:.*]] = arith.minui %{{.*}}, %c132
-//       CHECK:   gpu.launch_func  @coda_kernels::@plain_gemm0 blocks in (%[[GRID]], %c1{{.*}}, %c1{{.*}}) threads in (%c384{{.*}}, %{{.*}}, %{{.*}})  dynamic_shared_memory_size %c148480_i32
+//       CHECK:   gpu.launch_func  @coda_kernels::@plain_gemm0 blocks in (%[[GRID]], %c1{{.*}}, %c1{{.*}}) threads in (%c384{{.*}}, %{{.*}}, %{{.*}})  dynamic_shared_memory_size %c149504_i32
 //       CHECK: gpu.func @plain_gemm0
-//  CHECK-SAME:   persistent = true, shared_memory_bytes = 148480 : i64, stages = 4 : i64, tile = [128, 128, 64]
+//  CHECK-SAME:   persistent = true, shared_memory_bytes = 149504 : i64, stages = 4 : i64, tile = [128, 128, 64]
 //  CHECK-SAME:   nvvm.maxntid = array<i32: 384, 1, 1>, nvvm.minctasm = 1 : i32
 //       CHECK:   %[[FULL:.*]] = nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 4>
 //       CHECK:   %[[EMPTY:.*]] = nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 4>
@@ -49,7 +49,7 @@
 //       CHECK:       nvvm.wgmma.wait.group.sync.aligned 0
 //       CHECK:       nvgpu.mbarrier.arrive %[[EMPTY]]
 //   CHECK-NOT:       memref.load %{{.*}} : memref<128x132xf32
-//       CHECK:       vector.store %{{.*}} : memref<1024xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
+//       CHECK:       vector.store %{{.*}} : memref<1088xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
 //       CHECK:       nvvm.bar.warp.sync
 //       CHECK:       vector.store %{{.*}} : memref<?x?xbf16>, vector<8xbf16>
 //       CHECK:   gpu.return
@@ -118,11 +118,11 @@ func.func @wide(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %rs: memref<?x?xf32>
 // element of a 64-element staged row (pair 4j + q), and the rows leave in
 // 16-byte stores into the output's 64 pair columns of the tile.
 // CHECK-LABEL: gpu.func @swiglu_gemm0
-//  CHECK-SAME:   shared_memory_bytes = 148480 : i64
+//  CHECK-SAME:   shared_memory_bytes = 149504 : i64
 //       CHECK:   nvvm.setmaxregister  increase 232
-//       CHECK:   memref.store %{{.*}} : memref<512xbf16, #gpu.address_space<workgroup>>
+//       CHECK:   memref.store %{{.*}} : memref<576xbf16, #gpu.address_space<workgroup>>
 //       CHECK:   nvvm.bar.warp.sync
-//       CHECK:   vector.load %{{.*}} : memref<512xbf16, #gpu.address_space<workgroup>>, vector<8xbf16>
+//       CHECK:   vector.load %{{.*}} : memref<576xbf16, #gpu.address_space<workgroup>>, vector<8xbf16>
 //       CHECK:   vector.store %{{.*}} : memref<?x?xbf16>, vector<8xbf16>
 //       CHECK:   nvvm.bar.warp.sync
 func.func @swiglu(%x: memref<?x?xbf16>, %w: memref<?x?xbf16>, %out: memref<?x?xbf16>) {
@@ -134,6 +134,40 @@ func.func @swiglu(%x: memref<?x?xbf16>, %w: memref<?x?xbf16>, %out: memref<?x?xb
       coda.yield %vb : bf16
     }
     coda.yield %a : !coda.pair<bf16>
+  }
+  return
+}
+
+// -----
+
+// Periodic tables (rotate-half RoPE, pairs 64 apart): each lane computes the
+// period residues of 2 columns once per tile (tile N / 64), and every run
+// takes its column's residue from lane 4 (J mod 8) + q by a shuffle, through
+// a per-row opaque copy (no remainder per element, nothing live per column
+// across the rows); the run's second column wraps by compare.
+// CHECK-LABEL: gpu.func @rope_gemm0
+//       CHECK:   nvvm.setmaxregister  increase 232
+//       CHECK:   arith.remui %{{.*}} : i32
+//       CHECK:   arith.remui %{{.*}} : i32
+//   CHECK-NOT:   arith.remui
+//       CHECK:   llvm.inline_asm has_side_effects "mov.b32 $0, $1;", "=r,r"
+//       CHECK:   gpu.shuffle  idx
+//       CHECK:   arith.cmpi eq
+//       CHECK:   arith.select
+//       CHECK:   memref.load %{{.*}} : memref<?x?xf32>
+func.func @rope(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %cos: memref<?x?xf32>,
+                %q: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, periodic %c = %cos : memref<?x?xf32>)
+      outs(%q : memref<?x?xbf16>) {
+    %r = coda.pair_map stride 64 (%lo, %hi) = %acc, (%c0, %c1) = %c
+        : f32, f32 -> f32 {
+      %y0 = arith.mulf %lo, %c0 : f32
+      %y1 = arith.mulf %hi, %c1 : f32
+      coda.yield %y0, %y1 : f32, f32
+    }
+    %rb = arith.truncf %r : f32 to bf16
+    coda.yield %rb : bf16
   }
   return
 }
