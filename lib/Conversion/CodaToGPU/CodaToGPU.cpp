@@ -267,7 +267,8 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
 
   // Register epilogues stage their 16-bit tile inputs and tile and pair
   // outputs where the buffers fit beside the ring and the scratch
-  // (cooperative 128 x 256 with 4 stages: with no column partials).
+  // (cooperative 128 x 256 with 4 stages: with no column partials), then
+  // their column and periodic input rows where those fit as well.
   if (config.registerEpilogue()) {
     for (unsigned i = 0, e = op.getYieldOp().getValues().size(); i < e; ++i)
       config.stagedTiles |= stagesOutput(op, i);
@@ -275,6 +276,10 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
       config.stagedTiles |= stagesInput(op, k);
     if (config.sharedBytes() > kMaxSharedBytes)
       config.stagedTiles = false;
+    // Then the rows of column and periodic inputs, where they fit too.
+    config.stagedInputRowBytes = inputRowStagingBytes(op, config.tileN);
+    if (config.sharedBytes() > kMaxSharedBytes)
+      config.stagedInputRowBytes = 0;
   }
 
   // The epilogue gives each row tileN / 8 consecutive lanes of one warp.

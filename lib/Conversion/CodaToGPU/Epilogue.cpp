@@ -97,6 +97,36 @@ bool mlir::coda::gpu_lowering::stagesOutput(GemmOp op, unsigned i) {
   return rowsContiguous(op.getOutputs()[i]);
 }
 
+bool mlir::coda::gpu_lowering::stagesInputRows(GemmOp op, unsigned k) {
+  Value input = op.getEpilogueInputs()[k];
+  auto type = dyn_cast<MemRefType>(input.getType());
+  AccessForm form = op.getInputForm(k);
+  return (form == AccessForm::col || form == AccessForm::periodic) && type &&
+         isa<FloatType>(type.getElementType()) &&
+         (type.getElementTypeBitWidth() == 16 ||
+          type.getElementTypeBitWidth() == 32) &&
+         rowsContiguous(input);
+}
+
+/// Bytes of input `k`'s rows in one warp's buffer.
+static int64_t inputRowBytes(GemmOp op, unsigned k, int64_t tileN) {
+  auto type = cast<MemRefType>(op.getEpilogueInputs()[k].getType());
+  int64_t bytes = type.getElementTypeBitWidth() / 8;
+  if (op.getInputForm(k) == AccessForm::col)
+    return tileN * bytes;
+  return GemmKernelConfig::stagingRows *
+         GemmKernelConfig::stagingRowStride(tileN) * bytes;
+}
+
+int64_t mlir::coda::gpu_lowering::inputRowStagingBytes(GemmOp op,
+                                                       int64_t tileN) {
+  int64_t total = 0;
+  for (unsigned k = 0, e = op.getEpilogueInputs().size(); k < e; ++k)
+    if (stagesInputRows(op, k))
+      total += inputRowBytes(op, k, tileN);
+  return total;
+}
+
 bool mlir::coda::gpu_lowering::stagesInput(GemmOp op, unsigned k) {
   Value input = op.getEpilogueInputs()[k];
   auto type = dyn_cast<MemRefType>(input.getType());
@@ -384,15 +414,22 @@ private:
   /// two; the lane's q = lane mod 4 and 2q.
   SmallVector<SmallVector<std::pair<int64_t, int64_t>, 2>> fragmentPos;
   Value laneQ, twoQ;
-  /// Fragments: per periodic input, its period as i32 and the residues this
-  /// lane computes for the warp (see layOutPeriodic).
+  /// Per periodic input, its period as i32.
   SmallVector<Value> periods;
-  SmallVector<SmallVector<Value>> periodicResidues;
-  /// Fragments: the column of the run that starts at offset 8J from the
-  /// lane's first, modulo the period of input `k`.
-  Value periodicColumn(ImplicitLocOpBuilder &b, ArrayRef<Value> residues,
-                       int64_t J) const;
-  void layOutPeriodic(ImplicitLocOpBuilder &b);
+  /// Per input whose rows are staged (stagesInputRows), its part of the
+  /// warp's buffer; null for the others.
+  SmallVector<Value> inputRowBuffers;
+  void layOutInputRows(ImplicitLocOpBuilder &b);
+  /// Copies the rows input `k` needs into its buffer: the tile's columns of
+  /// one row (a column input, once per tile) or of the warp's stagingRows
+  /// rows from `firstRow` (a periodic input, column c read at c mod P),
+  /// with 16-byte accesses where aligned, else element by element.
+  void stageInputRows(ImplicitLocOpBuilder &b, unsigned k,
+                      Value firstRow) const;
+  /// The values of `run` (in the lane's row of the buffer) of staged input
+  /// `k`.
+  SmallVector<Value> readInputRun(ImplicitLocOpBuilder &b, unsigned k,
+                                  const Run &run) const;
 };
 
 std::optional<int64_t> EpilogueBuilder::vectorAlignment(Value memref,
@@ -928,50 +965,179 @@ void EpilogueBuilder::layOutFragments(ImplicitLocOpBuilder &b) {
   }
 }
 
-void EpilogueBuilder::layOutPeriodic(ImplicitLocOpBuilder &b) {
-  bool fragments = !frame.accFragments.empty();
+void EpilogueBuilder::layOutInputRows(ImplicitLocOpBuilder &b) {
   periods.assign(inputs.size(), Value());
-  periodicResidues.assign(inputs.size(), {});
+  inputRowBuffers.assign(inputs.size(), Value());
+  for (auto [k, input] : llvm::enumerate(inputs))
+    if (op.getInputForm(k) == AccessForm::periodic)
+      periods[k] = arith::IndexCastUIOp::create(
+          b, b.getI32Type(), memref::DimOp::create(b, input, 1));
+  if (!config.stagedInputRowBytes || frame.accFragments.empty())
+    return;
+  MLIRContext *ctx = b.getContext();
+  Value warpBase = arith::AddIOp::create(
+      b, frame.sharedBase,
+      arith::AddIOp::create(
+          b, index(b, config.stagingOffset()),
+          arith::MulIOp::create(b, frame.warp,
+                                index(b, config.stagingBytesPerWarp()))));
+  int64_t offset = config.tileStagingBytesPerWarp();
   for (auto [k, input] : llvm::enumerate(inputs)) {
-    if (op.getInputForm(k) != AccessForm::periodic)
+    if (!stagesInputRows(op, k))
       continue;
-    periods[k] = arith::IndexCastUIOp::create(
-        b, b.getI32Type(), memref::DimOp::create(b, input, 1));
-    if (!fragments)
-      continue;
-    // A run starts at offset 8J from a lane's first column (2q): lane
-    // 4 (J mod 8) + q computes that column modulo the period for every J
-    // with the same J mod 8, once per tile, and the lanes that need it
-    // shuffle it in. No remainder per element, and nothing kept per
-    // column (the columns are the same in every row, so that per-row
-    // remainders would be merged into values live across all the rows).
-    Value first = arith::IndexCastUIOp::create(
-        b, b.getI32Type(),
-        arith::AddIOp::create(
-            b, arith::AddIOp::create(b, frame.blockN, twoQ),
-            arith::MulIOp::create(
-                b, arith::DivUIOp::create(b, frame.lane, index(b, 4)),
-                index(b, 8))));
-    for (int64_t m = 0; m < config.tileN / 64; ++m)
-      periodicResidues[k].push_back(arith::RemUIOp::create(
-          b,
-          arith::AddIOp::create(
-              b, first,
-              arith::ConstantIntOp::create(b, b.getI32Type(), 64 * m)),
-          periods[k]));
+    auto type = cast<MemRefType>(input.getType());
+    int64_t elements =
+        op.getInputForm(k) == AccessForm::col
+            ? config.tileN
+            : GemmKernelConfig::stagingRows *
+                  GemmKernelConfig::stagingRowStride(config.tileN);
+    auto bufferType = MemRefType::get(
+        {elements}, type.getElementType(), MemRefLayoutAttrInterface(),
+        gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
+    inputRowBuffers[k] = memref::ViewOp::create(
+        b, bufferType, frame.shared,
+        arith::AddIOp::create(b, warpBase, index(b, offset)), ValueRange{});
+    offset += elements * type.getElementTypeBitWidth() / 8;
   }
 }
 
-Value EpilogueBuilder::periodicColumn(ImplicitLocOpBuilder &b,
-                                      ArrayRef<Value> residues,
-                                      int64_t J) const {
-  Value source = arith::IndexCastUIOp::create(
-      b, b.getI32Type(),
-      arith::AddIOp::create(b, laneQ, index(b, 4 * (J % 8))));
-  Value width = arith::ConstantIntOp::create(b, b.getI32Type(), 32);
-  return gpu::ShuffleOp::create(b, residues[J / 8], source, width,
-                                gpu::ShuffleMode::IDX)
-      .getShuffleResult();
+void EpilogueBuilder::stageInputRows(ImplicitLocOpBuilder &b, unsigned k,
+                                     Value firstRow) const {
+  Value input = inputs[k];
+  auto type = cast<MemRefType>(input.getType());
+  int64_t bytes = type.getElementTypeBitWidth() / 8;
+  int64_t chunk = 16 / bytes;
+  int64_t chunksPerRow = config.tileN / chunk;
+  bool periodic = GemmOp(op).getInputForm(k) == AccessForm::periodic;
+  int64_t rows = periodic ? GemmKernelConfig::stagingRows : 1;
+  int64_t stride = GemmKernelConfig::stagingRowStride(config.tileN);
+  int64_t chunks = rows * chunksPerRow;
+  Value stage = inputRowBuffers[k];
+  Type i32 = b.getI32Type();
+  // 16-byte accesses need each chunk's source aligned: the rows, and (a
+  // periodic input) the period a multiple of the chunk, so that a chunk
+  // never wraps.
+  Value fast = rowsAligned(b, input, 16);
+  if (periodic)
+    fast = arith::AndIOp::create(
+        b, fast,
+        arith::CmpIOp::create(
+            b, arith::CmpIPredicate::eq,
+            arith::RemUIOp::create(
+                b, periods[k], arith::ConstantIntOp::create(b, i32, chunk)),
+            arith::ConstantIntOp::create(b, i32, 0)));
+  Value lastRow = arith::SubIOp::create(b, frame.sizeM, index(b, 1));
+  Value allLanes = arith::ConstantIntOp::create(b, i32, -1);
+  // The warp's lanes are done reading what the buffer held.
+  NVVM::SyncWarpOp::create(b, allLanes);
+  for (int64_t first = 0; first < chunks; first += 32) {
+    Value chunkIndex = arith::AddIOp::create(b, frame.lane, index(b, first));
+    Value r = arith::DivUIOp::create(b, chunkIndex, index(b, chunksPerRow));
+    Value c = arith::RemUIOp::create(b, chunkIndex, index(b, chunksPerRow));
+    Value col = arith::AddIOp::create(
+        b, frame.blockN, arith::MulIOp::create(b, c, index(b, chunk)));
+    Value at = arith::AddIOp::create(
+        b, arith::MulIOp::create(b, r, index(b, stride)),
+        arith::MulIOp::create(b, c, index(b, chunk)));
+    // The element of the chunk's column `col` + e: (row, column) to read,
+    // and whether it exists.
+    Value row = periodic ? arith::MinUIOp::create(
+                               b, arith::AddIOp::create(b, firstRow, r),
+                               lastRow)
+                               .getResult()
+                         : Value();
+    auto source = [&](ImplicitLocOpBuilder &sb,
+                      Value e) -> SmallVector<Value> {
+      Value column = arith::AddIOp::create(sb, col, e);
+      if (!periodic)
+        return {column};
+      Value wrapped = arith::RemUIOp::create(
+          sb, arith::IndexCastUIOp::create(sb, i32, column), periods[k]);
+      return {row,
+              arith::IndexCastUIOp::create(sb, sb.getIndexType(), wrapped)};
+    };
+    // Column inputs end at N; a periodic input's columns all exist.
+    Value room = periodic ? Value() : columnsLeft(b, col, frame.sizeN);
+    Value whole =
+        periodic ? fast
+                 : arith::AndIOp::create(
+                       b, fast,
+                       arith::CmpIOp::create(b, arith::CmpIPredicate::uge,
+                                             room, index(b, chunk)));
+    Value exists = first + 32 <= chunks
+                       ? trueValue(b)
+                       : arith::CmpIOp::create(b, arith::CmpIPredicate::ult,
+                                               chunkIndex, index(b, chunks))
+                             .getResult();
+    scf::IfOp::create(b, exists, [&](OpBuilder &ob, Location loc) {
+      ImplicitLocOpBuilder cb(loc, ob);
+      scf::IfOp::create(
+          cb, whole,
+          [&](OpBuilder &vb, Location vloc) {
+            ImplicitLocOpBuilder tb(vloc, vb);
+            auto chunkType = VectorType::get({chunk}, type.getElementType());
+            vector::StoreOp::create(
+                tb,
+                vector::LoadOp::create(tb, chunkType, input,
+                                       source(tb, index(tb, 0)),
+                                       /*nontemporal=*/false,
+                                       llvm::MaybeAlign(16)),
+                stage, ValueRange{at}, /*nontemporal=*/false,
+                llvm::MaybeAlign(16));
+            scf::YieldOp::create(tb);
+          },
+          [&](OpBuilder &eb, Location eloc) {
+            // Element by element; a column input's elements beyond N are
+            // left as they are (what the epilogue computes from them is
+            // masked).
+            ImplicitLocOpBuilder tb(eloc, eb);
+            Value n = periodic ? index(tb, chunk)
+                               : arith::MinUIOp::create(tb, room,
+                                                        index(tb, chunk))
+                                     .getResult();
+            scf::ForOp::create(
+                tb, index(tb, 0), n, index(tb, 1), ValueRange{},
+                [&](OpBuilder &fb, Location floc, Value e, ValueRange) {
+                  ImplicitLocOpBuilder lb(floc, fb);
+                  memref::StoreOp::create(
+                      lb, memref::LoadOp::create(lb, input, source(lb, e)),
+                      stage,
+                      ValueRange{arith::AddIOp::create(lb, at, e)});
+                  scf::YieldOp::create(lb);
+                });
+            scf::YieldOp::create(tb);
+          });
+      scf::YieldOp::create(cb);
+    });
+  }
+  NVVM::SyncWarpOp::create(b, allLanes);
+}
+
+SmallVector<Value>
+EpilogueBuilder::readInputRun(ImplicitLocOpBuilder &b, unsigned k,
+                              const Run &run) const {
+  Value input = inputs[k];
+  Type element = cast<MemRefType>(input.getType()).getElementType();
+  int64_t bytes = element.getIntOrFloatBitWidth() / 8;
+  auto [j, e] = fragmentPos[run.front().group][run.front().lane];
+  Value at = arith::AddIOp::create(b, twoQ, index(b, 8 * j + e));
+  if (GemmOp(op).getInputForm(k) == AccessForm::periodic)
+    at = arith::AddIOp::create(
+        b, at,
+        arith::MulIOp::create(
+            b, arith::DivUIOp::create(b, frame.lane, index(b, 4)),
+            index(b, GemmKernelConfig::stagingRowStride(config.tileN))));
+  int64_t count = run.size();
+  if (count == 1)
+    return {memref::LoadOp::create(b, inputRowBuffers[k], ValueRange{at})};
+  Value loaded = vector::LoadOp::create(
+      b, VectorType::get({count}, element), inputRowBuffers[k],
+      ValueRange{at}, /*nontemporal=*/false, llvm::MaybeAlign(bytes * count));
+  SmallVector<Value> values;
+  for (int64_t i = 0; i < count; ++i)
+    values.push_back(
+        vector::ExtractOp::create(b, loaded, ArrayRef<int64_t>{i}));
+  return values;
 }
 
 SmallVector<Value>
@@ -1058,21 +1224,13 @@ EpilogueBuilder::emitRow(ImplicitLocOpBuilder &lb, Value localRow,
       lastPair = arith::SubIOp::create(
           lb, arith::DivUIOp::create(lb, frame.sizeN, index(lb, 2)), one);
 
-  // This row's copies of the lanes' periodic residues, through an opaque
-  // move: the shuffles that read them are the same in every row, and LLVM
-  // would otherwise merge them into values live across all the rows.
-  SmallVector<SmallVector<Value>> rowResidues;
-  for (ArrayRef<Value> residues : periodicResidues) {
-    rowResidues.emplace_back();
-    for (Value residue : residues)
-      rowResidues.back().push_back(
-          LLVM::InlineAsmOp::create(
-              lb, lb.getI32Type(), ValueRange{residue}, "mov.b32 $0, $1;",
-              "=r,r", /*has_side_effects=*/true, /*is_align_stack=*/false,
-              LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
-              ArrayAttr())
-              .getResult(0));
-  }
+  // The warp's rows of the periodic inputs it stages, for this row.
+  for (unsigned k = 0; k < inputs.size(); ++k)
+    if (inputRowBuffers[k] && op.getInputForm(k) == AccessForm::periodic)
+      stageInputRows(
+          lb, k,
+          arith::SubIOp::create(
+              lb, row, arith::DivUIOp::create(lb, frame.lane, index(lb, 4))));
   auto column32 = [&](Slot s) -> Value {
     return arith::IndexCastUIOp::create(lb, lb.getI32Type(),
                                         cols[s.group][s.lane]);
@@ -1099,6 +1257,13 @@ EpilogueBuilder::emitRow(ImplicitLocOpBuilder &lb, Value localRow,
         for (unsigned r : runsOfGroupRun[gr])
           for (auto [slot, value] :
                llvm::zip_equal(runs[r], stagedValues[k][r]))
+            mappingOf(slot).map(arg, value);
+        continue;
+      }
+      if (inputRowBuffers[k]) {
+        for (unsigned r : runsOfGroupRun[gr])
+          for (auto [slot, value] :
+               llvm::zip_equal(runs[r], readInputRun(lb, k, runs[r])))
             mappingOf(slot).map(arg, value);
         continue;
       }
@@ -1140,12 +1305,7 @@ EpilogueBuilder::emitRow(ImplicitLocOpBuilder &lb, Value localRow,
         for (unsigned r : runsOfGroupRun[gr]) {
           const Run &run = runs[r];
           Value wrapped =
-              fragments
-                  ? periodicColumn(lb, rowResidues[k],
-                                   offsetOf(run.front()) / 8)
-                  : arith::RemUIOp::create(lb, column32(run.front()),
-                                           periods[k])
-                        .getResult();
+              arith::RemUIOp::create(lb, column32(run.front()), periods[k]);
           Value oneI32 = arith::ConstantIntOp::create(lb, lb.getI32Type(), 1);
           Value zeroI32 = arith::ConstantIntOp::create(lb, lb.getI32Type(), 0);
           for (auto [e, slot] : llvm::enumerate(run)) {
@@ -1441,7 +1601,7 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
     layOutFragments(b);
   else
     layOutSharedTile(b);
-  layOutPeriodic(b);
+  layOutInputRows(b);
   // Columns in the output, the same in every row, and (shared tile; the
   // fragments compare against each row's room) whether they lie in it.
   for (SmallVector<Value, 2> &group : localCols) {
@@ -1469,6 +1629,10 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
 
   SmallVector<Value> colAccs;
   if (fragments) {
+    // The tile's columns of the column inputs it stages, once per tile.
+    for (unsigned k = 0; k < inputs.size(); ++k)
+      if (inputRowBuffers[k] && op.getInputForm(k) == AccessForm::col)
+        stageInputRows(b, k, Value());
     // Rows 64 f + 16 w + l / 4 (+ 8 h); element (j, h, e) of a fragment is
     // its member 4j + 2h + e.
     Value quadRow = arith::AddIOp::create(

@@ -64,6 +64,13 @@ struct GemmKernelConfig {
   /// instead of the fragments' scattered 2- and 4-byte ones (see stagesInput
   /// and stagesOutput).
   bool stagedTiles = false;
+  /// Bytes per warp for the register epilogue's column and periodic input
+  /// rows (inputRowStagingBytes; 0: read from global memory per run). A
+  /// global load per run leaves the epilogue a chain of L2 latencies: the
+  /// accumulators leave no registers to keep many loads in flight, so the
+  /// warp loads the rows it needs with 16-byte accesses first, all in
+  /// flight at once, and the runs read shared memory.
+  int64_t stagedInputRowBytes = 0;
   static constexpr int64_t stagingRows = 8;
   /// Elements a staging row holds: `rowElements` and one 16-byte chunk of
   /// padding, so that the 8 rows of a warp start 4 banks apart (a quad's
@@ -127,11 +134,16 @@ struct GemmKernelConfig {
     return epilogueOffset() + (registerEpilogue() ? 0 : accTileBytes());
   }
   /// Bytes of one warp's staging buffer, and where the epilogue's start.
+  /// The staged tiles' part of a warp's buffer comes first, then the input
+  /// rows.
+  int64_t tileStagingBytesPerWarp() const {
+    return stagedTiles ? stagingRows * stagingRowStride(tileN) * 2 : 0;
+  }
   int64_t stagingBytesPerWarp() const {
-    return stagingRows * stagingRowStride(tileN) * 2;
+    return tileStagingBytesPerWarp() + stagedInputRowBytes;
   }
   int64_t stagingBytes() const {
-    return stagedTiles ? epilogueThreads / 32 * stagingBytesPerWarp() : 0;
+    return epilogueThreads / 32 * stagingBytesPerWarp();
   }
   int64_t stagingOffset() const {
     return columnScratchOffset() + columnScratchBytes();
@@ -199,6 +211,15 @@ bool stagesOutput(GemmOp op, unsigned i);
 /// Whether a register epilogue stages input `k` of `op`: a tile input of a
 /// 16-bit float type, contiguous along its rows.
 bool stagesInput(GemmOp op, unsigned k);
+/// Bytes per warp that a register epilogue needs to hold the rows of its
+/// column and periodic inputs in shared memory (see
+/// GemmKernelConfig::stagedInputRows): for each such input of a 16- or
+/// 32-bit element type, contiguous along its rows, the tile's columns of
+/// one row (column inputs, once per tile) or of the warp's stagingRows
+/// rows (periodic inputs, once per fragment row). 0 when there is none.
+int64_t inputRowStagingBytes(GemmOp op, int64_t tileN);
+/// Whether input `k` is one of them.
+bool stagesInputRows(GemmOp op, unsigned k);
 
 /// Emits the epilogue of the tile that `frame` describes: reads the
 /// accumulators from `frame.accFragments` or else `frame.accTile`, the

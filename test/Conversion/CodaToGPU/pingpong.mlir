@@ -140,21 +140,20 @@ func.func @swiglu(%x: memref<?x?xbf16>, %w: memref<?x?xbf16>, %out: memref<?x?xb
 
 // -----
 
-// Periodic tables (rotate-half RoPE, pairs 64 apart): each lane computes the
-// period residues of 2 columns once per tile (tile N / 64), and every run
-// takes its column's residue from lane 4 (J mod 8) + q by a shuffle, through
-// a per-row opaque copy (no remainder per element, nothing live per column
-// across the rows); the run's second column wraps by compare.
+// Periodic tables (rotate-half RoPE, pairs 64 apart): for each fragment
+// row, the warp copies the table rows of its 8 output rows into shared
+// memory (16-byte loads of column c mod P, 128 + 8 floats a row: 4 KB more
+// per warp than the plain kernel, 149504 + 8 x 4352 bytes), then each run
+// reads its two columns there.
 // CHECK-LABEL: gpu.func @rope_gemm0
+//  CHECK-SAME:   shared_memory_bytes = 184320 : i64
 //       CHECK:   nvvm.setmaxregister  increase 232
+//       CHECK:   nvvm.bar.warp.sync
 //       CHECK:   arith.remui %{{.*}} : i32
-//       CHECK:   arith.remui %{{.*}} : i32
-//   CHECK-NOT:   arith.remui
-//       CHECK:   llvm.inline_asm has_side_effects "mov.b32 $0, $1;", "=r,r"
-//       CHECK:   gpu.shuffle  idx
-//       CHECK:   arith.cmpi eq
-//       CHECK:   arith.select
-//       CHECK:   memref.load %{{.*}} : memref<?x?xf32>
+//       CHECK:   vector.load %{{.*}} : memref<?x?xf32>, vector<4xf32>
+//       CHECK:   vector.store %{{.*}} : memref<1088xf32, #gpu.address_space<workgroup>>, vector<4xf32>
+//       CHECK:   nvvm.bar.warp.sync
+//       CHECK:   vector.load %{{.*}} : memref<1088xf32, #gpu.address_space<workgroup>>, vector<2xf32>
 func.func @rope(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %cos: memref<?x?xf32>,
                 %q: memref<?x?xbf16>) {
   coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
