@@ -2,8 +2,8 @@
 
 // The configuration each kind of GEMM gets: plain and sum-partial epilogues
 // run cooperative in clusters of two at every shape, the
-// log-sum-exp, adjacent pairs and RoPE's strided pairs ping-pong; column
-// partials and pinned GEMMs keep theirs.
+// log-sum-exp and adjacent pairs ping-pong, RoPE's strided pairs the
+// warp-specialized kernel; column partials and pinned GEMMs keep theirs.
 
 // CHECK-LABEL: func.func @plain
 //       CHECK:   coda.gemm
@@ -58,7 +58,7 @@ func.func @logsumexp(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %l: memref<?x?x
 }
 
 // CHECK-LABEL: func.func @rope
-//       CHECK:   schedule = ping_pong, tile_m = 128, tile_n = 128
+//       CHECK:   schedule = warp_specialized, tile_m = 128, tile_n = 256
 func.func @rope(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %cos: memref<?x?xf32>,
                 %q: memref<?x?xbf16>) {
   coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
