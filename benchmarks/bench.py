@@ -56,6 +56,8 @@ def main():
     parser.add_argument("--hidden", type=int, nargs="+", default=sorted(SIZES))
     parser.add_argument("--modes", nargs="*", default=["default", "max-autotune-no-cudagraphs"],
                         help="torch.compile modes to compare (none: eager only)")
+    parser.add_argument("--cases", nargs="*",
+                        help="run only these cases: 'gemm' and pattern names (default: all)")
     parser.add_argument("--out", required=True)
     parser.add_argument("--commit", default=os.environ.get("CODA_COMMIT", "unknown"))
     parser.add_argument("--torch-kernels",
@@ -95,6 +97,8 @@ def main():
         gemm_shapes = sorted({(TOKENS, hidden, hidden), (TOKENS, 3 * hidden, hidden),
                               (TOKENS, 2 * mlp, hidden), (TOKENS, hidden, mlp),
                               (TOKENS, VOCAB, hidden)})
+        if args.cases is not None and "gemm" not in args.cases:
+            gemm_shapes = []
         for m, n, k in gemm_shapes:
             times = gemm_case(m, n, k)
             coda, cublas = (statistics.median(times[key]) for key in ("coda", "cublas"))
@@ -106,6 +110,8 @@ def main():
                   f"({ratio:.2f}x)", flush=True)
             save()
         for p in PATTERNS:
+            if args.cases is not None and p.name not in args.cases:
+                continue
             torch.manual_seed(0)
             t = p.make(TOKENS, hidden, mlp, VOCAB)
             coda_run = runner(pats, p, t, stream)

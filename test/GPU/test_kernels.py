@@ -134,13 +134,14 @@ def test_swiglu(prims, m, n, k):
     check_bf16(out, torch.nn.functional.silu(g) * u)
 
 
+@pytest.mark.parametrize("function", ["rope", "rope_static_period"])
 @pytest.mark.parametrize("m,n,k", HEAD_SHAPES)
-def test_rope_rotate_half(prims, m, n, k):
+def test_rope_rotate_half(prims, m, n, k, function):
     a, b = rand(m, k), rand(n, k)
     angle = torch.rand(m, 128, device="cuda") * 6.28
     cos, sin = angle.cos(), angle.sin()
     q = poison(m, n, dtype=torch.bfloat16)
-    run(prims, "rope", a, b, cos, sin, q)
+    run(prims, function, a, b, cos, sin, q)
     x = (a.double() @ b.double().T).view(m, n // 128, 2, 64)
     c = cos.double().view(m, 1, 2, 64)
     s = sin.double().view(m, 1, 2, 64)

@@ -34,6 +34,8 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
+#include <map>
+
 using namespace mlir;
 using namespace mlir::coda;
 using namespace mlir::coda::gpu_lowering;
@@ -97,7 +99,21 @@ bool mlir::coda::gpu_lowering::stagesOutput(GemmOp op, unsigned i) {
   return rowsContiguous(op.getOutputs()[i]);
 }
 
-bool mlir::coda::gpu_lowering::stagesInputRows(GemmOp op, unsigned k) {
+std::optional<int64_t> mlir::coda::gpu_lowering::staticPeriod(GemmOp op,
+                                                              unsigned k,
+                                                              int64_t tileN) {
+  auto type = dyn_cast<MemRefType>(op.getEpilogueInputs()[k].getType());
+  if (op.getInputForm(k) != AccessForm::periodic || !type)
+    return std::nullopt;
+  int64_t period = type.getDimSize(1);
+  if (ShapedType::isDynamic(period) || period <= 0 || period % 8 ||
+      tileN % period)
+    return std::nullopt;
+  return period;
+}
+
+bool mlir::coda::gpu_lowering::stagesInputRows(GemmOp op, unsigned k,
+                                               int64_t tileN) {
   Value input = op.getEpilogueInputs()[k];
   auto type = dyn_cast<MemRefType>(input.getType());
   AccessForm form = op.getInputForm(k);
@@ -105,7 +121,7 @@ bool mlir::coda::gpu_lowering::stagesInputRows(GemmOp op, unsigned k) {
          isa<FloatType>(type.getElementType()) &&
          (type.getElementTypeBitWidth() == 16 ||
           type.getElementTypeBitWidth() == 32) &&
-         rowsContiguous(input);
+         rowsContiguous(input) && !staticPeriod(op, k, tileN);
 }
 
 /// Bytes of input `k`'s rows in one warp's buffer.
@@ -122,7 +138,7 @@ int64_t mlir::coda::gpu_lowering::inputRowStagingBytes(GemmOp op,
                                                        int64_t tileN) {
   int64_t total = 0;
   for (unsigned k = 0, e = op.getEpilogueInputs().size(); k < e; ++k)
-    if (stagesInputRows(op, k))
+    if (stagesInputRows(op, k, tileN))
       total += inputRowBytes(op, k, tileN);
   return total;
 }
@@ -138,6 +154,12 @@ bool mlir::coda::gpu_lowering::stagesInput(GemmOp op, unsigned k) {
 namespace {
 
 constexpr int64_t kColumnsPerThread = kEpilogueColumnsPerThread;
+/// Passes over the shared accumulator tile in one iteration of the
+/// epilogue's row loop.
+constexpr int64_t kSharedTileRowsUnrolled = 4;
+/// 16-byte chunks whose loads a lane issues before storing them when it
+/// stages input rows.
+constexpr int64_t kStagingLoadsInFlight = 8;
 /// 16-bit elements in a staging buffer's 16-byte chunk.
 constexpr int64_t kStagingChunk = 8;
 /// WGMMA fragments: 64 rows, 8-column groups of 2 columns per lane.
@@ -154,8 +176,8 @@ class EpilogueBuilder {
 public:
   /// `interior`: emit for a tile known to lie inside M x N, with every
   /// vector-accessed operand's base and row stride 16-byte aligned (see
-  /// interiorCondition), with no bounds or alignment checks: each run of the
-  /// fragment layout starts at a column (or pair) that is a multiple of its
+  /// interiorCondition), with no bounds or alignment checks: each run of
+  /// either layout starts at a column (or pair) that is a multiple of its
   /// length, from a tile origin that is a multiple of tile N, so its vector
   /// access is aligned too.
   EpilogueBuilder(GemmOp op, const GemmKernelConfig &config,
@@ -414,8 +436,21 @@ private:
   /// two; the lane's q = lane mod 4 and 2q.
   SmallVector<SmallVector<std::pair<int64_t, int64_t>, 2>> fragmentPos;
   Value laneQ, twoQ;
-  /// Per periodic input, its period as i32.
-  SmallVector<Value> periods;
+  /// Per periodic input, its period as i32, and whether its rows may be
+  /// read with vector accesses (base and row stride aligned for a run of
+  /// the layout's widest run length, the period a multiple of it).
+  SmallVector<Value> periods, periodicVectors;
+  /// The values of `run` of periodic input `k` (column c at c mod P) in
+  /// the row `row`: one vector access where the run does not wrap and is
+  /// aligned, else element by element with one 32-bit remainder.
+  SmallVector<Value> readPeriodicRun(ImplicitLocOpBuilder &b, unsigned k,
+                                     const Run &run, Value row) const;
+  /// Fragments: see gpu_lowering::staticPeriod.
+  std::optional<int64_t> staticPeriod(unsigned k) const {
+    if (frame.accFragments.empty())
+      return std::nullopt;
+    return gpu_lowering::staticPeriod(op, k, config.tileN);
+  }
   /// Per input whose rows are staged (stagesInputRows), its part of the
   /// warp's buffer; null for the others.
   SmallVector<Value> inputRowBuffers;
@@ -945,6 +980,22 @@ void EpilogueBuilder::layOutFragments(ImplicitLocOpBuilder &b) {
       groupRuns.push_back({first, first + 1});
     }
   }
+  // Group runs that read the same columns of a periodic input with a
+  // static period next to each other, so that the read they share (see
+  // staticPeriod) is live only between them.
+  for (unsigned k = 0; k < inputs.size(); ++k) {
+    std::optional<int64_t> period = staticPeriod(k);
+    if (!period)
+      continue;
+    auto key = [&](const SmallVector<int64_t> &groupRun) {
+      return (8 * fragmentPos[groupRun.front()].front().first) % *period;
+    };
+    llvm::stable_sort(groupRuns, [&](const SmallVector<int64_t> &x,
+                                     const SmallVector<int64_t> &y) {
+      return key(x) < key(y);
+    });
+    break;
+  }
   // The four lanes of a quad share the rows; each thread holds part of
   // every row partial of the tile.
   if (config.rowPartialTile) {
@@ -967,11 +1018,26 @@ void EpilogueBuilder::layOutFragments(ImplicitLocOpBuilder &b) {
 
 void EpilogueBuilder::layOutInputRows(ImplicitLocOpBuilder &b) {
   periods.assign(inputs.size(), Value());
+  periodicVectors.assign(inputs.size(), Value());
   inputRowBuffers.assign(inputs.size(), Value());
-  for (auto [k, input] : llvm::enumerate(inputs))
-    if (op.getInputForm(k) == AccessForm::periodic)
-      periods[k] = arith::IndexCastUIOp::create(
-          b, b.getI32Type(), memref::DimOp::create(b, input, 1));
+  int64_t widestRun = 0;
+  for (const Run &run : runs)
+    widestRun = std::max<int64_t>(widestRun, run.size());
+  for (auto [k, input] : llvm::enumerate(inputs)) {
+    if (op.getInputForm(k) != AccessForm::periodic)
+      continue;
+    periods[k] = arith::IndexCastUIOp::create(
+        b, b.getI32Type(), memref::DimOp::create(b, input, 1));
+    if (std::optional<int64_t> alignment = vectorAlignment(input, widestRun))
+      periodicVectors[k] = arith::AndIOp::create(
+          b, rowsAligned(b, input, *alignment),
+          arith::CmpIOp::create(
+              b, arith::CmpIPredicate::eq,
+              arith::RemUIOp::create(
+                  b, periods[k],
+                  arith::ConstantIntOp::create(b, b.getI32Type(), widestRun)),
+              arith::ConstantIntOp::create(b, b.getI32Type(), 0)));
+  }
   if (!config.stagedInputRowBytes || frame.accFragments.empty())
     return;
   MLIRContext *ctx = b.getContext();
@@ -983,7 +1049,7 @@ void EpilogueBuilder::layOutInputRows(ImplicitLocOpBuilder &b) {
                                 index(b, config.stagingBytesPerWarp()))));
   int64_t offset = config.tileStagingBytesPerWarp();
   for (auto [k, input] : llvm::enumerate(inputs)) {
-    if (!stagesInputRows(op, k))
+    if (!stagesInputRows(op, k, config.tileN))
       continue;
     auto type = cast<MemRefType>(input.getType());
     int64_t elements =
@@ -1028,89 +1094,229 @@ void EpilogueBuilder::stageInputRows(ImplicitLocOpBuilder &b, unsigned k,
             arith::ConstantIntOp::create(b, i32, 0)));
   Value lastRow = arith::SubIOp::create(b, frame.sizeM, index(b, 1));
   Value allLanes = arith::ConstantIntOp::create(b, i32, -1);
+  // Chunk `first` + lane: its row and column in the buffer, and the
+  // element of its column `col` + e to read.
+  struct Chunk {
+    Value index, at, col, row;
+  };
+  auto chunkAt = [&](ImplicitLocOpBuilder &cb, int64_t first) {
+    Chunk ch;
+    ch.index = arith::AddIOp::create(cb, frame.lane, index(cb, first));
+    // Past the last chunk (a partial last pass): read the last one again.
+    Value clamped =
+        first + 32 <= chunks
+            ? ch.index
+            : arith::MinUIOp::create(cb, ch.index, index(cb, chunks - 1))
+                  .getResult();
+    Value r = arith::DivUIOp::create(cb, clamped, index(cb, chunksPerRow));
+    Value c = arith::RemUIOp::create(cb, clamped, index(cb, chunksPerRow));
+    ch.col = arith::AddIOp::create(
+        cb, frame.blockN, arith::MulIOp::create(cb, c, index(cb, chunk)));
+    ch.at = arith::AddIOp::create(
+        cb, arith::MulIOp::create(cb, r, index(cb, stride)),
+        arith::MulIOp::create(cb, c, index(cb, chunk)));
+    if (periodic)
+      ch.row = arith::MinUIOp::create(
+          cb, arith::AddIOp::create(cb, firstRow, r), lastRow);
+    return ch;
+  };
+  auto source = [&](ImplicitLocOpBuilder &sb, const Chunk &ch,
+                    Value e) -> SmallVector<Value> {
+    Value column = arith::AddIOp::create(sb, ch.col, e);
+    if (!periodic)
+      return {column};
+    Value wrapped = arith::RemUIOp::create(
+        sb, arith::IndexCastUIOp::create(sb, i32, column), periods[k]);
+    return {ch.row,
+            arith::IndexCastUIOp::create(sb, sb.getIndexType(), wrapped)};
+  };
+  auto exists = [&](ImplicitLocOpBuilder &cb, const Chunk &ch,
+                    int64_t first) -> Value {
+    if (first + 32 <= chunks)
+      return trueValue(cb);
+    return arith::CmpIOp::create(cb, arith::CmpIPredicate::ult, ch.index,
+                                 index(cb, chunks));
+  };
+  // Every chunk whole: a column input's tile inside N (a periodic input's
+  // columns all exist).
+  Value whole =
+      periodic ? fast
+               : arith::AndIOp::create(
+                     b, fast,
+                     arith::CmpIOp::create(
+                         b, arith::CmpIPredicate::ule,
+                         arith::AddIOp::create(b, frame.blockN,
+                                               index(b, config.tileN)),
+                         frame.sizeN));
   // The warp's lanes are done reading what the buffer held.
   NVVM::SyncWarpOp::create(b, allLanes);
-  for (int64_t first = 0; first < chunks; first += 32) {
-    Value chunkIndex = arith::AddIOp::create(b, frame.lane, index(b, first));
-    Value r = arith::DivUIOp::create(b, chunkIndex, index(b, chunksPerRow));
-    Value c = arith::RemUIOp::create(b, chunkIndex, index(b, chunksPerRow));
-    Value col = arith::AddIOp::create(
-        b, frame.blockN, arith::MulIOp::create(b, c, index(b, chunk)));
-    Value at = arith::AddIOp::create(
-        b, arith::MulIOp::create(b, r, index(b, stride)),
-        arith::MulIOp::create(b, c, index(b, chunk)));
-    // The element of the chunk's column `col` + e: (row, column) to read,
-    // and whether it exists.
-    Value row = periodic ? arith::MinUIOp::create(
-                               b, arith::AddIOp::create(b, firstRow, r),
-                               lastRow)
-                               .getResult()
-                         : Value();
-    auto source = [&](ImplicitLocOpBuilder &sb,
-                      Value e) -> SmallVector<Value> {
-      Value column = arith::AddIOp::create(sb, col, e);
-      if (!periodic)
-        return {column};
-      Value wrapped = arith::RemUIOp::create(
-          sb, arith::IndexCastUIOp::create(sb, i32, column), periods[k]);
-      return {row,
-              arith::IndexCastUIOp::create(sb, sb.getIndexType(), wrapped)};
-    };
-    // Column inputs end at N; a periodic input's columns all exist.
-    Value room = periodic ? Value() : columnsLeft(b, col, frame.sizeN);
-    Value whole =
-        periodic ? fast
-                 : arith::AndIOp::create(
-                       b, fast,
-                       arith::CmpIOp::create(b, arith::CmpIPredicate::uge,
-                                             room, index(b, chunk)));
-    Value exists = first + 32 <= chunks
-                       ? trueValue(b)
-                       : arith::CmpIOp::create(b, arith::CmpIPredicate::ult,
-                                               chunkIndex, index(b, chunks))
-                             .getResult();
-    scf::IfOp::create(b, exists, [&](OpBuilder &ob, Location loc) {
-      ImplicitLocOpBuilder cb(loc, ob);
-      scf::IfOp::create(
-          cb, whole,
-          [&](OpBuilder &vb, Location vloc) {
-            ImplicitLocOpBuilder tb(vloc, vb);
-            auto chunkType = VectorType::get({chunk}, type.getElementType());
-            vector::StoreOp::create(
-                tb,
-                vector::LoadOp::create(tb, chunkType, input,
-                                       source(tb, index(tb, 0)),
-                                       /*nontemporal=*/false,
-                                       llvm::MaybeAlign(16)),
-                stage, ValueRange{at}, /*nontemporal=*/false,
-                llvm::MaybeAlign(16));
-            scf::YieldOp::create(tb);
-          },
-          [&](OpBuilder &eb, Location eloc) {
-            // Element by element; a column input's elements beyond N are
-            // left as they are (what the epilogue computes from them is
-            // masked).
-            ImplicitLocOpBuilder tb(eloc, eb);
-            Value n = periodic ? index(tb, chunk)
-                               : arith::MinUIOp::create(tb, room,
-                                                        index(tb, chunk))
-                                     .getResult();
-            scf::ForOp::create(
-                tb, index(tb, 0), n, index(tb, 1), ValueRange{},
-                [&](OpBuilder &fb, Location floc, Value e, ValueRange) {
-                  ImplicitLocOpBuilder lb(floc, fb);
-                  memref::StoreOp::create(
-                      lb, memref::LoadOp::create(lb, input, source(lb, e)),
-                      stage,
-                      ValueRange{arith::AddIOp::create(lb, at, e)});
-                  scf::YieldOp::create(lb);
-                });
-            scf::YieldOp::create(tb);
-          });
-      scf::YieldOp::create(cb);
-    });
-  }
+  scf::IfOp::create(
+      b, whole,
+      [&](OpBuilder &ob, Location loc) {
+        // 16-byte copies, kStagingLoadsInFlight chunks' loads issued before
+        // their stores: one branch for the whole copy, so that the loads'
+        // latencies overlap instead of adding up chunk after chunk.
+        ImplicitLocOpBuilder tb(loc, ob);
+        auto chunkType = VectorType::get({chunk}, type.getElementType());
+        for (int64_t batch = 0; batch < chunks;
+             batch += 32 * kStagingLoadsInFlight) {
+          SmallVector<std::pair<int64_t, Chunk>> batchChunks;
+          SmallVector<Value> loaded;
+          for (int64_t first = batch;
+               first < std::min(chunks, batch + 32 * kStagingLoadsInFlight);
+               first += 32) {
+            Chunk ch = chunkAt(tb, first);
+            loaded.push_back(vector::LoadOp::create(
+                tb, chunkType, inputs[k], source(tb, ch, index(tb, 0)),
+                /*nontemporal=*/false, llvm::MaybeAlign(16)));
+            batchChunks.push_back({first, ch});
+          }
+          for (auto [entry, value] : llvm::zip_equal(batchChunks, loaded)) {
+            auto [first, ch] = entry;
+            auto store = [&, ch = ch, value = value](ImplicitLocOpBuilder &sb) {
+              vector::StoreOp::create(sb, value, stage, ValueRange{ch.at},
+                                      /*nontemporal=*/false,
+                                      llvm::MaybeAlign(16));
+            };
+            if (first + 32 <= chunks) {
+              store(tb);
+              continue;
+            }
+            scf::IfOp::create(tb, exists(tb, ch, first),
+                              [&](OpBuilder &sb, Location sloc) {
+                                ImplicitLocOpBuilder stb(sloc, sb);
+                                store(stb);
+                                scf::YieldOp::create(stb);
+                              });
+          }
+        }
+        scf::YieldOp::create(tb);
+      },
+      [&](OpBuilder &ob, Location loc) {
+        // Element by element; a column input's elements beyond N are left
+        // as they are (what the epilogue computes from them is masked).
+        ImplicitLocOpBuilder tb(loc, ob);
+        for (int64_t first = 0; first < chunks; first += 32) {
+          Chunk ch = chunkAt(tb, first);
+          Value n = periodic
+                        ? index(tb, chunk)
+                        : arith::MinUIOp::create(
+                              tb, columnsLeft(tb, ch.col, frame.sizeN),
+                              index(tb, chunk))
+                              .getResult();
+          scf::IfOp::create(
+              tb, exists(tb, ch, first), [&](OpBuilder &cb, Location cloc) {
+                ImplicitLocOpBuilder eb(cloc, cb);
+                scf::ForOp::create(
+                    eb, index(eb, 0), n, index(eb, 1), ValueRange{},
+                    [&](OpBuilder &fb, Location floc, Value e, ValueRange) {
+                      ImplicitLocOpBuilder lb(floc, fb);
+                      memref::StoreOp::create(
+                          lb,
+                          memref::LoadOp::create(lb, inputs[k],
+                                                 source(lb, ch, e)),
+                          stage, ValueRange{arith::AddIOp::create(lb, ch.at, e)});
+                      scf::YieldOp::create(lb);
+                    });
+                scf::YieldOp::create(eb);
+              });
+        }
+        scf::YieldOp::create(tb);
+      });
   NVVM::SyncWarpOp::create(b, allLanes);
+}
+
+SmallVector<Value>
+EpilogueBuilder::readPeriodicRun(ImplicitLocOpBuilder &b, unsigned k,
+                                 const Run &run, Value row) const {
+  Value input = inputs[k];
+  Type i32 = b.getI32Type();
+  int64_t count = run.size();
+  // Column c reads column c mod P, in bounds for every c.
+  Value wrapped;
+  std::optional<int64_t> period = staticPeriod(k);
+  if (period) {
+    auto [j, e] = fragmentPos[run.front().group][run.front().lane];
+    wrapped = arith::AddIOp::create(
+        b, arith::IndexCastUIOp::create(b, i32, twoQ),
+        arith::ConstantIntOp::create(b, i32, (8 * j + e) % *period));
+  } else {
+    Value column = arith::IndexCastUIOp::create(
+        b, i32, cols[run.front().group][run.front().lane]);
+    wrapped = arith::RemUIOp::create(b, column, periods[k]);
+  }
+  // Element by element: the run's next columns wrap by compare.
+  auto scalarLoads = [&](ImplicitLocOpBuilder &sb) {
+    SmallVector<Value> values;
+    Value at = wrapped;
+    Value one = arith::ConstantIntOp::create(sb, i32, 1);
+    Value zero = arith::ConstantIntOp::create(sb, i32, 0);
+    for (int64_t e = 0; e < count; ++e) {
+      if (e > 0 && period) {
+        // The run lies within (8j mod P) + 0..7 < P.
+        at = arith::AddIOp::create(sb, at, one);
+      } else if (e > 0) {
+        Value next = arith::AddIOp::create(sb, at, one);
+        at = arith::SelectOp::create(
+            sb,
+            arith::CmpIOp::create(sb, arith::CmpIPredicate::eq, next,
+                                  periods[k]),
+            zero, next);
+      }
+      values.push_back(memref::LoadOp::create(
+          sb, input,
+          ValueRange{row, arith::IndexCastUIOp::create(sb, sb.getIndexType(),
+                                                       at)}));
+    }
+    return values;
+  };
+  std::optional<int64_t> alignment = vectorAlignment(input, count);
+  // A tile at the edge reads a static period's columns one by one: no
+  // branch per run (the interior tiles take the vector reads).
+  if (!periodicVectors[k] || !alignment || (period && !interior))
+    return scalarLoads(b);
+  auto vectorType = VectorType::get(
+      {count}, cast<MemRefType>(input.getType()).getElementType());
+  auto vectorLoad = [&](ImplicitLocOpBuilder &vb) -> Value {
+    return vector::LoadOp::create(
+        vb, vectorType, input,
+        ValueRange{row,
+                   arith::IndexCastUIOp::create(vb, vb.getIndexType(), wrapped)},
+        /*nontemporal=*/false, llvm::MaybeAlign(*alignment));
+  };
+  auto extract = [&](Value v) {
+    SmallVector<Value> values;
+    for (int64_t e = 0; e < count; ++e)
+      values.push_back(
+          vector::ExtractOp::create(b, v, ArrayRef<int64_t>{e}));
+    return values;
+  };
+  // The interior condition checked the period and the alignment, and each
+  // run starts at a multiple of its length.
+  if (interior)
+    return extract(vectorLoad(b));
+  // One access: the period a multiple of the widest run and c mod P a
+  // multiple of this run's length, so that the run neither wraps nor
+  // straddles its alignment.
+  Value runAligned = arith::CmpIOp::create(
+      b, arith::CmpIPredicate::eq,
+      arith::RemUIOp::create(b, wrapped,
+                             arith::ConstantIntOp::create(b, i32, count)),
+      arith::ConstantIntOp::create(b, i32, 0));
+  auto branch = scf::IfOp::create(
+      b, arith::AndIOp::create(b, periodicVectors[k], runAligned),
+      [&](OpBuilder &ob, Location loc) {
+        ImplicitLocOpBuilder vb(loc, ob);
+        scf::YieldOp::create(vb, vectorLoad(vb));
+      },
+      [&](OpBuilder &ob, Location loc) {
+        ImplicitLocOpBuilder eb(loc, ob);
+        scf::YieldOp::create(
+            eb, vector::FromElementsOp::create(eb, vectorType,
+                                               scalarLoads(eb))
+                    .getResult());
+      });
+  return extract(branch.getResult(0));
 }
 
 SmallVector<Value>
@@ -1231,10 +1437,6 @@ EpilogueBuilder::emitRow(ImplicitLocOpBuilder &lb, Value localRow,
           lb, k,
           arith::SubIOp::create(
               lb, row, arith::DivUIOp::create(lb, frame.lane, index(lb, 4))));
-  auto column32 = [&](Slot s) -> Value {
-    return arith::IndexCastUIOp::create(lb, lb.getI32Type(),
-                                        cols[s.group][s.lane]);
-  };
 
   // The runs of each group run (a run's slots lie in one group run).
   SmallVector<SmallVector<unsigned>> runsOfGroupRun(groupRuns.size());
@@ -1245,6 +1447,10 @@ EpilogueBuilder::emitRow(ImplicitLocOpBuilder &lb, Value localRow,
 
   // Staged outputs' runs narrowed to 16 bits as soon as they are computed.
   DenseMap<std::pair<unsigned, unsigned>, SmallVector<Value>> narrowed;
+  // The row's reads of periodic inputs with a static period: (input,
+  // column mod P, run length) -> values.
+  std::map<std::tuple<unsigned, int64_t, int64_t>, SmallVector<Value>>
+      periodicReads;
 
   // Group run by group run: its inputs read, the region evaluated and its
   // 16-bit outputs narrowed, so that only one group run's inputs and f32
@@ -1300,30 +1506,22 @@ EpilogueBuilder::emitRow(ImplicitLocOpBuilder &lb, Value localRow,
         }
         break;
       case AccessForm::periodic:
-        // Column c reads column c mod P, in bounds for every c: one 32-bit
-        // remainder per run, the run's next columns wrapping by compare.
         for (unsigned r : runsOfGroupRun[gr]) {
-          const Run &run = runs[r];
-          Value wrapped =
-              arith::RemUIOp::create(lb, column32(run.front()), periods[k]);
-          Value oneI32 = arith::ConstantIntOp::create(lb, lb.getI32Type(), 1);
-          Value zeroI32 = arith::ConstantIntOp::create(lb, lb.getI32Type(), 0);
-          for (auto [e, slot] : llvm::enumerate(run)) {
-            if (e > 0) {
-              Value next = arith::AddIOp::create(lb, wrapped, oneI32);
-              wrapped = arith::SelectOp::create(
-                  lb,
-                  arith::CmpIOp::create(lb, arith::CmpIPredicate::eq, next,
-                                        periods[k]),
-                  zeroI32, next);
-            }
-            mappingOf(slot).map(
-                arg, memref::LoadOp::create(
-                         lb, input,
-                         ValueRange{rowClamped,
-                                    arith::IndexCastUIOp::create(
-                                        lb, lb.getIndexType(), wrapped)}));
+          SmallVector<Value> values;
+          if (std::optional<int64_t> period = staticPeriod(k)) {
+            // Runs whose columns are congruent mod P read once per row.
+            auto [j, e] = fragmentPos[runs[r].front().group][runs[r].front().lane];
+            SmallVector<Value> &read =
+                periodicReads[{unsigned(k), (8 * j + e) % *period,
+                               int64_t(runs[r].size())}];
+            if (read.empty())
+              read = readPeriodicRun(lb, k, runs[r], rowClamped);
+            values = read;
+          } else {
+            values = readPeriodicRun(lb, k, runs[r], rowClamped);
           }
+          for (auto [slot, value] : llvm::zip_equal(runs[r], values))
+            mappingOf(slot).map(arg, value);
         }
         break;
       case AccessForm::row:
@@ -1654,34 +1852,50 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
       }
   } else {
     int64_t threadsPerRow = config.tileN / kColumnsPerThread;
+    int64_t rowsPerPass = config.epilogueRowsPerPass();
+    int64_t passes = config.tileM / rowsPerPass;
+    // Passes per iteration: the loop body is straight-line code (interior)
+    // whose input loads ptxas can issue ahead of the previous rows' math,
+    // so that a few rows' loads are in flight at once instead of one.
+    int64_t unroll = std::min<int64_t>(kSharedTileRowsUnrolled, passes);
+    while (passes % unroll)
+      --unroll;
     Value threadRow =
         arith::DivUIOp::create(b, frame.tid, index(b, threadsPerRow));
     auto rowLoop = scf::ForOp::create(
-        b, threadRow, index(b, config.tileM),
-        index(b, config.epilogueRowsPerPass()), colInit,
-        [&](OpBuilder &ob, Location loc, Value localRow, ValueRange accs) {
+        b, index(b, 0), index(b, passes), index(b, unroll), colInit,
+        [&](OpBuilder &ob, Location loc, Value pass, ValueRange accs) {
           ImplicitLocOpBuilder lb(loc, ob);
-          // The accumulator tile: in bounds and 16-byte aligned by
-          // construction (rows of tileN + 4 floats, runs at multiples of 4).
-          DenseMap<std::pair<int64_t, int64_t>, Value> acc;
-          for (const Run &run : runs) {
-            Slot head = run.front();
-            auto type =
-                VectorType::get({int64_t(run.size())}, lb.getF32Type());
-            Value loaded = vector::LoadOp::create(
-                lb, type, frame.accTile,
-                ValueRange{localRow, localCols[head.group][head.lane]},
-                /*nontemporal=*/false,
-                llvm::MaybeAlign(std::min<int64_t>(run.size() * 4, 16)));
-            for (auto [e, slot] : llvm::enumerate(run))
-              acc[{slot.group, slot.lane}] = vector::ExtractOp::create(
-                  lb, loaded, ArrayRef<int64_t>{int64_t(e)});
+          SmallVector<Value> running(accs);
+          for (int64_t u = 0; u < unroll; ++u) {
+            Value localRow = arith::AddIOp::create(
+                lb, threadRow,
+                arith::MulIOp::create(
+                    lb, arith::AddIOp::create(lb, pass, index(lb, u)),
+                    index(lb, rowsPerPass)));
+            // The accumulator tile: in bounds and 16-byte aligned by
+            // construction (rows of tileN + 4 floats, runs at multiples of
+            // 4).
+            DenseMap<std::pair<int64_t, int64_t>, Value> acc;
+            for (const Run &run : runs) {
+              Slot head = run.front();
+              auto type =
+                  VectorType::get({int64_t(run.size())}, lb.getF32Type());
+              Value loaded = vector::LoadOp::create(
+                  lb, type, frame.accTile,
+                  ValueRange{localRow, localCols[head.group][head.lane]},
+                  /*nontemporal=*/false,
+                  llvm::MaybeAlign(std::min<int64_t>(run.size() * 4, 16)));
+              for (auto [e, slot] : llvm::enumerate(run))
+                acc[{slot.group, slot.lane}] = vector::ExtractOp::create(
+                    lb, loaded, ArrayRef<int64_t>{int64_t(e)});
+            }
+            running = emitRow(
+                lb, localRow,
+                [&](Slot s) { return acc.lookup({s.group, s.lane}); },
+                running);
           }
-          scf::YieldOp::create(
-              lb, emitRow(
-                      lb, localRow,
-                      [&](Slot s) { return acc.lookup({s.group, s.lane}); },
-                      accs));
+          scf::YieldOp::create(lb, running);
         });
     colAccs = rowLoop.getResults();
   }
@@ -1707,6 +1921,20 @@ Value EpilogueBuilder::interiorCondition(ImplicitLocOpBuilder &b) const {
     if ((form == AccessForm::tile || form == AccessForm::col) &&
         isa<MemRefType>(input.getType()))
       aligned(input);
+    // Periodic inputs read with vector accesses: the period a multiple of
+    // every run length (at most kEpilogueColumnsPerThread), so that no run
+    // wraps.
+    if (form == AccessForm::periodic &&
+        vectorAlignment(input, kColumnsPerThread)) {
+      aligned(input);
+      condition = arith::AndIOp::create(
+          b, condition,
+          arith::CmpIOp::create(
+              b, arith::CmpIPredicate::eq,
+              arith::RemUIOp::create(b, memref::DimOp::create(b, input, 1),
+                                     index(b, kColumnsPerThread)),
+              index(b, 0)));
+    }
   }
   for (auto [i, output] : llvm::enumerate(outputs))
     if (roles[i] == OutputRole::tile)
@@ -1721,11 +1949,13 @@ void mlir::coda::gpu_lowering::emitEpilogue(ImplicitLocOpBuilder &b, GemmOp op,
                                             const KernelFrame &frame,
                                             ValueRange inputs,
                                             ValueRange outputs) {
-  // The register epilogue is unrolled over the thread's whole share of the
-  // tile: a tile inside the output (all but the last row and column of
-  // tiles) takes a copy without a bounds check per element, where it pays.
+  // A tile inside the output (all but the last row and column of tiles)
+  // takes a copy without a bounds or alignment check per element, where it
+  // pays: straight-line code (the register epilogue is unrolled over the
+  // thread's whole share of the tile, the shared-tile one over a few rows)
+  // in which the inputs' loads can be issued ahead.
   EpilogueBuilder checked(op, config, frame, inputs, outputs);
-  if (frame.accFragments.empty() || !checked.interiorPays()) {
+  if (!checked.interiorPays()) {
     checked.build(b);
     return;
   }

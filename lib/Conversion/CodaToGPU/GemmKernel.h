@@ -218,8 +218,15 @@ bool stagesInput(GemmOp op, unsigned k);
 /// one row (column inputs, once per tile) or of the warp's stagingRows
 /// rows (periodic inputs, once per fragment row). 0 when there is none.
 int64_t inputRowStagingBytes(GemmOp op, int64_t tileN);
-/// Whether input `k` is one of them.
-bool stagesInputRows(GemmOp op, unsigned k);
+/// Whether input `k` is one of them (not a periodic input with a
+/// staticPeriod: its direct reads are shared already).
+bool stagesInputRows(GemmOp op, unsigned k, int64_t tileN);
+/// The period of periodic input `k` of `op` where a register epilogue
+/// knows it statically: static, a multiple of 8, and dividing `tileN`. Then
+/// every tile starts at a multiple of it, fragment slot (j, e) of lane q
+/// reads column (8j + e) mod P + 2q, and the slots whose columns are
+/// congruent mod P share one read per row.
+std::optional<int64_t> staticPeriod(GemmOp op, unsigned k, int64_t tileN);
 
 /// Emits the epilogue of the tile that `frame` describes: reads the
 /// accumulators from `frame.accFragments` or else `frame.accTile`, the

@@ -62,13 +62,19 @@ GemmConfigAttr selectConfig(GemmOp op) {
       break;
     }
   }
-  // Pairs at a stride (rotate-half RoPE): their periodic tables cost the
-  // register epilogues more than the warp-specialized kernel's (measured:
-  // 0.82 ms against 0.98 ms ping-pong and 0.88 ms cooperative, hidden 2048;
-  // docs/performance.md).
+  // Pairs at a stride (rotate-half RoPE): cooperative where every periodic
+  // table has a static period, whose reads the rows' congruent columns share
+  // (measured: 0.634 ms against 0.744 ms warp-specialized, hidden 2048);
+  // else warp-specialized (cooperative 0.723 ms but spilling, ping-pong
+  // 0.80 ms; docs/performance.md).
   std::optional<int64_t> stride = op.getPairStride();
-  if (stride && *stride > 1)
-    return warpSpecialized;
+  if (stride && *stride > 1) {
+    for (unsigned k = 0, e = op.getEpilogueInputs().size(); k < e; ++k)
+      if (op.getInputForm(k) == AccessForm::periodic &&
+          !staticPeriod(op, k, cooperative.getTileN()))
+        return warpSpecialized;
+    return cooperative;
+  }
   if (pairs || maxPartials)
     return pingPong;
   // Plain epilogues and sum partials: cooperative in clusters of two, whose

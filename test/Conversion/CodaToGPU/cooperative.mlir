@@ -1,6 +1,7 @@
 // RUN: coda-opt %s --coda-to-gpu="cooperative=1" --split-input-file | FileCheck %s
 // RUN: coda-opt %s --coda-to-gpu="cooperative=1" --split-input-file | FileCheck %s --check-prefix=PARTIALS
 // RUN: coda-opt %s --coda-to-gpu="cooperative=1" --split-input-file | FileCheck %s --check-prefix=INTERIOR
+// RUN: coda-opt %s --coda-to-gpu="cooperative=1" --split-input-file | FileCheck %s --check-prefix=PERIOD
 
 // Cooperative kernel: persistent CTAs of 384 threads with launch bounds (so
 // that ptxas honours setmaxnreg); warpgroup 0 branches to a block of its own
@@ -159,6 +160,37 @@ func.func @residual(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %r: memref<?x?xb
     %s = arith.addf %acc, %rf : f32
     %t = arith.truncf %s : f32 to bf16
     coda.yield %t : bf16
+  }
+  return
+}
+
+// -----
+
+// A periodic table of static period 128 (RoPE's head dim) in a 256-wide
+// tile: lane q's columns 8j + 2q and 8j + 2q + 128 read the same table
+// columns, (8j mod 128) + 2q, with no remainder. An interior tile reads each
+// of a row's 16 distinct pairs once (two rows per thread: 32 reads, not 64),
+// 8-byte vectors; an edge tile reads them element by element.
+// PERIOD-LABEL: gpu.func @rope_static_gemm0
+//   PERIOD-NOT:   memref<?x128xf32>, vector<2xf32>
+// PERIOD-COUNT-32: vector.load %{{.*}} {alignment = 8 : i64} : memref<?x128xf32>, vector<2xf32>
+//   PERIOD-NOT:   vector.load %{{.*}} : memref<?x128xf32>
+//       PERIOD:   memref.load %{{.*}} : memref<?x128xf32>
+//   PERIOD-NOT:   vector.load %{{.*}} : memref<?x128xf32>
+//       PERIOD:   gpu.return
+func.func @rope_static(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %cos: memref<?x128xf32>,
+                       %q: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, periodic %c = %cos : memref<?x128xf32>)
+      outs(%q : memref<?x?xbf16>) {
+    %r = coda.pair_map stride 64 (%lo, %hi) = %acc, (%c0, %c1) = %c
+        : f32, f32 -> f32 {
+      %y0 = arith.mulf %lo, %c0 : f32
+      %y1 = arith.mulf %hi, %c1 : f32
+      coda.yield %y0, %y1 : f32, f32
+    }
+    %rb = arith.truncf %r : f32 to bf16
+    coda.yield %rb : bf16
   }
   return
 }

@@ -2,8 +2,9 @@
 
 // The configuration each kind of GEMM gets: plain and sum-partial epilogues
 // run cooperative in clusters of two at every shape, the
-// log-sum-exp and adjacent pairs ping-pong, RoPE's strided pairs the
-// warp-specialized kernel; column partials and pinned GEMMs keep theirs.
+// log-sum-exp and adjacent pairs ping-pong, RoPE's strided pairs cooperative
+// where its tables' period is static, else the warp-specialized kernel;
+// column partials and pinned GEMMs keep theirs.
 
 // CHECK-LABEL: func.func @plain
 //       CHECK:   coda.gemm
@@ -63,6 +64,27 @@ func.func @rope(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %cos: memref<?x?xf32
                 %q: memref<?x?xbf16>) {
   coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
       epilogue(%acc, periodic %c = %cos : memref<?x?xf32>)
+      outs(%q : memref<?x?xbf16>) {
+    %r = coda.pair_map stride 64 (%lo, %hi) = %acc, (%c0, %c1) = %c
+        : f32, f32 -> f32 {
+      %y0 = arith.mulf %lo, %c0 : f32
+      %y1 = arith.mulf %hi, %c1 : f32
+      coda.yield %y0, %y1 : f32, f32
+    }
+    %rb = arith.truncf %r : f32 to bf16
+    coda.yield %rb : bf16
+  }
+  return
+}
+
+// Tables of a static period (head dim 128): cooperative, whose rows share
+// the reads of congruent columns.
+// CHECK-LABEL: func.func @rope_static_period
+//       CHECK:   schedule = cooperative, tile_m = 128, tile_n = 256, stages = 4, cluster_m = 2
+func.func @rope_static_period(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>,
+                              %cos: memref<?x128xf32>, %q: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, periodic %c = %cos : memref<?x128xf32>)
       outs(%q : memref<?x?xbf16>) {
     %r = coda.pair_map stride 64 (%lo, %hi) = %acc, (%c0, %c1) = %c
         : f32, f32 -> f32 {

@@ -71,10 +71,10 @@ func.func @down_residual_norm(%a: memref<?x?xbf16>, %wd: memref<?x?xbf16>, %res:
 
 // Q, K and V in one GEMM over concatenated weights; RoPE (rotate_half, head
 // dim 128) on the columns flagged by %rot (q and k), v passes through.
-func.func @qkv_rope(%x: memref<?x?xbf16>, %wqkv: memref<?x?xbf16>, %cos: memref<?x?xf32>,
-                    %sin: memref<?x?xf32>, %rot: memref<?xf32>, %qkv: memref<?x?xbf16>) {
+func.func @qkv_rope(%x: memref<?x?xbf16>, %wqkv: memref<?x?xbf16>, %cos: memref<?x128xf32>,
+                    %sin: memref<?x128xf32>, %rot: memref<?xf32>, %qkv: memref<?x?xbf16>) {
   coda.gemm %x, %wqkv transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
-      epilogue(%acc, periodic %c = %cos : memref<?x?xf32>, periodic %s = %sin : memref<?x?xf32>,
+      epilogue(%acc, periodic %c = %cos : memref<?x128xf32>, periodic %s = %sin : memref<?x128xf32>,
                col %f = %rot : memref<?xf32>) outs(%qkv : memref<?x?xbf16>) {
     %y = coda.pair_map stride 64 (%lo, %hi) = %acc, (%c0, %c1) = %c, (%s0, %s1) = %s, (%f0, %f1) = %f
         : f32, f32, f32, f32 -> f32 {

@@ -109,6 +109,30 @@ func.func @rope(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %cos: memref<?x?xf32
   return
 }
 
+// The same with tables of static period 128: the rows' congruent columns
+// share one read (cooperative under --select-config).
+func.func @rope_static_period(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>,
+                               %cos: memref<?x128xf32>, %sin: memref<?x128xf32>,
+                               %q: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, periodic %c = %cos : memref<?x128xf32>, periodic %s = %sin : memref<?x128xf32>)
+      outs(%q : memref<?x?xbf16>) {
+    %r = coda.pair_map stride 64 (%lo, %hi) = %acc, (%c0, %c1) = %c, (%s0, %s1) = %s
+        : f32, f32, f32 -> f32 {
+      %a0 = arith.mulf %lo, %c0 : f32
+      %b0 = arith.mulf %hi, %s0 : f32
+      %y0 = arith.subf %a0, %b0 : f32
+      %a1 = arith.mulf %hi, %c1 : f32
+      %b1 = arith.mulf %lo, %s1 : f32
+      %y1 = arith.addf %a1, %b1 : f32
+      coda.yield %y0, %y1 : f32, f32
+    }
+    %rb = arith.truncf %r : f32 to bf16
+    coda.yield %rb : bf16
+  }
+  return
+}
+
 // Cross-entropy pieces: online log-sum-exp and max row partials, and the
 // target logit picked by row_select (targets outside [0, N) keep the
 // destination's value).
