@@ -3,14 +3,14 @@
 // column; cos / sin are tokens x 128 tables read per head. With
 // --derive-backward: the adjoint GEMM applies the transposed rotation to dY
 // in its epilogue (dAcc), then dX and dW.
-func.func @linear_qkv_rope(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %cos: tensor<?x?xf32>,
-                           %sin: tensor<?x?xf32>, %rotate: tensor<?xf32>) -> tensor<?x?xbf16> {
+func.func @linear_qkv_rope(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %cos: tensor<?x128xf32>,
+                           %sin: tensor<?x128xf32>, %rotate: tensor<?xf32>) -> tensor<?x?xbf16> {
   %c0 = arith.constant 0 : index
   %tokens = tensor.dim %x, %c0 : tensor<?x?xbf16>
   %n = tensor.dim %w, %c0 : tensor<?x?xbf16>
   %out = tensor.empty(%tokens, %n) : tensor<?x?xbf16>
   %qkv = coda.gemm %x, %w transpose_b : tensor<?x?xbf16>, tensor<?x?xbf16>
-      epilogue(%acc, periodic %c = %cos : tensor<?x?xf32>, periodic %s = %sin : tensor<?x?xf32>,
+      epilogue(%acc, periodic %c = %cos : tensor<?x128xf32>, periodic %s = %sin : tensor<?x128xf32>,
                col %f = %rotate : tensor<?xf32>) outs(%out : tensor<?x?xbf16>) {
     %y = coda.pair_map stride 64 (%lo, %hi) = %acc, (%c0_, %c1) = %c, (%s0, %s1) = %s, (%f0, %f1) = %f
         : f32, f32, f32, f32 -> f32 {
