@@ -2,10 +2,11 @@
 
   python3 benchmarks/bench.py --hidden 4096 --out benchmarks/results/h4096.json
 
-Cases: the plain GEMM (coda's kernel vs torch.matmul) at every GEMM shape of
-the block, and each fused pattern of benchmarks/patterns.py (coda's kernels
-run by the runtime vs the same computation in torch eager, torch.compile
-default and mode="max-autotune-no-cudagraphs"), M = 16384 tokens, bf16.
+Cases: the plain GEMM (coda's kernel vs torch.matmul) at 4096^3, 8192^3 and
+every GEMM shape of the block, and each fused pattern of
+benchmarks/patterns.py (coda's kernels run by the runtime vs the same
+computation in torch eager, torch.compile default and
+mode="max-autotune-no-cudagraphs"), M = 16384 tokens, bf16.
 Each coda result is checked against eager before timing. Times are medians of
 CUDA-event timings after warm-up, with L2 flushed before every repetition;
 coda and each baseline run in interleaved rounds (timing.interleaved_ms), and
@@ -33,6 +34,7 @@ BUILD = os.environ.get("CODA_GPU_TESTS", os.path.join(
     os.path.dirname(__file__), "..", "build", "gpu-tests"))
 SIZES = {2048: 5632, 4096: 11008, 8192: 22016}
 TOKENS, VOCAB = 16384, 32768
+SQUARE = (4096, 8192)
 
 def runner(pats, p, t, stream):
     """Runs pattern `p`'s coda program on the inputs `t` (and its host-side
@@ -92,6 +94,21 @@ def main():
             "coda": lambda: prims.launch(gemm_kernel, [a, b, y], stream),
             "cublas": lambda: torch.matmul(a, b.T)})
 
+    def gemm_row(m, n, k):
+        times = gemm_case(m, n, k)
+        coda, cublas = (statistics.median(times[key]) for key in ("coda", "cublas"))
+        ratio = median_ratio(times["cublas"], times["coda"])
+        results.append({"case": "gemm", "shape": {"M": m, "N": n, "K": k},
+                        "coda_ms": coda, "baselines": {"cublas": cublas},
+                        "ratios": {"cublas": ratio}})
+        print(f"gemm {m}x{n}x{k}: coda {coda:.3f} ms, cuBLAS {cublas:.3f} ms "
+              f"({ratio:.2f}x)", flush=True)
+        save()
+
+    # The square GEMMs GEMM libraries are compared at.
+    if args.cases is None or "gemm" in args.cases:
+        for size in SQUARE:
+            gemm_row(size, size, size)
     for hidden in args.hidden:
         mlp = SIZES[hidden]
         gemm_shapes = sorted({(TOKENS, hidden, hidden), (TOKENS, 3 * hidden, hidden),
@@ -100,15 +117,7 @@ def main():
         if args.cases is not None and "gemm" not in args.cases:
             gemm_shapes = []
         for m, n, k in gemm_shapes:
-            times = gemm_case(m, n, k)
-            coda, cublas = (statistics.median(times[key]) for key in ("coda", "cublas"))
-            ratio = median_ratio(times["cublas"], times["coda"])
-            results.append({"case": "gemm", "shape": {"M": m, "N": n, "K": k},
-                            "coda_ms": coda, "baselines": {"cublas": cublas},
-                            "ratios": {"cublas": ratio}})
-            print(f"gemm {m}x{n}x{k}: coda {coda:.3f} ms, cuBLAS {cublas:.3f} ms "
-                  f"({ratio:.2f}x)", flush=True)
-            save()
+            gemm_row(m, n, k)
         for p in PATTERNS:
             if args.cases is not None and p.name not in args.cases:
                 continue
