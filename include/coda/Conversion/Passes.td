@@ -60,9 +60,11 @@ def CodaSelectGemmConfig
     `coda.gemm` on memrefs that has none, from rules measured on the H100
     (docs/performance.md, "Choosing a configuration per GEMM"):
 
-    - pairs at a stride wider than one column (rotate-half RoPE): the
-      warp-specialized 128 x 256 kernel (the register epilogues measured
-      slower with its periodic tables);
+    - pairs at a stride wider than one column (rotate-half RoPE):
+      cooperative 128 x 256 in clusters of two where every periodic table
+      has a static period (whose reads a row's congruent columns share),
+      else the warp-specialized 128 x 256 kernel (the register epilogues
+      measured slower, or spilling, with tables of dynamic period);
     - log-sum-exp or max row partials, and pairs of adjacent columns or
       interleaved outputs (cross-entropy, SwiGLU): ping-pong 128 x 128;
     - plain epilogues and sum row partials (residual + norm statistics):
