@@ -77,6 +77,19 @@ GemmConfigAttr selectConfig(GemmOp op) {
   }
   if (pairs || maxPartials)
     return pingPong;
+  // Epilogues that keep more per column live beside the cooperative
+  // kernel's 128 accumulators than its registers hold: an f32 tile output
+  // (written from the registers, not staged) or a pair input. Measured in
+  // ptxas spill stores, cooperative against ping-pong: the GPU suite's
+  // residual_norm 636 against 0 bytes, swiglu_backward_adjoint 440 against
+  // 28.
+  for (Value value : op.getYieldOp().getValues())
+    if (getOutputRole(value) == OutputRole::tile &&
+        value.getType().getIntOrFloatBitWidth() == 32)
+      return pingPong;
+  for (unsigned k = 0, e = op.getEpilogueInputs().size(); k < e; ++k)
+    if (op.getInputForm(k) == AccessForm::pair)
+      return pingPong;
   // Plain epilogues and sum partials: cooperative in clusters of two, whose
   // staged tile stores beat ws and ping-pong at every block shape.
   return cooperative;

@@ -2,9 +2,9 @@
 
 // The configuration each kind of GEMM gets: plain and sum-partial epilogues
 // run cooperative in clusters of two at every shape, the
-// log-sum-exp and adjacent pairs ping-pong, RoPE's strided pairs cooperative
-// where its tables' period is static, else the warp-specialized kernel;
-// column partials and pinned GEMMs keep theirs.
+// log-sum-exp, adjacent pairs, f32 tile outputs and pair inputs ping-pong,
+// RoPE's strided pairs cooperative where its tables' period is static, else
+// the warp-specialized kernel; column partials and pinned GEMMs keep theirs.
 
 // CHECK-LABEL: func.func @plain
 //       CHECK:   coda.gemm
@@ -94,6 +94,36 @@ func.func @rope_static_period(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>,
     }
     %rb = arith.truncf %r : f32 to bf16
     coda.yield %rb : bf16
+  }
+  return
+}
+
+// An f32 tile output or a pair input: ping-pong (the cooperative kernel
+// spills with them).
+// CHECK-LABEL: func.func @f32_output
+//       CHECK:   schedule = ping_pong, tile_m = 128, tile_n = 128
+func.func @f32_output(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xf32>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%y : memref<?x?xf32>) {
+    coda.yield %acc : f32
+  }
+  return
+}
+
+// CHECK-LABEL: func.func @pair_input
+//       CHECK:   schedule = ping_pong, tile_m = 128, tile_n = 128
+func.func @pair_input(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %g: memref<?x?xbf16>,
+                      %y: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, pair %gv = %g : memref<?x?xbf16>) outs(%y : memref<?x?xbf16>) {
+    %x = coda.pair_map (%x0, %x1) = %acc, (%g0, %g1) = %gv : f32, bf16 -> f32 {
+      %gf = arith.extf %g0 : bf16 to f32
+      %y0 = arith.mulf %x0, %gf : f32
+      %y1 = arith.mulf %x1, %gf : f32
+      coda.yield %y0, %y1 : f32, f32
+    }
+    %xb = arith.truncf %x : f32 to bf16
+    coda.yield %xb : bf16
   }
   return
 }
