@@ -368,6 +368,23 @@ private:
     return config.stagedTiles && !frame.accFragments.empty() &&
            stagesInput(op, k);
   }
+  /// Where the warp's part of the staging buffers starts, in bytes from
+  /// the dynamic shared memory's start.
+  Value warpStagingBase(ImplicitLocOpBuilder &b) const {
+    return arith::AddIOp::create(
+        b, frame.sharedBase,
+        arith::AddIOp::create(
+            b, index(b, config.stagingOffset()),
+            arith::MulIOp::create(b, frame.warp,
+                                  index(b, config.stagingBytesPerWarp()))));
+  }
+  /// The values of a run read with `vectorLoad` (a vector of `type`) where
+  /// `fast` holds (always when it is null), else with `scalarLoads`.
+  SmallVector<Value> readRun(
+      ImplicitLocOpBuilder &b, VectorType type, Value fast,
+      function_ref<Value(ImplicitLocOpBuilder &)> vectorLoad,
+      function_ref<SmallVector<Value>(ImplicitLocOpBuilder &)> scalarLoads)
+      const;
   /// The warp's staging buffer as stagingRows x `rowElements` elements of
   /// `element`, flat.
   Value stagingBuffer(ImplicitLocOpBuilder &b, int64_t rowElements,
@@ -450,6 +467,12 @@ private:
     if (frame.accFragments.empty())
       return std::nullopt;
     return gpu_lowering::staticPeriod(op, k, config.tileN);
+  }
+  /// With a static period P: the column that `run` reads before lane q's
+  /// 2q, (8j + e) mod P.
+  int64_t periodicColumn(int64_t period, const Run &run) const {
+    auto [j, e] = fragmentPos[run.front().group][run.front().lane];
+    return (8 * j + e) % period;
   }
   /// Per input whose rows are staged (stagesInputRows), its part of the
   /// warp's buffer; null for the others.
@@ -570,37 +593,48 @@ SmallVector<Value> EpilogueBuilder::loadRun(ImplicitLocOpBuilder &b,
   if (!alignment)
     return scalarLoads(b);
   auto vectorType = VectorType::get({count}, element);
-  if (interior) {
-    Value v = vector::LoadOp::create(b, vectorType, memref, indices,
-                                     /*nontemporal=*/false,
-                                     llvm::MaybeAlign(*alignment));
-    SmallVector<Value> values;
-    for (int64_t e = 0; e < count; ++e)
-      values.push_back(
-          vector::ExtractOp::create(b, v, ArrayRef<int64_t>{e}));
-    return values;
-  }
   Value fast =
-      arith::AndIOp::create(b, inBounds, rowsAligned(b, memref, *alignment));
-  auto branch = scf::IfOp::create(
-      b, fast,
-      [&](OpBuilder &ob, Location loc) {
-        ImplicitLocOpBuilder tb(loc, ob);
-        Value v = vector::LoadOp::create(tb, vectorType, memref, indices,
-                                         /*nontemporal=*/false,
-                                         llvm::MaybeAlign(*alignment));
-        scf::YieldOp::create(tb, v);
+      interior ? Value()
+               : arith::AndIOp::create(b, inBounds,
+                                       rowsAligned(b, memref, *alignment))
+                     .getResult();
+  return readRun(
+      b, vectorType, fast,
+      [&](ImplicitLocOpBuilder &vb) -> Value {
+        return vector::LoadOp::create(vb, vectorType, memref, indices,
+                                      /*nontemporal=*/false,
+                                      llvm::MaybeAlign(*alignment));
       },
-      [&](OpBuilder &ob, Location loc) {
-        ImplicitLocOpBuilder eb(loc, ob);
-        Value v =
-            vector::FromElementsOp::create(eb, vectorType, scalarLoads(eb));
-        scf::YieldOp::create(eb, v);
-      });
+      scalarLoads);
+}
+
+SmallVector<Value> EpilogueBuilder::readRun(
+    ImplicitLocOpBuilder &b, VectorType type, Value fast,
+    function_ref<Value(ImplicitLocOpBuilder &)> vectorLoad,
+    function_ref<SmallVector<Value>(ImplicitLocOpBuilder &)> scalarLoads)
+    const {
+  Value loaded;
+  if (!fast) {
+    loaded = vectorLoad(b);
+  } else {
+    auto branch = scf::IfOp::create(
+        b, fast,
+        [&](OpBuilder &ob, Location loc) {
+          ImplicitLocOpBuilder vb(loc, ob);
+          scf::YieldOp::create(vb, vectorLoad(vb));
+        },
+        [&](OpBuilder &ob, Location loc) {
+          ImplicitLocOpBuilder eb(loc, ob);
+          scf::YieldOp::create(
+              eb, vector::FromElementsOp::create(eb, type, scalarLoads(eb))
+                      .getResult());
+        });
+    loaded = branch.getResult(0);
+  }
   SmallVector<Value> values;
-  for (int64_t e = 0; e < count; ++e)
+  for (int64_t e = 0, n = type.getNumElements(); e < n; ++e)
     values.push_back(
-        vector::ExtractOp::create(b, branch.getResult(0), ArrayRef<int64_t>{e}));
+        vector::ExtractOp::create(b, loaded, ArrayRef<int64_t>{e}));
   return values;
 }
 
@@ -756,14 +790,8 @@ Value EpilogueBuilder::stagingBuffer(ImplicitLocOpBuilder &b,
       element,
       MemRefLayoutAttrInterface(),
       gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
-  Value base = arith::AddIOp::create(
-      b, frame.sharedBase,
-      arith::AddIOp::create(
-          b, index(b, config.stagingOffset()),
-          arith::MulIOp::create(b, frame.warp,
-                                index(b, config.stagingBytesPerWarp()))));
-  return memref::ViewOp::create(b, stageType, frame.shared, base,
-                                ValueRange{});
+  return memref::ViewOp::create(b, stageType, frame.shared,
+                                warpStagingBase(b), ValueRange{});
 }
 
 SmallVector<SmallVector<Value>>
@@ -1041,12 +1069,7 @@ void EpilogueBuilder::layOutInputRows(ImplicitLocOpBuilder &b) {
   if (!config.stagedInputRowBytes || frame.accFragments.empty())
     return;
   MLIRContext *ctx = b.getContext();
-  Value warpBase = arith::AddIOp::create(
-      b, frame.sharedBase,
-      arith::AddIOp::create(
-          b, index(b, config.stagingOffset()),
-          arith::MulIOp::create(b, frame.warp,
-                                index(b, config.stagingBytesPerWarp()))));
+  Value warpBase = warpStagingBase(b);
   int64_t offset = config.tileStagingBytesPerWarp();
   for (auto [k, input] : llvm::enumerate(inputs)) {
     if (!stagesInputRows(op, k, config.tileN))
@@ -1236,10 +1259,9 @@ EpilogueBuilder::readPeriodicRun(ImplicitLocOpBuilder &b, unsigned k,
   Value wrapped;
   std::optional<int64_t> period = staticPeriod(k);
   if (period) {
-    auto [j, e] = fragmentPos[run.front().group][run.front().lane];
     wrapped = arith::AddIOp::create(
         b, arith::IndexCastUIOp::create(b, i32, twoQ),
-        arith::ConstantIntOp::create(b, i32, (8 * j + e) % *period));
+        arith::ConstantIntOp::create(b, i32, periodicColumn(*period, run)));
   } else {
     Value column = arith::IndexCastUIOp::create(
         b, i32, cols[run.front().group][run.front().lane]);
@@ -1284,39 +1306,21 @@ EpilogueBuilder::readPeriodicRun(ImplicitLocOpBuilder &b, unsigned k,
                    arith::IndexCastUIOp::create(vb, vb.getIndexType(), wrapped)},
         /*nontemporal=*/false, llvm::MaybeAlign(*alignment));
   };
-  auto extract = [&](Value v) {
-    SmallVector<Value> values;
-    for (int64_t e = 0; e < count; ++e)
-      values.push_back(
-          vector::ExtractOp::create(b, v, ArrayRef<int64_t>{e}));
-    return values;
-  };
-  // The interior condition checked the period and the alignment, and each
-  // run starts at a multiple of its length.
-  if (interior)
-    return extract(vectorLoad(b));
-  // One access: the period a multiple of the widest run and c mod P a
-  // multiple of this run's length, so that the run neither wraps nor
-  // straddles its alignment.
-  Value runAligned = arith::CmpIOp::create(
-      b, arith::CmpIPredicate::eq,
-      arith::RemUIOp::create(b, wrapped,
-                             arith::ConstantIntOp::create(b, i32, count)),
-      arith::ConstantIntOp::create(b, i32, 0));
-  auto branch = scf::IfOp::create(
-      b, arith::AndIOp::create(b, periodicVectors[k], runAligned),
-      [&](OpBuilder &ob, Location loc) {
-        ImplicitLocOpBuilder vb(loc, ob);
-        scf::YieldOp::create(vb, vectorLoad(vb));
-      },
-      [&](OpBuilder &ob, Location loc) {
-        ImplicitLocOpBuilder eb(loc, ob);
-        scf::YieldOp::create(
-            eb, vector::FromElementsOp::create(eb, vectorType,
-                                               scalarLoads(eb))
-                    .getResult());
-      });
-  return extract(branch.getResult(0));
+  // Interior: the interior condition checked the period and the alignment,
+  // and each run starts at a multiple of its length. Else one access where
+  // the period is a multiple of the widest run and c mod P one of this
+  // run's length, so that the run neither wraps nor straddles its
+  // alignment.
+  Value fast;
+  if (!interior)
+    fast = arith::AndIOp::create(
+        b, periodicVectors[k],
+        arith::CmpIOp::create(
+            b, arith::CmpIPredicate::eq,
+            arith::RemUIOp::create(b, wrapped,
+                                   arith::ConstantIntOp::create(b, i32, count)),
+            arith::ConstantIntOp::create(b, i32, 0)));
+  return readRun(b, vectorType, fast, vectorLoad, scalarLoads);
 }
 
 SmallVector<Value>
@@ -1510,9 +1514,8 @@ EpilogueBuilder::emitRow(ImplicitLocOpBuilder &lb, Value localRow,
           SmallVector<Value> values;
           if (std::optional<int64_t> period = staticPeriod(k)) {
             // Runs whose columns are congruent mod P read once per row.
-            auto [j, e] = fragmentPos[runs[r].front().group][runs[r].front().lane];
             SmallVector<Value> &read =
-                periodicReads[{unsigned(k), (8 * j + e) % *period,
+                periodicReads[{unsigned(k), periodicColumn(*period, runs[r]),
                                int64_t(runs[r].size())}];
             if (read.empty())
               read = readPeriodicRun(lb, k, runs[r], rowClamped);
