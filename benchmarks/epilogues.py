@@ -10,6 +10,11 @@ primitive (Q/K/V: N = 3 x hidden, a multiple of the heads' 128), M = 16384
 tokens, bf16. Each kernel's output is checked against a float32 reference
 before it is timed; the ratio is the median per-round ratio of the plain
 GEMM's time to the epilogue's (below 1: the epilogue costs that much).
+
+--variant NAME=DIR (repeatable) adds the epilogue kernels of another build
+(e.g. scripts/build-gpu-tests --ping-pong) to the same rounds, each against
+the same plain GEMM of $CODA_GPU_TESTS: how each schedule carries each
+primitive.
 """
 
 import argparse
@@ -85,10 +90,16 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
     parser.add_argument("--commit", default=os.environ.get("CODA_COMMIT", "unknown"))
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME=DIR",
+                        help="also time the epilogue kernels built into DIR")
+    parser.add_argument("--cases", nargs="+", choices=NAMES, default=NAMES)
     args = parser.parse_args()
+    variants = dict(v.split("=", 1) for v in args.variant)
     torch.backends.cuda.matmul.allow_tf32 = False
     prims = coda_runtime.Module(os.path.join(BUILD, "primitives"))
     epis = coda_runtime.Module(os.path.join(BUILD, "epilogues"))
+    others = {name: coda_runtime.Module(os.path.join(d, "epilogues"))
+              for name, d in variants.items()}
     stream = torch.cuda.current_stream().cuda_stream
     (plain,) = prims.kernels_of("plain_nt")
     results = []
@@ -97,28 +108,35 @@ def main():
         a, b = bf16(m, k), bf16(n, k, scale=k ** -0.5)
         acc = a.float() @ b.float().T
         y = bf16(m, n)
-        for name in NAMES:
+        for name in args.cases:
             coda_args, checks = case(name, m, n, k, a, b, acc)
-            (kernel,) = epis.kernels_of(name)
-            epis.launch(kernel, coda_args, stream)
-            torch.cuda.synchronize()
-            for got, want in checks:
-                torch.testing.assert_close(got.float(), want, rtol=2e-2,
-                                           atol=2e-2 * want.abs().max().item())
-            times = interleaved_ms({
-                "epilogue": lambda: epis.launch(kernel, coda_args, stream),
-                "plain": lambda: prims.launch(plain, [a, b, y], stream),
-                "cublas": lambda: torch.matmul(a, b.T)})
+            fns = {"plain": lambda: prims.launch(plain, [a, b, y], stream),
+                   "cublas": lambda: torch.matmul(a, b.T)}
+            for variant, mod in [("epilogue", epis)] + list(others.items()):
+                (kernel,) = mod.kernels_of(name)
+                mod.launch(kernel, coda_args, stream)
+                torch.cuda.synchronize()
+                for got, want in checks:
+                    torch.testing.assert_close(got.float(), want, rtol=2e-2,
+                                               atol=2e-2 * want.abs().max().item())
+                fns[variant] = lambda mod=mod, kernel=kernel: mod.launch(kernel, coda_args, stream)
+            times = interleaved_ms(fns)
             row = {"case": "epilogue", "epilogue": name, "shape": {"M": m, "N": n, "K": k},
                    "coda_ms": statistics.median(times["epilogue"]),
                    "baselines": {key: statistics.median(times[key]) for key in ("plain", "cublas")},
                    "ratios": {key: median_ratio(times[key], times["epilogue"])
                               for key in ("plain", "cublas")}}
+            if others:
+                row["variants"] = {v: {"ms": statistics.median(times[v]),
+                                       "vs_plain": median_ratio(times["plain"], times[v])}
+                                   for v in others}
             results.append(row)
+            extra = "".join(f", {v} {r['ms']:.3f} ms ({r['vs_plain']:.3f}x)"
+                            for v, r in row.get("variants", {}).items())
             print(f"{name} {m}x{n}x{k}: {row['coda_ms']:.3f} ms, plain GEMM "
                   f"{row['baselines']['plain']:.3f} ms ({row['ratios']['plain']:.3f}x), "
-                  f"cuBLAS {row['baselines']['cublas']:.3f} ms ({row['ratios']['cublas']:.3f}x)",
-                  flush=True)
+                  f"cuBLAS {row['baselines']['cublas']:.3f} ms ({row['ratios']['cublas']:.3f}x)"
+                  + extra, flush=True)
             doc = {"device": torch.cuda.get_device_name(),
                    "date": datetime.date.today().isoformat(), "commit": args.commit,
                    "torch": torch.__version__, "results": results}

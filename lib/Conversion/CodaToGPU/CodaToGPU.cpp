@@ -727,13 +727,21 @@ struct CodaToGPUPass : coda::impl::CodaToGPUBase<CodaToGPUPass> {
       gpu::BarrierOp::create(sb);
     };
     unsigned numInputs = op.getEpilogueInputs().size();
-    target.emitKernelBody(
-        b, frame, config,
-        [&](ImplicitLocOpBuilder &eb, const KernelFrame &tileFrame) {
-          emitEpilogue(eb, op, config, tileFrame,
-                       entry.getArguments().slice(5, numInputs),
-                       entry.getArguments().slice(5 + numInputs));
-        });
+    ValueRange epilogueInputs = entry.getArguments().slice(5, numInputs);
+    ValueRange epilogueOutputs = entry.getArguments().slice(5 + numInputs);
+    auto prefetch = [&](ImplicitLocOpBuilder &eb,
+                        const KernelFrame &tileFrame) {
+      return prefetchEpilogue(eb, op, config, tileFrame, epilogueInputs,
+                              epilogueOutputs);
+    };
+    auto emit = [&](ImplicitLocOpBuilder &eb, const KernelFrame &tileFrame) {
+      emitEpilogue(eb, op, config, tileFrame, epilogueInputs,
+                   epilogueOutputs);
+    };
+    EpilogueEmitter epilogue{prefetch, emit};
+    if (!config.registerEpilogue() || !prefetchesEpilogue(op, config))
+      epilogue.prefetch = nullptr;
+    target.emitKernelBody(b, frame, config, epilogue);
     gpu::ReturnOp::create(b);
 
     // Host: descriptors and the launch, in place of the op.

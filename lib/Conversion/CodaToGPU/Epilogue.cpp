@@ -162,6 +162,9 @@ constexpr int64_t kSharedTileRowsUnrolled = 4;
 constexpr int64_t kStagingLoadsInFlight = 8;
 /// 16-bit elements in a staging buffer's 16-byte chunk.
 constexpr int64_t kStagingChunk = 8;
+/// Registers per thread that the chunks a register epilogue prefetches may
+/// take (held through the K loop beside the 128 accumulator registers).
+constexpr int64_t kPrefetchRegisters = 64;
 /// WGMMA fragments: 64 rows, 8-column groups of 2 columns per lane.
 constexpr int64_t kFragmentRows = 64;
 
@@ -200,6 +203,8 @@ public:
            !llvm::is_contained(roles, OutputRole::pair) &&
            !llvm::is_contained(roles, OutputRole::interleaved);
   }
+  /// The loads of prefetchEpilogue.
+  EpiloguePrefetch prefetch(ImplicitLocOpBuilder &b) const;
   /// Whether the tile `frame` describes may take the interior epilogue: it
   /// lies inside M x N, and every operand read or written with vector
   /// accesses (tile and column inputs, tile outputs) starts 16-byte aligned
@@ -288,7 +293,10 @@ private:
   void layOutFragments(ImplicitLocOpBuilder &b);
   /// The epilogue of one row of the thread, given each slot's accumulator;
   /// returns the running column partials.
+  /// `fragmentRow`: the row's number among the thread's (2f + h of
+  /// fragment f, half h), -1 in the shared-tile layout.
   SmallVector<Value> emitRow(ImplicitLocOpBuilder &lb, Value localRow,
+                             int64_t fragmentRow,
                              function_ref<Value(Slot)> accumulator,
                              ValueRange colAccs);
   /// Writes this tile's column partials from each thread's running values.
@@ -418,8 +426,25 @@ private:
   /// staging buffer, the reverse of storeStaged: each lane copies 16 bytes
   /// of one of the warp's 8 rows into the buffer, then reads its own
   /// runs. Returns the values of `runs`' slots, run by run.
+  /// `prefetched`: the lane's chunks of the row, loaded before the
+  /// mainloop (see prefetch), which it stores instead of loading them.
   SmallVector<SmallVector<Value>> loadStaged(ImplicitLocOpBuilder &b,
-                                             Value input, Value row) const;
+                                             Value input, Value row,
+                                             ArrayRef<Value> prefetched) const;
+  /// One lane's share of copying the warp's stagingRows rows from
+  /// `firstRow` between a matrix and the staging buffer, `rowElements`
+  /// 16-bit elements each from column `firstCol`: copy `t` (of
+  /// stagingCopies) moves the 16-byte chunk at (row, col) of the matrix,
+  /// at `at` in the buffer.
+  struct StagingCopy {
+    Value row, col, at;
+  };
+  static int64_t stagingCopies(int64_t rowElements) {
+    return GemmKernelConfig::stagingRows * rowElements / kStagingChunk / 32;
+  }
+  StagingCopy stagingCopy(ImplicitLocOpBuilder &b, Value firstRow,
+                          Value firstCol, int64_t rowElements,
+                          int64_t t) const;
   /// `values` with each consecutive pair narrowed from f32 together (one
   /// packed cvt.rn.{bf16,f16}x2.f32) where both are scalar truncations of
   /// f32. A scalar cvt reading a WGMMA accumulator makes ptxas serialize
@@ -794,35 +819,53 @@ Value EpilogueBuilder::stagingBuffer(ImplicitLocOpBuilder &b,
                                 warpStagingBase(b), ValueRange{});
 }
 
+EpilogueBuilder::StagingCopy
+EpilogueBuilder::stagingCopy(ImplicitLocOpBuilder &b, Value firstRow,
+                             Value firstCol, int64_t rowElements,
+                             int64_t t) const {
+  int64_t chunksPerRow = rowElements / kStagingChunk;
+  int64_t rowsPerCopy = 32 / chunksPerRow;
+  Value myChunk = arith::RemUIOp::create(b, frame.lane, index(b, chunksPerRow));
+  Value r = arith::AddIOp::create(
+      b, arith::DivUIOp::create(b, frame.lane, index(b, chunksPerRow)),
+      index(b, t * rowsPerCopy));
+  Value chunkStart = arith::MulIOp::create(b, myChunk, index(b, kStagingChunk));
+  return {arith::AddIOp::create(b, firstRow, r),
+          arith::AddIOp::create(b, firstCol, chunkStart),
+          arith::AddIOp::create(
+              b,
+              arith::MulIOp::create(
+                  b, r,
+                  index(b, GemmKernelConfig::stagingRowStride(rowElements))),
+              chunkStart)};
+}
+
 SmallVector<SmallVector<Value>>
-EpilogueBuilder::loadStaged(ImplicitLocOpBuilder &b, Value input,
-                            Value row) const {
-  constexpr int64_t kRows = GemmKernelConfig::stagingRows;
+EpilogueBuilder::loadStaged(ImplicitLocOpBuilder &b, Value input, Value row,
+                            ArrayRef<Value> prefetched) const {
   int64_t rowElements = config.tileN;
   Type element = cast<MemRefType>(input.getType()).getElementType();
   Value stage = stagingBuffer(b, rowElements, element);
   int64_t rowStride = GemmKernelConfig::stagingRowStride(rowElements);
   Value quadRow = arith::DivUIOp::create(b, frame.lane, index(b, 4));
-  int64_t chunksPerRow = rowElements / kStagingChunk;
-  int64_t rowsPerLoad = 32 / chunksPerRow;
-  Value myChunk = arith::RemUIOp::create(b, frame.lane, index(b, chunksPerRow));
-  Value rowInLoad =
-      arith::DivUIOp::create(b, frame.lane, index(b, chunksPerRow));
   Value firstRow = arith::SubIOp::create(b, row, quadRow);
-  Value col = arith::AddIOp::create(
-      b, frame.blockN, arith::MulIOp::create(b, myChunk, index(b, kStagingChunk)));
   // Elements beyond M or N are left as they are: whatever the epilogue
   // computes from them is masked.
-  Value room = interior ? Value() : columnsLeft(b, col, frame.sizeN);
-  Value aligned = interior ? Value() : rowsAligned(b, input, 16);
-  for (int64_t t = 0; t < kRows / rowsPerLoad; ++t) {
-    Value r = arith::AddIOp::create(b, rowInLoad, index(b, t * rowsPerLoad));
-    Value inputRow = arith::AddIOp::create(b, firstRow, r);
-    Value at = arith::AddIOp::create(
-        b, arith::MulIOp::create(b, r, index(b, rowStride)),
-        arith::MulIOp::create(b, myChunk, index(b, kStagingChunk)));
-    copyStaged(b, input, {inputRow, col}, stage, at, kStagingChunk,
-               interior ? Value() : rowRoom(b, inputRow, room), aligned,
+  Value room, aligned;
+  if (!interior) {
+    room = columnsLeft(b, stagingCopy(b, firstRow, frame.blockN, rowElements, 0).col,
+                       frame.sizeN);
+    aligned = rowsAligned(b, input, 16);
+  }
+  for (int64_t t = 0, e = stagingCopies(rowElements); t < e; ++t) {
+    StagingCopy copy = stagingCopy(b, firstRow, frame.blockN, rowElements, t);
+    if (!prefetched.empty()) {
+      vector::StoreOp::create(b, prefetched[t], stage, ValueRange{copy.at},
+                              /*nontemporal=*/false, llvm::MaybeAlign(16));
+      continue;
+    }
+    copyStaged(b, input, {copy.row, copy.col}, stage, copy.at, kStagingChunk,
+               interior ? Value() : rowRoom(b, copy.row, room), aligned,
                /*load=*/true);
   }
   Value allLanes = arith::ConstantIntOp::create(b, b.getI32Type(), -1);
@@ -881,24 +924,17 @@ void EpilogueBuilder::storeStaged(ImplicitLocOpBuilder &b, Value out,
   }
   Value allLanes = arith::ConstantIntOp::create(b, b.getI32Type(), -1);
   NVVM::SyncWarpOp::create(b, allLanes);
-  int64_t chunksPerRow = rowElements / kStagingChunk;
-  int64_t rowsPerStore = 32 / chunksPerRow;
-  Value myChunk = arith::RemUIOp::create(b, frame.lane, index(b, chunksPerRow));
-  Value rowInStore =
-      arith::DivUIOp::create(b, frame.lane, index(b, chunksPerRow));
   Value firstRow = arith::SubIOp::create(b, row, quadRow);
-  Value col = arith::AddIOp::create(
-      b, firstCol, arith::MulIOp::create(b, myChunk, index(b, kStagingChunk)));
-  Value room = interior ? Value() : columnsLeft(b, col, limit);
-  Value aligned = interior ? Value() : rowsAligned(b, out, 16);
-  for (int64_t t = 0; t < kRows / rowsPerStore; ++t) {
-    Value r = arith::AddIOp::create(b, rowInStore, index(b, t * rowsPerStore));
-    Value at = arith::AddIOp::create(
-        b, arith::MulIOp::create(b, r, index(b, rowStride)),
-        arith::MulIOp::create(b, myChunk, index(b, kStagingChunk)));
-    Value outRow = arith::AddIOp::create(b, firstRow, r);
-    copyStaged(b, out, {outRow, col}, stage, at, kStagingChunk,
-               interior ? Value() : rowRoom(b, outRow, room), aligned,
+  Value room, aligned;
+  if (!interior) {
+    room = columnsLeft(b, stagingCopy(b, firstRow, firstCol, rowElements, 0).col,
+                       limit);
+    aligned = rowsAligned(b, out, 16);
+  }
+  for (int64_t t = 0, e = stagingCopies(rowElements); t < e; ++t) {
+    StagingCopy copy = stagingCopy(b, firstRow, firstCol, rowElements, t);
+    copyStaged(b, out, {copy.row, copy.col}, stage, copy.at, kStagingChunk,
+               interior ? Value() : rowRoom(b, copy.row, room), aligned,
                /*load=*/false);
   }
   // Every lane has read its chunks before the next row overwrites them.
@@ -1352,6 +1388,7 @@ EpilogueBuilder::readInputRun(ImplicitLocOpBuilder &b, unsigned k,
 
 SmallVector<Value>
 EpilogueBuilder::emitRow(ImplicitLocOpBuilder &lb, Value localRow,
+                         int64_t fragmentRow,
                          function_ref<Value(Slot)> accumulator,
                          ValueRange colAccs) {
   YieldOp yield = op.getYieldOp();
@@ -1419,14 +1456,27 @@ EpilogueBuilder::emitRow(ImplicitLocOpBuilder &lb, Value localRow,
   // periodic inputs' periods.
   SmallVector<SmallVector<SmallVector<Value>>> stagedValues(inputs.size());
   SmallVector<Value> shared(inputs.size());
+  // The row's prefetched chunks (interior tiles of a register epilogue that
+  // prefetches), input by input.
+  ArrayRef<Value> prefetched;
+  int64_t copies = stagingCopies(config.tileN);
+  if (interior && fragmentRow >= 0 && !frame.prefetched.chunks.empty())
+    prefetched = ArrayRef<Value>(frame.prefetched.chunks)
+                     .drop_front(fragmentRow * copies);
+  int64_t prefetchStride = 2 * frame.accFragments.size() * copies;
   for (auto [k, input] : llvm::enumerate(inputs)) {
     AccessForm form = op.getInputForm(k);
-    if (stagedInput(k))
-      stagedValues[k] = loadStaged(lb, input, row);
-    else if (form == AccessForm::row)
+    if (stagedInput(k)) {
+      stagedValues[k] = loadStaged(
+          lb, input, row,
+          prefetched.empty() ? ArrayRef<Value>() : prefetched.take_front(copies));
+      if (!prefetched.empty())
+        prefetched = prefetched.drop_front(prefetchStride);
+    } else if (form == AccessForm::row) {
       shared[k] = memref::LoadOp::create(lb, input, ValueRange{rowClamped});
-    else if (form == AccessForm::scalar)
+    } else if (form == AccessForm::scalar) {
       shared[k] = input;
+    }
   }
   Value lastPair;
   for (unsigned k = 0; k < inputs.size(); ++k)
@@ -1845,7 +1895,7 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
         Value localRow = arith::AddIOp::create(
             b, quadRow, index(b, int64_t(f) * kFragmentRows + 8 * h));
         colAccs = emitRow(
-            b, localRow,
+            b, localRow, 2 * int64_t(f) + h,
             [&](Slot s) -> Value {
               auto [j, e] = fragmentPos[s.group][s.lane];
               return LLVM::ExtractValueOp::create(b, fragment,
@@ -1894,7 +1944,7 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
                     lb, loaded, ArrayRef<int64_t>{int64_t(e)});
             }
             running = emitRow(
-                lb, localRow,
+                lb, localRow, /*fragmentRow=*/-1,
                 [&](Slot s) { return acc.lookup({s.group, s.lane}); },
                 running);
           }
@@ -1904,6 +1954,57 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
   }
   if (!colInit.empty())
     finishColumnPartials(b, colAccs);
+}
+
+EpiloguePrefetch EpilogueBuilder::prefetch(ImplicitLocOpBuilder &b) const {
+  EpiloguePrefetch result;
+  result.interior = interiorCondition(b);
+  SmallVector<Type> types;
+  for (auto [k, input] : llvm::enumerate(inputs))
+    if (stagesInput(op, k))
+      types.append(2 * config.fragmentsPerConsumer() *
+                       stagingCopies(config.tileN),
+                   VectorType::get(
+                       {kStagingChunk},
+                       cast<MemRefType>(input.getType()).getElementType()));
+  auto ifOp = scf::IfOp::create(b, types, result.interior, /*withElse=*/true);
+  {
+    auto tb = ImplicitLocOpBuilder::atBlockBegin(b.getLoc(),
+                                                 &ifOp.getThenRegion().front());
+    // The thread's rows, as in build: 64 f + 16 w + l / 4 (+ 8 h); each
+    // chunk as loadStaged copies it.
+    Value warpRow = arith::AddIOp::create(
+        tb, frame.blockM, arith::MulIOp::create(tb, frame.warp, index(tb, 16)));
+    SmallVector<Value> loaded;
+    for (auto [k, input] : llvm::enumerate(inputs)) {
+      if (!stagesInput(op, k))
+        continue;
+      for (int64_t r = 0; r < 2 * config.fragmentsPerConsumer(); ++r) {
+        Value firstRow = arith::AddIOp::create(
+            tb, warpRow, index(tb, r / 2 * kFragmentRows + r % 2 * 8));
+        for (int64_t t = 0, e = stagingCopies(config.tileN); t < e; ++t) {
+          StagingCopy copy =
+              stagingCopy(tb, firstRow, frame.blockN, config.tileN, t);
+          loaded.push_back(vector::LoadOp::create(
+              tb, cast<VectorType>(types[loaded.size()]), input,
+              ValueRange{copy.row, copy.col}, /*nontemporal=*/false,
+              llvm::MaybeAlign(16)));
+        }
+      }
+    }
+    scf::YieldOp::create(tb, loaded);
+  }
+  {
+    auto eb = ImplicitLocOpBuilder::atBlockBegin(b.getLoc(),
+                                                 &ifOp.getElseRegion().front());
+    SmallVector<Value> zeros;
+    for (Type type : types)
+      zeros.push_back(arith::ConstantOp::create(
+          eb, type, eb.getZeroAttr(type)));
+    scf::YieldOp::create(eb, zeros);
+  }
+  result.chunks = SmallVector<Value>(ifOp.getResults());
+  return result;
 }
 
 Value EpilogueBuilder::interiorCondition(ImplicitLocOpBuilder &b) const {
@@ -1962,7 +2063,9 @@ void mlir::coda::gpu_lowering::emitEpilogue(ImplicitLocOpBuilder &b, GemmOp op,
     checked.build(b);
     return;
   }
-  Value interior = checked.interiorCondition(b);
+  Value interior = frame.prefetched.interior
+                       ? frame.prefetched.interior
+                       : checked.interiorCondition(b);
   scf::IfOp::create(
       b, interior,
       [&](OpBuilder &ob, Location loc) {
@@ -1976,4 +2079,27 @@ void mlir::coda::gpu_lowering::emitEpilogue(ImplicitLocOpBuilder &b, GemmOp op,
         checked.build(eb);
         scf::YieldOp::create(eb);
       });
+}
+
+bool mlir::coda::gpu_lowering::prefetchesEpilogue(
+    GemmOp op, const GemmKernelConfig &config) {
+  if (!config.registerEpilogue() || !config.stagedTiles ||
+      !EpilogueBuilder(op, config, KernelFrame(), ValueRange(), ValueRange())
+           .interiorPays())
+    return false;
+  int64_t chunks = 0;
+  for (unsigned k = 0, e = op.getEpilogueInputs().size(); k < e; ++k)
+    if (stagesInput(op, k))
+      chunks += 2 * config.fragmentsPerConsumer() *
+                GemmKernelConfig::stagingRows * config.tileN /
+                kStagingChunk / 32;
+  return chunks > 0 && chunks * 4 <= kPrefetchRegisters;
+}
+
+EpiloguePrefetch mlir::coda::gpu_lowering::prefetchEpilogue(
+    ImplicitLocOpBuilder &b, GemmOp op, const GemmKernelConfig &config,
+    const KernelFrame &frame, ValueRange inputs, ValueRange outputs) {
+  if (!prefetchesEpilogue(op, config))
+    return {};
+  return EpilogueBuilder(op, config, frame, inputs, outputs).prefetch(b);
 }

@@ -162,6 +162,19 @@ struct GemmKernelConfig {
   }
 };
 
+/// What a register epilogue loads before its tile's mainloop, so that the
+/// loads' latency passes under the K loop instead of stalling the epilogue
+/// (see prefetchesEpilogue).
+struct EpiloguePrefetch {
+  /// Whether the tile takes the interior epilogue (null: nothing
+  /// prefetched; the epilogue decides).
+  Value interior;
+  /// The 16-byte chunks the thread copies into its staging buffer for each
+  /// staged tile input, fragment row and copy, in that order (loaded in an
+  /// interior tile only).
+  SmallVector<Value> chunks;
+};
+
 /// Values every part of the kernel body uses.
 struct KernelFrame {
   /// Thread, warp and lane among the threads running the current part (the
@@ -182,11 +195,19 @@ struct KernelFrame {
   SmallVector<Value> accFragments;
   /// Synchronizes the threads that run the epilogue.
   std::function<void(ImplicitLocOpBuilder &)> syncEpilogue;
+  /// What the epilogue of the current tile loaded before its mainloop.
+  EpiloguePrefetch prefetched;
 };
 
-/// Emits the epilogue of the tile that `frame` describes, at `b`.
-using EpilogueEmitter =
-    function_ref<void(ImplicitLocOpBuilder &b, const KernelFrame &frame)>;
+/// The epilogue of a kernel's tiles, in two parts: `prefetch`, emitted by a
+/// register schedule after the tile is assigned and before its mainloop
+/// (its result goes to `frame.prefetched`), and `emit`, after the mainloop.
+struct EpilogueEmitter {
+  function_ref<EpiloguePrefetch(ImplicitLocOpBuilder &b,
+                                const KernelFrame &frame)>
+      prefetch;
+  function_ref<void(ImplicitLocOpBuilder &b, const KernelFrame &frame)> emit;
+};
 
 /// What the epilogue does with each yielded value.
 enum class OutputRole {
@@ -228,9 +249,23 @@ bool stagesInputRows(GemmOp op, unsigned k, int64_t tileN);
 /// congruent mod P share one read per row.
 std::optional<int64_t> staticPeriod(GemmOp op, unsigned k, int64_t tileN);
 
+/// Whether a register epilogue of `op` loads its staged tile inputs before
+/// the mainloop (prefetchEpilogue): registers allow it (at most
+/// kPrefetchRegisters per thread, held through the K loop beside the
+/// accumulators).
+bool prefetchesEpilogue(GemmOp op, const GemmKernelConfig &config);
+/// Emits the loads of prefetchesEpilogue for the tile `frame` describes
+/// (assigned, its mainloop not yet run), in an interior tile; an empty
+/// prefetch where `op` takes none.
+EpiloguePrefetch prefetchEpilogue(ImplicitLocOpBuilder &b, GemmOp op,
+                                  const GemmKernelConfig &config,
+                                  const KernelFrame &frame, ValueRange inputs,
+                                  ValueRange outputs);
+
 /// Emits the epilogue of the tile that `frame` describes: reads the
 /// accumulators from `frame.accFragments` or else `frame.accTile`, the
-/// kernel's epilogue `inputs` and writes its `outputs`.
+/// kernel's epilogue `inputs` (the chunks of `frame.prefetched` where
+/// given) and writes its `outputs`.
 void emitEpilogue(ImplicitLocOpBuilder &b, GemmOp op,
                   const GemmKernelConfig &config, const KernelFrame &frame,
                   ValueRange inputs, ValueRange outputs);

@@ -938,7 +938,7 @@ void emitPersistent(ImplicitLocOpBuilder &b, KernelFrame &frame,
       m.waitPhase(tb, staged, iteration, m.index(tb, 0));
       // The previous tile's epilogue is done with any scratch it shares.
       epilogueFrame.syncEpilogue(tb);
-      epilogue(tb, epilogueFrame);
+      epilogue.emit(tb, epilogueFrame);
       nvgpu::MBarrierArriveOp::create(
           tb, nvgpu::MBarrierTokenType::get(tb.getContext()), drained,
           m.index(tb, 0));
@@ -1067,6 +1067,9 @@ void emitRegisterEpilogueSchedule(ImplicitLocOpBuilder &b, KernelFrame &frame,
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(tb.getInsertionBlock(), tb.getInsertionPoint());
     assignTile(b, consumer, c, tile);
+    // The epilogue's loads ahead of the K loop.
+    if (epilogue.prefetch)
+      consumer.prefetched = epilogue.prefetch(b, consumer);
     if (pingPong) {
       // The other consumer has issued the K loop of the previous tile.
       Value previous = arith::SubIOp::create(b, iteration, m.index(b, 1));
@@ -1096,7 +1099,7 @@ void emitRegisterEpilogueSchedule(ImplicitLocOpBuilder &b, KernelFrame &frame,
         m.consumeTile(full, empty, iteration, rowUnits, isReleaser, issued);
     consumer.accFragments = accs;
     if (c.clusterM == 1) {
-      epilogue(b, consumer);
+      epilogue.emit(b, consumer);
       return;
     }
     // A cluster's last tile row may lie below M: its CTA loads (zeros) and
@@ -1106,7 +1109,7 @@ void emitRegisterEpilogueSchedule(ImplicitLocOpBuilder &b, KernelFrame &frame,
                                          consumer.blockM, frame.sizeM);
     scf::IfOp::create(b, inside, [&](OpBuilder &ib, Location iloc) {
       ImplicitLocOpBuilder eb(iloc, ib);
-      epilogue(eb, consumer);
+      epilogue.emit(eb, consumer);
       scf::YieldOp::create(eb);
     });
   };
@@ -1155,11 +1158,11 @@ void HopperTarget::emitKernelBody(ImplicitLocOpBuilder &b, KernelFrame &frame,
   assignTile(b, frame, c, linear);
   if (c.schedule == Schedule::single) {
     emitSingleWarpgroup(b, frame, c);
-    epilogue(b, frame);
+    epilogue.emit(b, frame);
     return;
   }
   OpBuilder::InsertPoint after = emitWarpSpecialized(b, frame, c);
-  epilogue(b, frame);
+  epilogue.emit(b, frame);
   b.restoreInsertionPoint(after);
 }
 

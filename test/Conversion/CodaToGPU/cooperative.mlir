@@ -144,10 +144,18 @@ func.func @f32_output(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?
 // -----
 
 // A 16-bit tile input enters through the same buffer: per row of each quad,
-// 8 loads of 16 bytes into it, then each lane reads its 32 pairs.
+// 8 chunks of 16 bytes into it, then each lane reads its 32 pairs. In an
+// interior tile the chunks of both of the lane's rows are loaded before the
+// K loop, and stored into the buffer after it with no global load.
 // CHECK-LABEL: gpu.func @residual_gemm0
+//       CHECK:   %[[CHUNKS:.*]]:16 = scf.if %[[INSIDE:.*]] -> (vector<8xbf16>,
+// CHECK-COUNT-16:   vector.load %{{.*}} : memref<?x?xbf16>, vector<8xbf16>
+//       CHECK:   nvvm.wgmma.mma_async
 //       CHECK:   nvvm.wgmma.wait.group.sync.aligned 0
-// CHECK-COUNT-8:   vector.load %{{.*}} : memref<?x?xbf16>, vector<8xbf16>
+//       CHECK:   scf.if %[[INSIDE]] {
+//   CHECK-NOT:     memref<?x?xbf16>, vector<8xbf16>
+//       CHECK:     vector.store %[[CHUNKS]]#0, %{{.*}} : memref<2112xbf16, #gpu.address_space<workgroup>>, vector<8xbf16>
+// CHECK-COUNT-7:   vector.store %[[CHUNKS]]#{{[1-7]}},
 //       CHECK:   nvvm.bar.warp.sync
 // CHECK-COUNT-32:   vector.load %{{.*}} : memref<2112xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
 //       CHECK:   nvvm.bar.warp.sync
