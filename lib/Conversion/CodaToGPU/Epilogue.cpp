@@ -168,6 +168,20 @@ constexpr int64_t kPrefetchRegisters = 64;
 /// WGMMA fragments: 64 rows, 8-column groups of 2 columns per lane.
 constexpr int64_t kFragmentRows = 64;
 
+} // namespace
+
+/// Per epilogue input, the 16-byte chunks a thread of a register epilogue
+/// loads for it before the K loop (EpiloguePrefetch::chunks, input by
+/// input): a staged tile input's chunks of the thread's fragment rows, a
+/// staged column input's share of the tile's columns (whole 32-lane
+/// passes). Inputs are taken in order while their registers fit in
+/// kPrefetchRegisters; the others take none. All 0 where no interior tile
+/// is emitted.
+static SmallVector<int64_t> prefetchCounts(GemmOp op,
+                                           const GemmKernelConfig &config);
+
+namespace {
+
 /// One element a thread handles: group `group` (of its groups) and `lane`
 /// (0, or 1 for the second column of a pair).
 struct Slot {
@@ -205,6 +219,9 @@ public:
   }
   /// The loads of prefetchEpilogue.
   EpiloguePrefetch prefetch(ImplicitLocOpBuilder &b) const;
+  /// In an interior tile, the chunks of input `k` that `frame.prefetched`
+  /// holds (see prefetchCounts); else none.
+  ArrayRef<Value> prefetchedChunks(unsigned k) const;
   /// Whether the tile `frame` describes may take the interior epilogue: it
   /// lies inside M x N, and every operand read or written with vector
   /// accesses (tile and column inputs, tile outputs) starts 16-byte aligned
@@ -899,7 +916,6 @@ void EpilogueBuilder::storeStaged(ImplicitLocOpBuilder &b, Value out,
                                   Value row, int64_t rowElements,
                                   Value firstCol, Value limit,
                                   ArrayRef<StagedRun> staged) const {
-  constexpr int64_t kRows = GemmKernelConfig::stagingRows;
   Type element = cast<MemRefType>(out.getType()).getElementType();
   Value stage = stagingBuffer(b, rowElements, element);
   int64_t rowStride = GemmKernelConfig::stagingRowStride(rowElements);
@@ -1139,6 +1155,22 @@ void EpilogueBuilder::stageInputRows(ImplicitLocOpBuilder &b, unsigned k,
   int64_t chunks = rows * chunksPerRow;
   Value stage = inputRowBuffers[k];
   Type i32 = b.getI32Type();
+  Value allLanes = arith::ConstantIntOp::create(b, i32, -1);
+  // A column input's chunks loaded before the K loop (chunk lane + 32 i of
+  // the row, whole passes): stored, once the warp's lanes are done reading
+  // what the buffer held.
+  if (ArrayRef<Value> prefetched = prefetchedChunks(k); !prefetched.empty()) {
+    NVVM::SyncWarpOp::create(b, allLanes);
+    for (auto [i, value] : llvm::enumerate(prefetched)) {
+      Value at = arith::MulIOp::create(
+          b, arith::AddIOp::create(b, frame.lane, index(b, 32 * int64_t(i))),
+          index(b, chunk));
+      vector::StoreOp::create(b, value, stage, ValueRange{at},
+                              /*nontemporal=*/false, llvm::MaybeAlign(16));
+    }
+    NVVM::SyncWarpOp::create(b, allLanes);
+    return;
+  }
   // 16-byte accesses need each chunk's source aligned: the rows, and (a
   // periodic input) the period a multiple of the chunk, so that a chunk
   // never wraps.
@@ -1152,7 +1184,6 @@ void EpilogueBuilder::stageInputRows(ImplicitLocOpBuilder &b, unsigned k,
                 b, periods[k], arith::ConstantIntOp::create(b, i32, chunk)),
             arith::ConstantIntOp::create(b, i32, 0)));
   Value lastRow = arith::SubIOp::create(b, frame.sizeM, index(b, 1));
-  Value allLanes = arith::ConstantIntOp::create(b, i32, -1);
   // Chunk `first` + lane: its row and column in the buffer, and the
   // element of its column `col` + e to read.
   struct Chunk {
@@ -1456,22 +1487,15 @@ EpilogueBuilder::emitRow(ImplicitLocOpBuilder &lb, Value localRow,
   // periodic inputs' periods.
   SmallVector<SmallVector<SmallVector<Value>>> stagedValues(inputs.size());
   SmallVector<Value> shared(inputs.size());
-  // The row's prefetched chunks (interior tiles of a register epilogue that
-  // prefetches), input by input.
-  ArrayRef<Value> prefetched;
-  int64_t copies = stagingCopies(config.tileN);
-  if (interior && fragmentRow >= 0 && !frame.prefetched.chunks.empty())
-    prefetched = ArrayRef<Value>(frame.prefetched.chunks)
-                     .drop_front(fragmentRow * copies);
-  int64_t prefetchStride = 2 * frame.accFragments.size() * copies;
   for (auto [k, input] : llvm::enumerate(inputs)) {
     AccessForm form = op.getInputForm(k);
     if (stagedInput(k)) {
-      stagedValues[k] = loadStaged(
-          lb, input, row,
-          prefetched.empty() ? ArrayRef<Value>() : prefetched.take_front(copies));
+      // The row's chunks where they were prefetched.
+      ArrayRef<Value> prefetched = prefetchedChunks(k);
+      int64_t copies = stagingCopies(config.tileN);
       if (!prefetched.empty())
-        prefetched = prefetched.drop_front(prefetchStride);
+        prefetched = prefetched.slice(fragmentRow * copies, copies);
+      stagedValues[k] = loadStaged(lb, input, row, prefetched);
     } else if (form == AccessForm::row) {
       shared[k] = memref::LoadOp::create(lb, input, ValueRange{rowClamped});
     } else if (form == AccessForm::scalar) {
@@ -1959,36 +1983,56 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
 EpiloguePrefetch EpilogueBuilder::prefetch(ImplicitLocOpBuilder &b) const {
   EpiloguePrefetch result;
   result.interior = interiorCondition(b);
+  SmallVector<int64_t> counts = prefetchCounts(op, config);
   SmallVector<Type> types;
-  for (auto [k, input] : llvm::enumerate(inputs))
-    if (stagesInput(op, k))
-      types.append(2 * config.fragmentsPerConsumer() *
-                       stagingCopies(config.tileN),
-                   VectorType::get(
-                       {kStagingChunk},
-                       cast<MemRefType>(input.getType()).getElementType()));
+  for (auto [k, input] : llvm::enumerate(inputs)) {
+    if (!counts[k])
+      continue;
+    auto type = cast<MemRefType>(input.getType());
+    int64_t lanes = 16 * 8 / type.getElementTypeBitWidth();
+    types.append(counts[k],
+                 VectorType::get({lanes}, type.getElementType()));
+  }
   auto ifOp = scf::IfOp::create(b, types, result.interior, /*withElse=*/true);
   {
     auto tb = ImplicitLocOpBuilder::atBlockBegin(b.getLoc(),
                                                  &ifOp.getThenRegion().front());
-    // The thread's rows, as in build: 64 f + 16 w + l / 4 (+ 8 h); each
-    // chunk as loadStaged copies it.
+    SmallVector<Value> loaded;
+    auto load = [&](Value input, ValueRange indices) {
+      loaded.push_back(vector::LoadOp::create(
+          tb, cast<VectorType>(types[loaded.size()]), input, indices,
+          /*nontemporal=*/false, llvm::MaybeAlign(16)));
+    };
+    // The thread's rows, as in build: 64 f + 16 w + l / 4 (+ 8 h).
     Value warpRow = arith::AddIOp::create(
         tb, frame.blockM, arith::MulIOp::create(tb, frame.warp, index(tb, 16)));
-    SmallVector<Value> loaded;
     for (auto [k, input] : llvm::enumerate(inputs)) {
-      if (!stagesInput(op, k))
+      if (!counts[k])
         continue;
-      for (int64_t r = 0; r < 2 * config.fragmentsPerConsumer(); ++r) {
+      if (GemmOp(op).getInputForm(k) == AccessForm::col) {
+        // Chunk lane + 32 i of the tile's columns, as stageInputRows
+        // copies it.
+        int64_t chunk = cast<VectorType>(types[loaded.size()]).getNumElements();
+        for (int64_t i = 0; i < counts[k]; ++i)
+          load(input,
+               arith::AddIOp::create(
+                   tb, frame.blockN,
+                   arith::MulIOp::create(
+                       tb,
+                       arith::AddIOp::create(tb, frame.lane, index(tb, 32 * i)),
+                       index(tb, chunk)))
+                   .getResult());
+        continue;
+      }
+      // Each chunk of each fragment row as loadStaged copies it.
+      int64_t copies = stagingCopies(config.tileN);
+      for (int64_t r = 0; r < counts[k] / copies; ++r) {
         Value firstRow = arith::AddIOp::create(
             tb, warpRow, index(tb, r / 2 * kFragmentRows + r % 2 * 8));
-        for (int64_t t = 0, e = stagingCopies(config.tileN); t < e; ++t) {
+        for (int64_t t = 0; t < copies; ++t) {
           StagingCopy copy =
               stagingCopy(tb, firstRow, frame.blockN, config.tileN, t);
-          loaded.push_back(vector::LoadOp::create(
-              tb, cast<VectorType>(types[loaded.size()]), input,
-              ValueRange{copy.row, copy.col}, /*nontemporal=*/false,
-              llvm::MaybeAlign(16)));
+          load(input, ValueRange{copy.row, copy.col});
         }
       }
     }
@@ -2005,6 +2049,16 @@ EpiloguePrefetch EpilogueBuilder::prefetch(ImplicitLocOpBuilder &b) const {
   }
   result.chunks = SmallVector<Value>(ifOp.getResults());
   return result;
+}
+
+ArrayRef<Value> EpilogueBuilder::prefetchedChunks(unsigned k) const {
+  if (!interior || frame.prefetched.chunks.empty())
+    return {};
+  SmallVector<int64_t> counts = prefetchCounts(op, config);
+  int64_t offset = 0;
+  for (unsigned i = 0; i < k; ++i)
+    offset += counts[i];
+  return ArrayRef<Value>(frame.prefetched.chunks).slice(offset, counts[k]);
 }
 
 Value EpilogueBuilder::interiorCondition(ImplicitLocOpBuilder &b) const {
@@ -2083,17 +2137,8 @@ void mlir::coda::gpu_lowering::emitEpilogue(ImplicitLocOpBuilder &b, GemmOp op,
 
 bool mlir::coda::gpu_lowering::prefetchesEpilogue(
     GemmOp op, const GemmKernelConfig &config) {
-  if (!config.registerEpilogue() || !config.stagedTiles ||
-      !EpilogueBuilder(op, config, KernelFrame(), ValueRange(), ValueRange())
-           .interiorPays())
-    return false;
-  int64_t chunks = 0;
-  for (unsigned k = 0, e = op.getEpilogueInputs().size(); k < e; ++k)
-    if (stagesInput(op, k))
-      chunks += 2 * config.fragmentsPerConsumer() *
-                GemmKernelConfig::stagingRows * config.tileN /
-                kStagingChunk / 32;
-  return chunks > 0 && chunks * 4 <= kPrefetchRegisters;
+  return llvm::any_of(prefetchCounts(op, config),
+                      [](int64_t n) { return n > 0; });
 }
 
 EpiloguePrefetch mlir::coda::gpu_lowering::prefetchEpilogue(
@@ -2102,4 +2147,38 @@ EpiloguePrefetch mlir::coda::gpu_lowering::prefetchEpilogue(
   if (!prefetchesEpilogue(op, config))
     return {};
   return EpilogueBuilder(op, config, frame, inputs, outputs).prefetch(b);
+}
+
+static SmallVector<int64_t> prefetchCounts(GemmOp op,
+                                           const GemmKernelConfig &config) {
+  unsigned numInputs = op.getEpilogueInputs().size();
+  SmallVector<int64_t> counts(numInputs, 0);
+  if (!config.registerEpilogue() ||
+      !EpilogueBuilder(op, config, KernelFrame(), ValueRange(), ValueRange())
+           .interiorPays())
+    return counts;
+  int64_t registers = 0;
+  for (unsigned k = 0; k < numInputs; ++k) {
+    int64_t chunks = 0;
+    if (config.stagedTiles && stagesInput(op, k)) {
+      chunks = 2 * config.fragmentsPerConsumer() *
+               GemmKernelConfig::stagingRows * config.tileN / kStagingChunk /
+               32;
+    } else if (config.stagedInputRowBytes &&
+               op.getInputForm(k) == AccessForm::col &&
+               stagesInputRows(op, k, config.tileN)) {
+      int64_t bytes =
+          cast<MemRefType>(op.getEpilogueInputs()[k].getType())
+              .getElementTypeBitWidth() /
+          8;
+      int64_t rowChunks = config.tileN * bytes / 16;
+      if (rowChunks % 32 == 0)
+        chunks = rowChunks / 32;
+    }
+    if (registers + 4 * chunks > kPrefetchRegisters)
+      continue;
+    registers += 4 * chunks;
+    counts[k] = chunks;
+  }
+  return counts;
 }

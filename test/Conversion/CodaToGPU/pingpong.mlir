@@ -170,3 +170,27 @@ func.func @rope(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %cos: memref<?x?xf32
   }
   return
 }
+
+// -----
+
+// A column input (a bias) staged per warp: in an interior tile, each lane's
+// chunk of the tile's 128 columns is loaded before the K loop and stored
+// into the warp's buffer after it, with no global load of the bias there.
+// CHECK-LABEL: gpu.func @col_bias_gemm0
+//       CHECK:   %[[CHUNK:.*]] = scf.if %[[INSIDE:.*]] -> (vector<4xf32>) {
+//       CHECK:     vector.load %{{.*}} : memref<?xf32>, vector<4xf32>
+//       CHECK:   nvvm.wgmma.mma_async
+//       CHECK:   nvvm.wgmma.wait.group.sync.aligned 0
+//       CHECK:   scf.if %[[INSIDE]] {
+//   CHECK-NOT:     memref<?xf32>
+//       CHECK:     vector.store %[[CHUNK]], %{{.*}} : memref<{{.*}}xf32, #gpu.address_space<workgroup>>, vector<4xf32>
+func.func @col_bias(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %bias: memref<?xf32>,
+                    %y: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, col %bv = %bias : memref<?xf32>) outs(%y : memref<?x?xbf16>) {
+    %x = arith.addf %acc, %bv : f32
+    %t = arith.truncf %x : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
