@@ -202,3 +202,34 @@ func.func @rope_static(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %cos: memref<
   }
   return
 }
+
+// -----
+
+// A column input (a bias): one copy of the tile's 256 columns in shared
+// memory for all 256 epilogue threads, 1 KiB beside the ring and the tile
+// staging buffers (232448 bytes in all, the most a CTA may take; a copy per
+// warp would not fit). In an interior tile the first 64 threads' chunks are
+// loaded before the K loop, and stored between two barriers of the
+// epilogue's threads after it.
+// CHECK-LABEL: func.func @col_bias
+//       CHECK:   dynamic_shared_memory_size %c232448_i32
+// CHECK-LABEL: gpu.func @col_bias_gemm0
+//       CHECK:   %[[CHUNK:.*]] = scf.if %[[INSIDE:.*]] -> (vector<4xf32>) {
+//       CHECK:     vector.load %{{.*}} : memref<?xf32>, vector<4xf32>
+//       CHECK:   nvvm.wgmma.wait.group.sync.aligned 0
+//       CHECK:   scf.if %[[INSIDE]] {
+//   CHECK-NOT:     memref<?xf32>
+//       CHECK:     nvvm.barrier id = %{{.*}} number_of_threads = %c256_i32
+//       CHECK:     vector.store %[[CHUNK]], %{{.*}} : memref<256xf32, #gpu.address_space<workgroup>>, vector<4xf32>
+//       CHECK:     nvvm.barrier id
+//       CHECK:     vector.load %{{.*}} : memref<256xf32, #gpu.address_space<workgroup>>, vector<2xf32>
+func.func @col_bias(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %bias: memref<?xf32>,
+                    %y: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, col %bv = %bias : memref<?xf32>) outs(%y : memref<?x?xbf16>) {
+    %x = arith.addf %acc, %bv : f32
+    %t = arith.truncf %x : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
