@@ -52,8 +52,13 @@ constexpr StringLiteral kKernelModuleName = "coda_kernels";
 /// Persistent CTAs that host code (gpu.launch_func) launches: the SMs of an
 /// H100 SXM. The runtime launches one per SM of the device at hand.
 constexpr int64_t kHostLaunchSMs = 132;
-/// The largest dynamic shared memory an sm_90 CTA may request.
+/// The most shared memory, static and dynamic, an sm_90 CTA may use.
 constexpr int64_t kMaxSharedBytes = 227 * 1024;
+
+/// Whether `config`'s shared memory fits a CTA.
+bool fitsSharedMemory(const GemmKernelConfig &config) {
+  return config.sharedBytes() + config.staticSharedBytes() <= kMaxSharedBytes;
+}
 
 std::string typeName(Type type) {
   std::string s;
@@ -275,13 +280,13 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
       config.stagedTiles |= stagesOutput(op, i);
     for (unsigned k = 0, e = op.getEpilogueInputs().size(); k < e; ++k)
       config.stagedTiles |= stagesInput(op, k);
-    if (config.sharedBytes() > kMaxSharedBytes)
+    if (!fitsSharedMemory(config))
       config.stagedTiles = false;
     config.columnRowBytes = columnRowStagingBytes(op, config.tileN);
-    if (config.sharedBytes() > kMaxSharedBytes)
+    if (!fitsSharedMemory(config))
       config.columnRowBytes = 0;
     config.stagedInputRowBytes = inputRowStagingBytes(op, config.tileN);
-    if (config.sharedBytes() > kMaxSharedBytes)
+    if (!fitsSharedMemory(config))
       config.stagedInputRowBytes = 0;
   }
 
@@ -302,10 +307,11 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
       failed(checkTmaOperand(op, "lhs", op.getLhs())) ||
       failed(checkTmaOperand(op, "rhs", op.getRhs())))
     return failure();
-  if (config.sharedBytes() > kMaxSharedBytes)
+  if (!fitsSharedMemory(config))
     return op.emitOpError("kernel needs ")
-           << config.sharedBytes() << " bytes of shared memory (at most "
-           << kMaxSharedBytes << "); use fewer stages or a smaller tile";
+           << config.sharedBytes() + config.staticSharedBytes()
+           << " bytes of shared memory (at most " << kMaxSharedBytes
+           << "); use fewer stages or a smaller tile";
   return config;
 }
 

@@ -159,6 +159,13 @@ struct GemmKernelConfig {
     return (registerEpilogue() ? 0 : accTileBytes()) + columnScratchBytes() +
            stagingBytes() + columnRowBytes;
   }
+  /// Static shared memory the kernel declares beside the dynamic buffer:
+  /// its mbarriers (full and empty per stage, at most two more), 8 bytes
+  /// each, and the dynamic buffer's symbol, rounded to 16 bytes (ptxas -v:
+  /// 65 bytes with 4 stages). Both count against the CTA's limit.
+  int64_t staticSharedBytes() const {
+    return ((2 * stages + 2) * 8 + 1 + 15) / 16 * 16;
+  }
   /// Dynamic shared memory to request, plus slack to align the base to 1024
   /// bytes as 128-byte swizzled TMA tiles require.
   int64_t sharedBytes() const {
