@@ -273,8 +273,7 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
   // Register epilogues stage their 16-bit tile inputs and tile and pair
   // outputs where the buffers fit beside the ring and the scratch
   // (cooperative 128 x 256 with 4 stages: with no column partials), then
-  // their column input rows (one copy for all the threads) and their
-  // periodic input rows (per warp) where those fit as well.
+  // their column and periodic input rows where those fit as well.
   if (config.registerEpilogue()) {
     for (unsigned i = 0, e = op.getYieldOp().getValues().size(); i < e; ++i)
       config.stagedTiles |= stagesOutput(op, i);
@@ -282,9 +281,7 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
       config.stagedTiles |= stagesInput(op, k);
     if (!fitsSharedMemory(config))
       config.stagedTiles = false;
-    config.columnRowBytes = columnRowStagingBytes(op, config.tileN);
-    if (!fitsSharedMemory(config))
-      config.columnRowBytes = 0;
+    // Then the rows of column and periodic inputs, where they fit too.
     config.stagedInputRowBytes = inputRowStagingBytes(op, config.tileN);
     if (!fitsSharedMemory(config))
       config.stagedInputRowBytes = 0;

@@ -124,8 +124,7 @@ bool mlir::coda::gpu_lowering::stagesInputRows(GemmOp op, unsigned k,
          rowsContiguous(input) && !staticPeriod(op, k, tileN);
 }
 
-/// Bytes of input `k`'s rows in its buffer: the tile's columns of one row
-/// (a column input) or of stagingRows rows (a periodic input).
+/// Bytes of input `k`'s rows in one warp's buffer.
 static int64_t inputRowBytes(GemmOp op, unsigned k, int64_t tileN) {
   auto type = cast<MemRefType>(op.getEpilogueInputs()[k].getType());
   int64_t bytes = type.getElementTypeBitWidth() / 8;
@@ -135,23 +134,13 @@ static int64_t inputRowBytes(GemmOp op, unsigned k, int64_t tileN) {
          GemmKernelConfig::stagingRowStride(tileN) * bytes;
 }
 
-/// The bytes of the staged input rows of form `form`.
-static int64_t inputRowBytes(GemmOp op, int64_t tileN, AccessForm form) {
-  int64_t total = 0;
-  for (unsigned k = 0, e = op.getEpilogueInputs().size(); k < e; ++k)
-    if (op.getInputForm(k) == form && stagesInputRows(op, k, tileN))
-      total += inputRowBytes(op, k, tileN);
-  return total;
-}
-
 int64_t mlir::coda::gpu_lowering::inputRowStagingBytes(GemmOp op,
                                                        int64_t tileN) {
-  return inputRowBytes(op, tileN, AccessForm::periodic);
-}
-
-int64_t mlir::coda::gpu_lowering::columnRowStagingBytes(GemmOp op,
-                                                        int64_t tileN) {
-  return inputRowBytes(op, tileN, AccessForm::col);
+  int64_t total = 0;
+  for (unsigned k = 0, e = op.getEpilogueInputs().size(); k < e; ++k)
+    if (stagesInputRows(op, k, tileN))
+      total += inputRowBytes(op, k, tileN);
+  return total;
 }
 
 bool mlir::coda::gpu_lowering::stagesInput(GemmOp op, unsigned k) {
@@ -532,8 +521,7 @@ private:
   SmallVector<Value> inputRowBuffers;
   void layOutInputRows(ImplicitLocOpBuilder &b);
   /// Copies the rows input `k` needs into its buffer: the tile's columns of
-  /// one row (a column input, once per tile, by all the epilogue's threads
-  /// into their shared buffer) or of the warp's stagingRows
+  /// one row (a column input, once per tile) or of the warp's stagingRows
   /// rows from `firstRow` (a periodic input, column c read at c mod P),
   /// with 16-byte accesses where aligned, else element by element.
   void stageInputRows(ImplicitLocOpBuilder &b, unsigned k,
@@ -1130,37 +1118,26 @@ void EpilogueBuilder::layOutInputRows(ImplicitLocOpBuilder &b) {
                   arith::ConstantIntOp::create(b, b.getI32Type(), widestRun)),
               arith::ConstantIntOp::create(b, b.getI32Type(), 0)));
   }
-  if (frame.accFragments.empty())
+  if (!config.stagedInputRowBytes || frame.accFragments.empty())
     return;
   MLIRContext *ctx = b.getContext();
-  // Periodic rows in each warp's part of the staging buffers, column rows
-  // in the epilogue's shared ones.
-  Value warpBase =
-      config.stagedInputRowBytes ? warpStagingBase(b) : Value();
-  int64_t warpOffset = config.tileStagingBytesPerWarp();
-  int64_t sharedOffset = config.columnRowsOffset();
+  Value warpBase = warpStagingBase(b);
+  int64_t offset = config.tileStagingBytesPerWarp();
   for (auto [k, input] : llvm::enumerate(inputs)) {
     if (!stagesInputRows(op, k, config.tileN))
       continue;
-    bool col = op.getInputForm(k) == AccessForm::col;
-    if (!(col ? config.columnRowBytes : config.stagedInputRowBytes))
-      continue;
     auto type = cast<MemRefType>(input.getType());
     int64_t elements =
-        col ? config.tileN
+        op.getInputForm(k) == AccessForm::col
+            ? config.tileN
             : GemmKernelConfig::stagingRows *
                   GemmKernelConfig::stagingRowStride(config.tileN);
     auto bufferType = MemRefType::get(
         {elements}, type.getElementType(), MemRefLayoutAttrInterface(),
         gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
-    int64_t &offset = col ? sharedOffset : warpOffset;
-    Value base = col ? arith::AddIOp::create(b, frame.sharedBase,
-                                             index(b, offset))
-                           .getResult()
-                     : arith::AddIOp::create(b, warpBase, index(b, offset))
-                           .getResult();
-    inputRowBuffers[k] =
-        memref::ViewOp::create(b, bufferType, frame.shared, base, ValueRange{});
+    inputRowBuffers[k] = memref::ViewOp::create(
+        b, bufferType, frame.shared,
+        arith::AddIOp::create(b, warpBase, index(b, offset)), ValueRange{});
     offset += elements * type.getElementTypeBitWidth() / 8;
   }
 }
@@ -1178,44 +1155,20 @@ void EpilogueBuilder::stageInputRows(ImplicitLocOpBuilder &b, unsigned k,
   int64_t chunks = rows * chunksPerRow;
   Value stage = inputRowBuffers[k];
   Type i32 = b.getI32Type();
-  // Who copies: the warp's lanes (a periodic input's rows, per warp) or all
-  // the epilogue's threads (a column input's row, shared), chunk `self` +
-  // `threads` i each.
-  Value self = periodic ? frame.lane : frame.tid;
-  int64_t threads = periodic ? 32 : config.epilogueThreads;
-  auto sync = [&](ImplicitLocOpBuilder &sb) {
-    if (periodic)
-      NVVM::SyncWarpOp::create(sb, arith::ConstantIntOp::create(sb, i32, -1));
-    else
-      frame.syncEpilogue(sb);
-  };
-  // Whether chunk `self` + `first` exists (a partial last pass).
-  auto exists = [&](ImplicitLocOpBuilder &cb, Value chunkIndex,
-                    int64_t first) -> Value {
-    if (first + threads <= chunks)
-      return trueValue(cb);
-    return arith::CmpIOp::create(cb, arith::CmpIPredicate::ult, chunkIndex,
-                                 index(cb, chunks));
-  };
-  // A column input's chunks loaded before the K loop (see prefetch):
-  // stored, once the threads are done reading what the buffer held.
+  Value allLanes = arith::ConstantIntOp::create(b, i32, -1);
+  // A column input's chunks loaded before the K loop (chunk lane + 32 i of
+  // the row, whole passes): stored, once the warp's lanes are done reading
+  // what the buffer held.
   if (ArrayRef<Value> prefetched = prefetchedChunks(k); !prefetched.empty()) {
-    sync(b);
+    NVVM::SyncWarpOp::create(b, allLanes);
     for (auto [i, value] : llvm::enumerate(prefetched)) {
-      int64_t first = threads * int64_t(i);
-      Value chunkIndex = arith::AddIOp::create(b, self, index(b, first));
-      Value at = arith::MulIOp::create(b, chunkIndex, index(b, chunk));
-      scf::IfOp::create(b, exists(b, chunkIndex, first),
-                        [&](OpBuilder &sb, Location sloc) {
-                          ImplicitLocOpBuilder stb(sloc, sb);
-                          vector::StoreOp::create(stb, value, stage,
-                                                  ValueRange{at},
-                                                  /*nontemporal=*/false,
-                                                  llvm::MaybeAlign(16));
-                          scf::YieldOp::create(stb);
-                        });
+      Value at = arith::MulIOp::create(
+          b, arith::AddIOp::create(b, frame.lane, index(b, 32 * int64_t(i))),
+          index(b, chunk));
+      vector::StoreOp::create(b, value, stage, ValueRange{at},
+                              /*nontemporal=*/false, llvm::MaybeAlign(16));
     }
-    sync(b);
+    NVVM::SyncWarpOp::create(b, allLanes);
     return;
   }
   // 16-byte accesses need each chunk's source aligned: the rows, and (a
@@ -1231,17 +1184,17 @@ void EpilogueBuilder::stageInputRows(ImplicitLocOpBuilder &b, unsigned k,
                 b, periods[k], arith::ConstantIntOp::create(b, i32, chunk)),
             arith::ConstantIntOp::create(b, i32, 0)));
   Value lastRow = arith::SubIOp::create(b, frame.sizeM, index(b, 1));
-  // Chunk `first` + self: its row and column in the buffer, and the
+  // Chunk `first` + lane: its row and column in the buffer, and the
   // element of its column `col` + e to read.
   struct Chunk {
     Value index, at, col, row;
   };
   auto chunkAt = [&](ImplicitLocOpBuilder &cb, int64_t first) {
     Chunk ch;
-    ch.index = arith::AddIOp::create(cb, self, index(cb, first));
+    ch.index = arith::AddIOp::create(cb, frame.lane, index(cb, first));
     // Past the last chunk (a partial last pass): read the last one again.
     Value clamped =
-        first + threads <= chunks
+        first + 32 <= chunks
             ? ch.index
             : arith::MinUIOp::create(cb, ch.index, index(cb, chunks - 1))
                   .getResult();
@@ -1267,6 +1220,13 @@ void EpilogueBuilder::stageInputRows(ImplicitLocOpBuilder &b, unsigned k,
     return {ch.row,
             arith::IndexCastUIOp::create(sb, sb.getIndexType(), wrapped)};
   };
+  auto exists = [&](ImplicitLocOpBuilder &cb, const Chunk &ch,
+                    int64_t first) -> Value {
+    if (first + 32 <= chunks)
+      return trueValue(cb);
+    return arith::CmpIOp::create(cb, arith::CmpIPredicate::ult, ch.index,
+                                 index(cb, chunks));
+  };
   // Every chunk whole: a column input's tile inside N (a periodic input's
   // columns all exist).
   Value whole =
@@ -1278,8 +1238,8 @@ void EpilogueBuilder::stageInputRows(ImplicitLocOpBuilder &b, unsigned k,
                          arith::AddIOp::create(b, frame.blockN,
                                                index(b, config.tileN)),
                          frame.sizeN));
-  // The threads are done reading what the buffer held.
-  sync(b);
+  // The warp's lanes are done reading what the buffer held.
+  NVVM::SyncWarpOp::create(b, allLanes);
   scf::IfOp::create(
       b, whole,
       [&](OpBuilder &ob, Location loc) {
@@ -1289,12 +1249,12 @@ void EpilogueBuilder::stageInputRows(ImplicitLocOpBuilder &b, unsigned k,
         ImplicitLocOpBuilder tb(loc, ob);
         auto chunkType = VectorType::get({chunk}, type.getElementType());
         for (int64_t batch = 0; batch < chunks;
-             batch += threads * kStagingLoadsInFlight) {
+             batch += 32 * kStagingLoadsInFlight) {
           SmallVector<std::pair<int64_t, Chunk>> batchChunks;
           SmallVector<Value> loaded;
           for (int64_t first = batch;
-               first < std::min(chunks, batch + threads * kStagingLoadsInFlight);
-               first += threads) {
+               first < std::min(chunks, batch + 32 * kStagingLoadsInFlight);
+               first += 32) {
             Chunk ch = chunkAt(tb, first);
             loaded.push_back(vector::LoadOp::create(
                 tb, chunkType, inputs[k], source(tb, ch, index(tb, 0)),
@@ -1308,11 +1268,11 @@ void EpilogueBuilder::stageInputRows(ImplicitLocOpBuilder &b, unsigned k,
                                       /*nontemporal=*/false,
                                       llvm::MaybeAlign(16));
             };
-            if (first + threads <= chunks) {
+            if (first + 32 <= chunks) {
               store(tb);
               continue;
             }
-            scf::IfOp::create(tb, exists(tb, ch.index, first),
+            scf::IfOp::create(tb, exists(tb, ch, first),
                               [&](OpBuilder &sb, Location sloc) {
                                 ImplicitLocOpBuilder stb(sloc, sb);
                                 store(stb);
@@ -1326,7 +1286,7 @@ void EpilogueBuilder::stageInputRows(ImplicitLocOpBuilder &b, unsigned k,
         // Element by element; a column input's elements beyond N are left
         // as they are (what the epilogue computes from them is masked).
         ImplicitLocOpBuilder tb(loc, ob);
-        for (int64_t first = 0; first < chunks; first += threads) {
+        for (int64_t first = 0; first < chunks; first += 32) {
           Chunk ch = chunkAt(tb, first);
           Value n = periodic
                         ? index(tb, chunk)
@@ -1335,7 +1295,7 @@ void EpilogueBuilder::stageInputRows(ImplicitLocOpBuilder &b, unsigned k,
                               index(tb, chunk))
                               .getResult();
           scf::IfOp::create(
-              tb, exists(tb, ch.index, first), [&](OpBuilder &cb, Location cloc) {
+              tb, exists(tb, ch, first), [&](OpBuilder &cb, Location cloc) {
                 ImplicitLocOpBuilder eb(cloc, cb);
                 scf::ForOp::create(
                     eb, index(eb, 0), n, index(eb, 1), ValueRange{},
@@ -1353,7 +1313,7 @@ void EpilogueBuilder::stageInputRows(ImplicitLocOpBuilder &b, unsigned k,
         }
         scf::YieldOp::create(tb);
       });
-  sync(b);
+  NVVM::SyncWarpOp::create(b, allLanes);
 }
 
 SmallVector<Value>
@@ -2050,24 +2010,18 @@ EpiloguePrefetch EpilogueBuilder::prefetch(ImplicitLocOpBuilder &b) const {
       if (!counts[k])
         continue;
       if (GemmOp(op).getInputForm(k) == AccessForm::col) {
-        // Chunk tid + E i of the tile's columns (E epilogue threads), as
-        // stageInputRows copies it; past the row's last chunk (a partial
-        // last pass) the last one again, which stageInputRows does not
-        // store.
+        // Chunk lane + 32 i of the tile's columns, as stageInputRows
+        // copies it.
         int64_t chunk = cast<VectorType>(types[loaded.size()]).getNumElements();
-        int64_t rowChunks = config.tileN / chunk;
-        for (int64_t i = 0; i < counts[k]; ++i) {
-          Value chunkIndex = arith::AddIOp::create(
-              tb, frame.tid, index(tb, config.epilogueThreads * i));
-          if (config.epilogueThreads * (i + 1) > rowChunks)
-            chunkIndex = arith::MinUIOp::create(tb, chunkIndex,
-                                                index(tb, rowChunks - 1));
-          load(input, arith::AddIOp::create(
-                          tb, frame.blockN,
-                          arith::MulIOp::create(tb, chunkIndex,
-                                                index(tb, chunk)))
-                          .getResult());
-        }
+        for (int64_t i = 0; i < counts[k]; ++i)
+          load(input,
+               arith::AddIOp::create(
+                   tb, frame.blockN,
+                   arith::MulIOp::create(
+                       tb,
+                       arith::AddIOp::create(tb, frame.lane, index(tb, 32 * i)),
+                       index(tb, chunk)))
+                   .getResult());
         continue;
       }
       // Each chunk of each fragment row as loadStaged copies it.
@@ -2210,15 +2164,16 @@ static SmallVector<int64_t> prefetchCounts(GemmOp op,
       chunks = 2 * config.fragmentsPerConsumer() *
                GemmKernelConfig::stagingRows * config.tileN / kStagingChunk /
                32;
-    } else if (config.columnRowBytes &&
+    } else if (config.stagedInputRowBytes &&
                op.getInputForm(k) == AccessForm::col &&
                stagesInputRows(op, k, config.tileN)) {
       int64_t bytes =
           cast<MemRefType>(op.getEpilogueInputs()[k].getType())
               .getElementTypeBitWidth() /
           8;
-      chunks = llvm::divideCeil(config.tileN * bytes / 16,
-                                config.epilogueThreads);
+      int64_t rowChunks = config.tileN * bytes / 16;
+      if (rowChunks % 32 == 0)
+        chunks = rowChunks / 32;
     }
     if (registers + 4 * chunks > kPrefetchRegisters)
       continue;

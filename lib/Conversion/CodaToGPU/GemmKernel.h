@@ -64,18 +64,13 @@ struct GemmKernelConfig {
   /// instead of the fragments' scattered 2- and 4-byte ones (see stagesInput
   /// and stagesOutput).
   bool stagedTiles = false;
-  /// Bytes per warp for the register epilogue's periodic input rows
-  /// (inputRowStagingBytes; 0: read from global memory per run). A global
-  /// load per run leaves the epilogue a chain of L2 latencies: the
+  /// Bytes per warp for the register epilogue's column and periodic input
+  /// rows (inputRowStagingBytes; 0: read from global memory per run). A
+  /// global load per run leaves the epilogue a chain of L2 latencies: the
   /// accumulators leave no registers to keep many loads in flight, so the
   /// warp loads the rows it needs with 16-byte accesses first, all in
   /// flight at once, and the runs read shared memory.
   int64_t stagedInputRowBytes = 0;
-  /// Bytes of the register epilogue's column input rows, for the same
-  /// reason (columnRowStagingBytes; 0: read from global memory per run):
-  /// one copy of the tile's columns that all the epilogue's threads share,
-  /// made once per tile.
-  int64_t columnRowBytes = 0;
   static constexpr int64_t stagingRows = 8;
   /// Elements a staging row holds: `rowElements` and one 16-byte chunk of
   /// padding, so that the 8 rows of a warp start 4 banks apart (a quad's
@@ -153,11 +148,9 @@ struct GemmKernelConfig {
   int64_t stagingOffset() const {
     return columnScratchOffset() + columnScratchBytes();
   }
-  /// Where the epilogue's shared column rows start.
-  int64_t columnRowsOffset() const { return stagingOffset() + stagingBytes(); }
   int64_t epilogueBytes() const {
     return (registerEpilogue() ? 0 : accTileBytes()) + columnScratchBytes() +
-           stagingBytes() + columnRowBytes;
+           stagingBytes();
   }
   /// Static shared memory the kernel declares beside the dynamic buffer:
   /// its mbarriers (full and empty per stage, at most two more), 8 bytes
@@ -247,17 +240,13 @@ bool stagesOutput(GemmOp op, unsigned i);
 /// 16-bit float type, contiguous along its rows.
 bool stagesInput(GemmOp op, unsigned k);
 /// Bytes per warp that a register epilogue needs to hold the rows of its
-/// periodic inputs in shared memory (see
-/// GemmKernelConfig::stagedInputRowBytes): for each such input of a 16- or
+/// column and periodic inputs in shared memory (see
+/// GemmKernelConfig::stagedInputRows): for each such input of a 16- or
 /// 32-bit element type, contiguous along its rows, the tile's columns of
-/// the warp's stagingRows rows (once per fragment row). 0 when there is
-/// none.
+/// one row (column inputs, once per tile) or of the warp's stagingRows
+/// rows (periodic inputs, once per fragment row). 0 when there is none.
 int64_t inputRowStagingBytes(GemmOp op, int64_t tileN);
-/// Bytes that a register epilogue needs to hold the tile's columns of its
-/// column inputs of such types in shared memory, once for all its threads
-/// (see GemmKernelConfig::columnRowBytes). 0 when there is none.
-int64_t columnRowStagingBytes(GemmOp op, int64_t tileN);
-/// Whether input `k` is one of either (not a periodic input with a
+/// Whether input `k` is one of them (not a periodic input with a
 /// staticPeriod: its direct reads are shared already).
 bool stagesInputRows(GemmOp op, unsigned k, int64_t tileN);
 /// The period of periodic input `k` of `op` where a register epilogue

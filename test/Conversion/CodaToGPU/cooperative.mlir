@@ -205,10 +205,10 @@ func.func @rope_static(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %cos: memref<
 
 // -----
 
-// A column input (a bias): its 1 KiB row does not fit beside the ring, the
-// tile staging buffers and the alignment slack once the mbarriers' static
-// shared memory counts too (231424 + 96 bytes, the limit 232448), so it is
-// neither staged nor prefetched: each run reads global memory.
+// A column input (a bias): its rows (1 KiB per warp) do not fit beside the
+// ring, the tile staging buffers and the alignment slack (231424 bytes of
+// dynamic shared memory, 96 of static mbarriers, the limit 232448), so they
+// are neither staged nor prefetched: each run reads global memory.
 // CHECK-LABEL: func.func @col_bias
 //       CHECK:   dynamic_shared_memory_size %c231424_i32
 // CHECK-LABEL: gpu.func @col_bias_gemm0

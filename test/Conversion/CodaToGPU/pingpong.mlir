@@ -173,11 +173,9 @@ func.func @rope(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %cos: memref<?x?xf32
 
 // -----
 
-// A column input (a bias), one copy of the tile's 128 columns for the
-// consumer's 128 threads: in an interior tile, each thread's chunk is
-// loaded before the K loop (past the 32nd, the last one again) and stored
-// into the shared buffer after it (the first 32), with no global load of
-// the bias there.
+// A column input (a bias) staged per warp: in an interior tile, each lane's
+// chunk of the tile's 128 columns is loaded before the K loop and stored
+// into the warp's buffer after it, with no global load of the bias there.
 // CHECK-LABEL: gpu.func @col_bias_gemm0
 //       CHECK:   %[[CHUNK:.*]] = scf.if %[[INSIDE:.*]] -> (vector<4xf32>) {
 //       CHECK:     vector.load %{{.*}} : memref<?xf32>, vector<4xf32>
