@@ -337,9 +337,11 @@ private:
   /// Loads `count` consecutive elements of `memref` starting at `indices`
   /// (last index = first column): one vector load when they are in bounds
   /// (`inBounds`) and aligned, else element by element at clamped columns.
+  /// `vectors` false: element by element always.
   SmallVector<Value> loadRun(ImplicitLocOpBuilder &b, Value memref,
                              SmallVector<Value> indices, int64_t count,
-                             Value inBounds, Value lastCol) const;
+                             Value inBounds, Value lastCol,
+                             bool vectors = true) const;
   /// Where a run of accesses may go: whether all of it lies in the output
   /// (`whole`), and whether its element `e` does.
   struct RunBounds {
@@ -618,7 +620,7 @@ SmallVector<Value> EpilogueBuilder::loadRun(ImplicitLocOpBuilder &b,
                                             Value memref,
                                             SmallVector<Value> indices,
                                             int64_t count, Value inBounds,
-                                            Value lastCol) const {
+                                            Value lastCol, bool vectors) const {
   Type element = cast<MemRefType>(memref.getType()).getElementType();
   Value first = indices.back();
   auto scalarLoads = [&](ImplicitLocOpBuilder &sb) {
@@ -632,7 +634,7 @@ SmallVector<Value> EpilogueBuilder::loadRun(ImplicitLocOpBuilder &b,
     return values;
   };
   std::optional<int64_t> alignment = vectorAlignment(memref, count);
-  if (!alignment)
+  if (!alignment || !vectors)
     return scalarLoads(b);
   auto vectorType = VectorType::get({count}, element);
   Value fast =
@@ -1561,8 +1563,15 @@ EpilogueBuilder::emitRow(ImplicitLocOpBuilder &lb, Value localRow,
           if (form == AccessForm::tile)
             at.push_back(rowClamped);
           at.push_back(cols[head.group][head.lane]);
-          SmallVector<Value> values = loadRun(lb, input, at, run.size(),
-                                              runInBounds(lb, run), lastCol);
+          // A column input's runs in a checked copy of the fragment layout
+          // without pairs, element by element: a branch per run between a
+          // vector and element loads keeps more values live than the
+          // registers hold (ptxas -v, the cooperative kernel's bias: 92
+          // bytes of spill stores, none without it).
+          SmallVector<Value> values = loadRun(
+              lb, input, at, run.size(), runInBounds(lb, run), lastCol,
+              /*vectors=*/interior || !fragments || pairStride ||
+                  form != AccessForm::col);
           for (auto [slot, value] : llvm::zip_equal(run, values))
             mappingOf(slot).map(arg, value);
         }
