@@ -741,8 +741,7 @@ struct CodaToGPUPass : coda::impl::CodaToGPUBase<CodaToGPUPass> {
                               epilogueOutputs);
     };
     auto emit = [&](ImplicitLocOpBuilder &eb, const KernelFrame &tileFrame) {
-      emitEpilogue(eb, op, config, tileFrame, epilogueInputs,
-                   epilogueOutputs);
+      emitEpilogue(eb, op, config, tileFrame, epilogueInputs, epilogueOutputs);
     };
     EpilogueEmitter epilogue{prefetch, emit};
     if (!config.registerEpilogue() || !prefetchesEpilogue(op, config))

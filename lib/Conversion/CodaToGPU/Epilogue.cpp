@@ -462,8 +462,7 @@ private:
     return GemmKernelConfig::stagingRows * rowElements / kStagingChunk / 32;
   }
   StagingCopy stagingCopy(ImplicitLocOpBuilder &b, Value firstRow,
-                          Value firstCol, int64_t rowElements,
-                          int64_t t) const;
+                          Value firstCol, int64_t rowElements, int64_t t) const;
   /// `values` with each consecutive pair narrowed from f32 together (one
   /// packed cvt.rn.{bf16,f16}x2.f32) where both are scalar truncations of
   /// f32. A scalar cvt reading a WGMMA accumulator makes ptxas serialize
@@ -849,14 +848,14 @@ EpilogueBuilder::stagingCopy(ImplicitLocOpBuilder &b, Value firstRow,
       b, arith::DivUIOp::create(b, frame.lane, index(b, chunksPerRow)),
       index(b, t * rowsPerCopy));
   Value chunkStart = arith::MulIOp::create(b, myChunk, index(b, kStagingChunk));
-  return {arith::AddIOp::create(b, firstRow, r),
-          arith::AddIOp::create(b, firstCol, chunkStart),
-          arith::AddIOp::create(
-              b,
-              arith::MulIOp::create(
-                  b, r,
-                  index(b, GemmKernelConfig::stagingRowStride(rowElements))),
-              chunkStart)};
+  return {
+      arith::AddIOp::create(b, firstRow, r),
+      arith::AddIOp::create(b, firstCol, chunkStart),
+      arith::AddIOp::create(
+          b,
+          arith::MulIOp::create(
+              b, r, index(b, GemmKernelConfig::stagingRowStride(rowElements))),
+          chunkStart)};
 }
 
 SmallVector<SmallVector<Value>>
@@ -872,8 +871,9 @@ EpilogueBuilder::loadStaged(ImplicitLocOpBuilder &b, Value input, Value row,
   // computes from them is masked.
   Value room, aligned;
   if (!interior) {
-    room = columnsLeft(b, stagingCopy(b, firstRow, frame.blockN, rowElements, 0).col,
-                       frame.sizeN);
+    room = columnsLeft(
+        b, stagingCopy(b, firstRow, frame.blockN, rowElements, 0).col,
+        frame.sizeN);
     aligned = rowsAligned(b, input, 16);
   }
   for (int64_t t = 0, e = stagingCopies(rowElements); t < e; ++t) {
@@ -945,8 +945,8 @@ void EpilogueBuilder::storeStaged(ImplicitLocOpBuilder &b, Value out,
   Value firstRow = arith::SubIOp::create(b, row, quadRow);
   Value room, aligned;
   if (!interior) {
-    room = columnsLeft(b, stagingCopy(b, firstRow, firstCol, rowElements, 0).col,
-                       limit);
+    room = columnsLeft(
+        b, stagingCopy(b, firstRow, firstCol, rowElements, 0).col, limit);
     aligned = rowsAligned(b, out, 16);
   }
   for (int64_t t = 0, e = stagingCopies(rowElements); t < e; ++t) {
@@ -1419,11 +1419,9 @@ EpilogueBuilder::readInputRun(ImplicitLocOpBuilder &b, unsigned k,
   return values;
 }
 
-SmallVector<Value>
-EpilogueBuilder::emitRow(ImplicitLocOpBuilder &lb, Value localRow,
-                         int64_t fragmentRow,
-                         function_ref<Value(Slot)> accumulator,
-                         ValueRange colAccs) {
+SmallVector<Value> EpilogueBuilder::emitRow(
+    ImplicitLocOpBuilder &lb, Value localRow, int64_t fragmentRow,
+    function_ref<Value(Slot)> accumulator, ValueRange colAccs) {
   YieldOp yield = op.getYieldOp();
   ValueRange yielded = yield.getValues();
   Value one = index(lb, 1);
@@ -1568,10 +1566,10 @@ EpilogueBuilder::emitRow(ImplicitLocOpBuilder &lb, Value localRow,
           // vector and element loads keeps more values live than the
           // registers hold (ptxas -v, the cooperative kernel's bias: 92
           // bytes of spill stores, none without it).
-          SmallVector<Value> values = loadRun(
-              lb, input, at, run.size(), runInBounds(lb, run), lastCol,
-              /*vectors=*/interior || !fragments || pairStride ||
-                  form != AccessForm::col);
+          SmallVector<Value> values =
+              loadRun(lb, input, at, run.size(), runInBounds(lb, run), lastCol,
+                      /*vectors=*/interior || !fragments || pairStride ||
+                          form != AccessForm::col);
           for (auto [slot, value] : llvm::zip_equal(run, values))
             mappingOf(slot).map(arg, value);
         }
@@ -1999,8 +1997,7 @@ EpiloguePrefetch EpilogueBuilder::prefetch(ImplicitLocOpBuilder &b) const {
       continue;
     auto type = cast<MemRefType>(input.getType());
     int64_t lanes = 16 * 8 / type.getElementTypeBitWidth();
-    types.append(counts[k],
-                 VectorType::get({lanes}, type.getElementType()));
+    types.append(counts[k], VectorType::get({lanes}, type.getElementType()));
   }
   auto ifOp = scf::IfOp::create(b, types, result.interior, /*withElse=*/true);
   {
@@ -2052,8 +2049,8 @@ EpiloguePrefetch EpilogueBuilder::prefetch(ImplicitLocOpBuilder &b) const {
                                                  &ifOp.getElseRegion().front());
     SmallVector<Value> zeros;
     for (Type type : types)
-      zeros.push_back(arith::ConstantOp::create(
-          eb, type, eb.getZeroAttr(type)));
+      zeros.push_back(
+          arith::ConstantOp::create(eb, type, eb.getZeroAttr(type)));
     scf::YieldOp::create(eb, zeros);
   }
   result.chunks = SmallVector<Value>(ifOp.getResults());
@@ -2126,9 +2123,8 @@ void mlir::coda::gpu_lowering::emitEpilogue(ImplicitLocOpBuilder &b, GemmOp op,
     checked.build(b);
     return;
   }
-  Value interior = frame.prefetched.interior
-                       ? frame.prefetched.interior
-                       : checked.interiorCondition(b);
+  Value interior = frame.prefetched.interior ? frame.prefetched.interior
+                                             : checked.interiorCondition(b);
   scf::IfOp::create(
       b, interior,
       [&](OpBuilder &ob, Location loc) {
@@ -2176,10 +2172,9 @@ static SmallVector<int64_t> prefetchCounts(GemmOp op,
     } else if (config.stagedInputRowBytes &&
                op.getInputForm(k) == AccessForm::col &&
                stagesInputRows(op, k, config.tileN)) {
-      int64_t bytes =
-          cast<MemRefType>(op.getEpilogueInputs()[k].getType())
-              .getElementTypeBitWidth() /
-          8;
+      int64_t bytes = cast<MemRefType>(op.getEpilogueInputs()[k].getType())
+                          .getElementTypeBitWidth() /
+                      8;
       int64_t rowChunks = config.tileN * bytes / 16;
       if (rowChunks % 32 == 0)
         chunks = rowChunks / 32;
