@@ -743,10 +743,7 @@ struct CodaToGPUPass : coda::impl::CodaToGPUBase<CodaToGPUPass> {
     auto emit = [&](ImplicitLocOpBuilder &eb, const KernelFrame &tileFrame) {
       emitEpilogue(eb, op, config, tileFrame, epilogueInputs, epilogueOutputs);
     };
-    EpilogueEmitter epilogue{prefetch, emit};
-    if (!config.registerEpilogue() || !prefetchesEpilogue(op, config))
-      epilogue.prefetch = nullptr;
-    target.emitKernelBody(b, frame, config, epilogue);
+    target.emitKernelBody(b, frame, config, EpilogueEmitter{prefetch, emit});
     gpu::ReturnOp::create(b);
 
     // Host: descriptors and the launch, in place of the op.

@@ -167,6 +167,11 @@ constexpr int64_t kStagingChunk = 8;
 constexpr int64_t kPrefetchRegisters = 64;
 /// WGMMA fragments: 64 rows, 8-column groups of 2 columns per lane.
 constexpr int64_t kFragmentRows = 64;
+/// The 16-byte copies each lane makes to move a warp's stagingRows rows of
+/// `rowElements` 16-bit elements (see EpilogueBuilder::stagingCopy).
+constexpr int64_t stagingCopies(int64_t rowElements) {
+  return GemmKernelConfig::stagingRows * rowElements / kStagingChunk / 32;
+}
 
 } // namespace
 
@@ -217,11 +222,20 @@ public:
            !llvm::is_contained(roles, OutputRole::pair) &&
            !llvm::is_contained(roles, OutputRole::interleaved);
   }
-  /// The loads of prefetchEpilogue.
+  /// The loads of prefetchEpilogue, where prefetchCounts takes some.
   EpiloguePrefetch prefetch(ImplicitLocOpBuilder &b) const;
   /// In an interior tile, the chunks of input `k` that `frame.prefetched`
   /// holds (see prefetchCounts); else none.
   ArrayRef<Value> prefetchedChunks(unsigned k) const;
+  /// Where the lane's chunk of pass `i` over a column input's row starts,
+  /// in elements from the tile's first column: chunk lane + 32 i of
+  /// `chunk` elements each.
+  Value columnChunkStart(ImplicitLocOpBuilder &b, int64_t i,
+                         int64_t chunk) const {
+    return arith::MulIOp::create(
+        b, arith::AddIOp::create(b, frame.lane, index(b, 32 * i)),
+        index(b, chunk));
+  }
   /// Whether the tile `frame` describes may take the interior epilogue: it
   /// lies inside M x N, and every operand read or written with vector
   /// accesses (tile and column inputs, tile outputs) starts 16-byte aligned
@@ -458,9 +472,6 @@ private:
   struct StagingCopy {
     Value row, col, at;
   };
-  static int64_t stagingCopies(int64_t rowElements) {
-    return GemmKernelConfig::stagingRows * rowElements / kStagingChunk / 32;
-  }
   StagingCopy stagingCopy(ImplicitLocOpBuilder &b, Value firstRow,
                           Value firstCol, int64_t rowElements, int64_t t) const;
   /// `values` with each consecutive pair narrowed from f32 together (one
@@ -1163,13 +1174,10 @@ void EpilogueBuilder::stageInputRows(ImplicitLocOpBuilder &b, unsigned k,
   // what the buffer held.
   if (ArrayRef<Value> prefetched = prefetchedChunks(k); !prefetched.empty()) {
     NVVM::SyncWarpOp::create(b, allLanes);
-    for (auto [i, value] : llvm::enumerate(prefetched)) {
-      Value at = arith::MulIOp::create(
-          b, arith::AddIOp::create(b, frame.lane, index(b, 32 * int64_t(i))),
-          index(b, chunk));
-      vector::StoreOp::create(b, value, stage, ValueRange{at},
+    for (auto [i, value] : llvm::enumerate(prefetched))
+      vector::StoreOp::create(b, value, stage,
+                              ValueRange{columnChunkStart(b, i, chunk)},
                               /*nontemporal=*/false, llvm::MaybeAlign(16));
-    }
     NVVM::SyncWarpOp::create(b, allLanes);
     return;
   }
@@ -2016,18 +2024,12 @@ EpiloguePrefetch EpilogueBuilder::prefetch(ImplicitLocOpBuilder &b) const {
       if (!counts[k])
         continue;
       if (GemmOp(op).getInputForm(k) == AccessForm::col) {
-        // Chunk lane + 32 i of the tile's columns, as stageInputRows
-        // copies it.
+        // Pass i's chunk of the tile's columns, as stageInputRows copies it.
         int64_t chunk = cast<VectorType>(types[loaded.size()]).getNumElements();
         for (int64_t i = 0; i < counts[k]; ++i)
-          load(input,
-               arith::AddIOp::create(
-                   tb, frame.blockN,
-                   arith::MulIOp::create(
-                       tb,
-                       arith::AddIOp::create(tb, frame.lane, index(tb, 32 * i)),
-                       index(tb, chunk)))
-                   .getResult());
+          load(input, arith::AddIOp::create(tb, frame.blockN,
+                                            columnChunkStart(tb, i, chunk))
+                          .getResult());
         continue;
       }
       // Each chunk of each fragment row as loadStaged copies it.
@@ -2053,18 +2055,19 @@ EpiloguePrefetch EpilogueBuilder::prefetch(ImplicitLocOpBuilder &b) const {
           arith::ConstantOp::create(eb, type, eb.getZeroAttr(type)));
     scf::YieldOp::create(eb, zeros);
   }
-  result.chunks = SmallVector<Value>(ifOp.getResults());
+  // The results, input by input.
+  ValueRange results = ifOp.getResults();
+  for (int64_t count : counts) {
+    result.chunks.emplace_back(results.take_front(count));
+    results = results.drop_front(count);
+  }
   return result;
 }
 
 ArrayRef<Value> EpilogueBuilder::prefetchedChunks(unsigned k) const {
   if (!interior || frame.prefetched.chunks.empty())
     return {};
-  SmallVector<int64_t> counts = prefetchCounts(op, config);
-  int64_t offset = 0;
-  for (unsigned i = 0; i < k; ++i)
-    offset += counts[i];
-  return ArrayRef<Value>(frame.prefetched.chunks).slice(offset, counts[k]);
+  return frame.prefetched.chunks[k];
 }
 
 Value EpilogueBuilder::interiorCondition(ImplicitLocOpBuilder &b) const {
@@ -2140,16 +2143,11 @@ void mlir::coda::gpu_lowering::emitEpilogue(ImplicitLocOpBuilder &b, GemmOp op,
       });
 }
 
-bool mlir::coda::gpu_lowering::prefetchesEpilogue(
-    GemmOp op, const GemmKernelConfig &config) {
-  return llvm::any_of(prefetchCounts(op, config),
-                      [](int64_t n) { return n > 0; });
-}
-
 EpiloguePrefetch mlir::coda::gpu_lowering::prefetchEpilogue(
     ImplicitLocOpBuilder &b, GemmOp op, const GemmKernelConfig &config,
     const KernelFrame &frame, ValueRange inputs, ValueRange outputs) {
-  if (!prefetchesEpilogue(op, config))
+  if (llvm::all_of(prefetchCounts(op, config),
+                   [](int64_t n) { return n == 0; }))
     return {};
   return EpilogueBuilder(op, config, frame, inputs, outputs).prefetch(b);
 }
@@ -2166,9 +2164,7 @@ static SmallVector<int64_t> prefetchCounts(GemmOp op,
   for (unsigned k = 0; k < numInputs; ++k) {
     int64_t chunks = 0;
     if (config.stagedTiles && stagesInput(op, k)) {
-      chunks = 2 * config.fragmentsPerConsumer() *
-               GemmKernelConfig::stagingRows * config.tileN / kStagingChunk /
-               32;
+      chunks = 2 * config.fragmentsPerConsumer() * stagingCopies(config.tileN);
     } else if (config.stagedInputRowBytes &&
                op.getInputForm(k) == AccessForm::col &&
                stagesInputRows(op, k, config.tileN)) {

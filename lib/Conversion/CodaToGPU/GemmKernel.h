@@ -171,15 +171,16 @@ struct GemmKernelConfig {
 
 /// What a register epilogue loads before its tile's mainloop, so that the
 /// loads' latency passes under the K loop instead of stalling the epilogue
-/// (see prefetchesEpilogue).
+/// (see prefetchEpilogue).
 struct EpiloguePrefetch {
   /// Whether the tile takes the interior epilogue (null: nothing
   /// prefetched; the epilogue decides).
   Value interior;
-  /// The 16-byte chunks the thread copies into its staging buffer for each
-  /// staged tile input, fragment row and copy, in that order (loaded in an
-  /// interior tile only).
-  SmallVector<Value> chunks;
+  /// Per epilogue input, the 16-byte chunks the thread copies into its
+  /// staging buffers (loaded in an interior tile only; none for an input
+  /// not prefetched): a tile input's fragment row by fragment row, copy by
+  /// copy; a column input's passes over the tile's columns.
+  SmallVector<SmallVector<Value>> chunks;
 };
 
 /// Values every part of the kernel body uses.
@@ -256,14 +257,12 @@ bool stagesInputRows(GemmOp op, unsigned k, int64_t tileN);
 /// congruent mod P share one read per row.
 std::optional<int64_t> staticPeriod(GemmOp op, unsigned k, int64_t tileN);
 
-/// Whether a register epilogue of `op` loads its staged tile inputs before
-/// the mainloop (prefetchEpilogue): registers allow it (at most
-/// kPrefetchRegisters per thread, held through the K loop beside the
-/// accumulators).
-bool prefetchesEpilogue(GemmOp op, const GemmKernelConfig &config);
-/// Emits the loads of prefetchesEpilogue for the tile `frame` describes
-/// (assigned, its mainloop not yet run), in an interior tile; an empty
-/// prefetch where `op` takes none.
+/// Emits, for the tile `frame` describes (assigned, its mainloop not yet
+/// run), the loads a register epilogue of `op` takes before the K loop: the
+/// chunks of its staged tile and column inputs, where registers allow (at
+/// most kPrefetchRegisters per thread, held through the K loop beside the
+/// accumulators), in an interior tile. An empty prefetch where it takes
+/// none.
 EpiloguePrefetch prefetchEpilogue(ImplicitLocOpBuilder &b, GemmOp op,
                                   const GemmKernelConfig &config,
                                   const KernelFrame &frame, ValueRange inputs,
