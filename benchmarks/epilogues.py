@@ -7,7 +7,8 @@ plain_nt) of the same shape, and cuBLAS, side by side in one process.
 
 Shapes: the block's GEMMs at hidden 2048 / 4096 / 8192 whose N suits every
 primitive (Q/K/V: N = 3 x hidden, a multiple of the heads' 128), M = 16384
-tokens, bf16. Each kernel's output is checked against a float32 reference
+tokens, bf16; `--shape M N K` (repeatable) times others (N a multiple of
+128). Each kernel's output is checked against a float32 reference
 before it is timed; the ratio is the median per-round ratio of the plain
 GEMM's time to the epilogue's (below 1: the epilogue costs that much).
 
@@ -105,6 +106,9 @@ def main():
     parser.add_argument("--variant", action="append", default=[], metavar="NAME=DIR",
                         help="also time the epilogue kernels built into DIR")
     parser.add_argument("--cases", nargs="+", choices=NAMES, default=NAMES)
+    parser.add_argument("--shape", nargs=3, type=int, action="append",
+                        metavar=("M", "N", "K"),
+                        help="time this shape (repeatable) instead of SHAPES")
     args = parser.parse_args()
     variants = dict(v.split("=", 1) for v in args.variant)
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -115,7 +119,7 @@ def main():
     stream = torch.cuda.current_stream().cuda_stream
     (plain,) = prims.kernels_of("plain_nt")
     results = []
-    for m, n, k in SHAPES:
+    for m, n, k in args.shape or SHAPES:
         torch.manual_seed(0)
         a, b = bf16(m, k), bf16(n, k, scale=k ** -0.5)
         acc = a.float() @ b.float().T
