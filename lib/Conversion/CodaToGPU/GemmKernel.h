@@ -11,8 +11,11 @@
 #ifndef CODA_LIB_CONVERSION_CODATOGPU_GEMMKERNEL_H
 #define CODA_LIB_CONVERSION_CODATOGPU_GEMMKERNEL_H
 
+#include "coda/Conversion/CodaToGPU/CodaToGPU.h"
 #include "coda/Dialect/Coda/IR/Coda.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 
 #include <functional>
@@ -310,6 +313,30 @@ public:
 
 /// The target for `chip`, or null when coda has no GEMM lowering for it.
 std::unique_ptr<GemmTarget> getGemmTarget(StringRef chip);
+
+/// The kernel configuration of `op` on `target`: its pinned
+/// coda.gemm_config, else the options; reports on `op` what the kernel
+/// cannot take (GemmConfig.cpp).
+FailureOr<GemmKernelConfig> configureGemm(GemmOp op, const GemmTarget &target,
+                                          const CodaToGPUOptions &options);
+
+/// The `coda.kernel` ABI of a GEMM's kernel and of a reduce_partials kernel
+/// of `threads` threads per CTA: parameters with their sources in `host`,
+/// grid, block and shared memory (KernelAbi.cpp, docs/KernelABI.md).
+DictionaryAttr buildGemmKernelAbi(OpBuilder &b, GemmOp op, func::FuncOp host,
+                                  const GemmTarget &target,
+                                  const GemmKernelConfig &config,
+                                  ArrayRef<OutputRole> roles);
+DictionaryAttr buildReducePartialsAbi(OpBuilder &b, ReducePartialsOp op,
+                                      func::FuncOp host, int64_t threads);
+
+/// Host code at `hb`'s insertion point that launches `kernel` for `op`
+/// (HostLaunch.cpp).
+void emitGemmLaunch(ImplicitLocOpBuilder &hb, GemmOp op,
+                    gpu::GPUFuncOp kernel, const GemmTarget &target,
+                    const GemmKernelConfig &config);
+void emitReducePartialsLaunch(ImplicitLocOpBuilder &hb, ReducePartialsOp op,
+                              gpu::GPUFuncOp kernel, int64_t threads);
 
 } // namespace mlir::coda::gpu_lowering
 

@@ -3,6 +3,7 @@
 #ifndef CODA_CONVERSION_CODATOGPU_CODATOGPU_H
 #define CODA_CONVERSION_CODATOGPU_CODATOGPU_H
 
+#include "mlir/IR/PatternMatch.h"
 #include "mlir/Pass/Pass.h"
 
 namespace mlir {
@@ -13,6 +14,16 @@ namespace coda {
 #define GEN_PASS_DECL_CODAEXPORTKERNELMANIFEST
 #define GEN_PASS_DECL_CODACHECKGPUMAPPING
 #include "coda/Conversion/Passes.h.inc"
+
+/// The patterns of --coda-to-gpu: every coda.gemm on memrefs inside a
+/// function becomes a kernel in the `coda_kernels` gpu.module (configured by
+/// its coda.gemm_config, else by `options`) and host code that launches it,
+/// and every coda.reduce_partials of 2-D partials a kernel that folds them.
+/// Apply them in program order (walkAndApplyPatterns) so that a function's
+/// kernels are numbered in the order it launches them; a GEMM whose
+/// configuration fails is reported on it and left in place.
+void populateCodaToGPUConversionPatterns(RewritePatternSet &patterns,
+                                         const CodaToGPUOptions &options);
 
 } // namespace coda
 } // namespace mlir

@@ -1,0 +1,303 @@
+//===- GemmConfig.cpp - the kernel configuration of a coda.gemm -----------===//
+//
+// What kernel a coda.gemm on memrefs lowers to: its schedule, tile, stages,
+// cluster and epilogue buffers (GemmKernelConfig), from its pinned
+// coda.gemm_config or else the coda-to-gpu options, checked against what
+// the epilogue, the operands and shared memory allow; and the order in which
+// a CTA's tiles are taken (assignTile).
+//
+//===----------------------------------------------------------------------===//
+
+#include "GemmKernel.h"
+
+#include "coda/Conversion/CodaToGPU/CodaToGPU.h"
+#include "coda/Dialect/Coda/IR/Coda.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
+using namespace mlir;
+using namespace mlir::coda;
+using namespace mlir::coda::gpu_lowering;
+
+namespace {
+
+/// The most shared memory, static and dynamic, an sm_90 CTA may use.
+constexpr int64_t kMaxSharedBytes = 227 * 1024;
+
+/// Whether `config`'s shared memory fits a CTA.
+bool fitsSharedMemory(const GemmKernelConfig &config) {
+  return config.sharedBytes() + config.staticSharedBytes() <= kMaxSharedBytes;
+}
+
+/// TMA reads rows whose byte stride and start are 16-byte aligned from a
+/// tensor whose innermost stride is 1. Checks what is static here; the runtime
+/// checks the rest.
+LogicalResult checkTmaOperand(GemmOp op, StringRef name, Value operand) {
+  auto type = cast<MemRefType>(operand.getType());
+  int64_t bytes = type.getElementTypeBitWidth() / 8;
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (failed(type.getStridesAndOffset(strides, offset)))
+    return op.emitOpError() << name << " must have a strided layout for TMA, "
+                            << "got " << type;
+  if (strides.back() != 1)
+    return op.emitOpError()
+           << name << " must be contiguous along its last dimension for TMA "
+           << "(stride 1), got stride "
+           << (ShapedType::isDynamic(strides.back())
+                   ? std::string("?")
+                   : std::to_string(strides.back()));
+  int64_t rowStride = strides[strides.size() - 2];
+  if (!ShapedType::isDynamic(rowStride) && (rowStride * bytes) % 16 != 0)
+    return op.emitOpError()
+           << name << " row stride is " << rowStride << " elements ("
+           << rowStride * bytes
+           << " bytes); TMA needs a multiple of 16 bytes (pad the "
+           << "rows to a multiple of " << 16 / bytes << " elements)";
+  if (!ShapedType::isDynamic(offset) && (offset * bytes) % 16 != 0)
+    return op.emitOpError() << name << " starts " << offset * bytes
+                            << " bytes into its buffer; TMA needs a "
+                            << "16-byte aligned start";
+  return success();
+}
+
+/// Picks the tile shape for `op` and checks everything the kernel needs.
+FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
+                                         int64_t tileM, int64_t tileN,
+                                         int64_t stages, bool warpSpecialized,
+                                         bool persistent, bool cooperative,
+                                         bool pingPong, int64_t clusterM) {
+  if (!op.hasPureBufferSemantics())
+    return op.emitOpError("GPU lowering takes coda.gemm on memrefs; "
+                          "bufferize first (one-shot-bufferize)");
+  if (op.isBatched())
+    return op.emitOpError("GPU lowering of batched coda.gemm is not "
+                          "supported; fold the batch into M");
+  // The verifier guarantees one operand element type.
+  Type lhsElement = op.getLhsType().getElementType();
+
+  GemmKernelConfig config;
+  config.operandType = lhsElement;
+  config.operandBytes = lhsElement.getIntOrFloatBitWidth() / 8;
+  config.tileK = 128 / std::max<int64_t>(config.operandBytes, 1);
+  config.tileM = tileM;
+  config.tileN = tileN;
+  config.stages = stages;
+  config.rhsKMajor = op.getTransposeB();
+  config.lhsKMajor = !op.getTransposeA();
+
+  // Block reductions fix the tile: a partial covers exactly one CTA's tile.
+  std::optional<int64_t> rowTile, colTile;
+  for (Value value : op.getYieldOp().getValues()) {
+    Operation *def = value.getDefiningOp();
+    std::optional<int64_t> *slot = nullptr;
+    int64_t tile = 0;
+    if (auto reduce = dyn_cast_or_null<RowReduceOp>(def)) {
+      slot = &rowTile;
+      tile = reduce.getTile();
+    } else if (auto reduce = dyn_cast_or_null<ColReduceOp>(def)) {
+      slot = &colTile;
+      tile = reduce.getTile();
+      ++config.numColPartials;
+    } else {
+      continue;
+    }
+    if (*slot && **slot != tile)
+      return op.emitOpError("block reductions along one axis must share a "
+                            "tile on the GPU, got ")
+             << **slot << " and " << tile;
+    *slot = tile;
+  }
+  // A row reduction's tile t: the CTA tile may span several partials when
+  // t divides it, each reduced by t / 8 consecutive lanes of a row; else the
+  // tile is t.
+  if (rowTile) {
+    int64_t lanes = *rowTile / kEpilogueColumnsPerThread;
+    bool divides = *rowTile % kEpilogueColumnsPerThread == 0 &&
+                   llvm::isPowerOf2_64(lanes) && config.tileN % *rowTile == 0;
+    if (std::optional<int64_t> stride = op.getPairStride())
+      divides = divides && *rowTile % (2 * *stride) == 0;
+    if (!divides)
+      config.tileN = *rowTile;
+    config.rowPartialTile = *rowTile;
+  }
+  if (colTile)
+    config.tileM = *colTile;
+  std::optional<int64_t> pairStride = op.getPairStride();
+  // Whether the tile may narrow to `narrowN` columns: its row partials and
+  // pairs still fit in one tile.
+  auto narrowsTo = [&](int64_t narrowN) {
+    return config.tileN >= narrowN && (!rowTile || narrowN % *rowTile == 0) &&
+           (!pairStride || narrowN % (2 * *pairStride) == 0);
+  };
+  // The register schedules: a producer warpgroup that gives its registers
+  // to two consumer warpgroups running the epilogue from theirs.
+  auto useRegisterSchedule = [&](Schedule schedule) {
+    config.schedule = schedule;
+    config.numThreads = 384;
+    config.epilogueThreads = 128 * config.consumersPerTile();
+    config.producerRegisters = 40;
+    config.consumerRegisters = 232;
+  };
+  // Ping-pong: persistent 128 x 128 tiles, each computed and written by one
+  // consumer warpgroup from its registers (128 accumulators per thread; a
+  // wider tile would not fit beside the epilogue).
+  constexpr int64_t kPingPongTileN = 128;
+  if (pingPong && warpSpecialized && config.tileM == 128 &&
+      fragmentLayoutSupports(pairStride) && narrowsTo(kPingPongTileN)) {
+    useRegisterSchedule(Schedule::pingPong);
+    config.tileN = kPingPongTileN;
+  } else if (pingPong) {
+    // Said, not silent: the option reaches only the GEMMs it can serve.
+    op.emitWarning("ping-pong not applied: it needs 128-row tiles at least "
+                   "128 columns wide whose row partials and pairs fit in 128 "
+                   "columns (pair stride 1 or a multiple of 8)");
+  }
+  // Cooperative: persistent 128-row tiles whose two consumer warpgroups run
+  // the epilogue from their registers.
+  if (config.schedule == Schedule::single && cooperative && warpSpecialized &&
+      config.tileM == 128 && fragmentLayoutSupports(pairStride))
+    useRegisterSchedule(Schedule::cooperative);
+  // Persistent (each tile's epilogue overlapped with the next tile's
+  // mainloop) where its 128 x 128 tile serves: the f32 staging tile and the
+  // ring have to fit in shared memory together.
+  constexpr int64_t kPersistentTileN = 128;
+  if (config.schedule == Schedule::single && persistent && warpSpecialized &&
+      config.tileM == 128 && narrowsTo(kPersistentTileN)) {
+    config.schedule = Schedule::staged;
+    config.tileN = kPersistentTileN;
+    config.numThreads = 384;
+    config.epilogueThreads = 96;
+  }
+  // Otherwise warp-specialized (two consumer warpgroups of 64 rows each)
+  // where it pays: 128 x 256 tiles. Narrower tiles run one warpgroup per CTA.
+  if (config.schedule == Schedule::single && warpSpecialized &&
+      config.tileM == 128 && config.tileN == 256) {
+    config.schedule = Schedule::warpSpecialized;
+    config.numThreads = 384;
+    config.epilogueThreads = 256;
+  }
+  if (config.schedule == Schedule::single && !colTile &&
+      config.tileM * config.tileN > 128 * 128)
+    config.tileM = 64;
+  if (clusterM != 1 && clusterM != 2)
+    return op.emitOpError("cluster M must be 1 or 2, got ") << clusterM;
+  // Said, not silent: a module-wide cluster option reaches only the GEMMs
+  // that run the cooperative schedule.
+  if (clusterM > 1 && !config.registerEpilogue())
+    op.emitWarning("cluster-m=")
+        << clusterM
+        << " not applied: clusters of CTAs need the cooperative or ping-pong "
+           "schedule (cooperative=1 or ping-pong=1, 128-row tiles, pair "
+           "stride 1 or a multiple of 8)";
+  else
+    config.clusterM = clusterM;
+
+  // Register epilogues stage their 16-bit tile inputs and tile and pair
+  // outputs where the buffers fit beside the ring and the scratch
+  // (cooperative 128 x 256 with 4 stages: with no column partials), then
+  // their column and periodic input rows where those fit as well.
+  if (config.registerEpilogue()) {
+    for (unsigned i = 0, e = op.getYieldOp().getValues().size(); i < e; ++i)
+      config.stagedTiles |= stagesOutput(op, i);
+    for (unsigned k = 0, e = op.getEpilogueInputs().size(); k < e; ++k)
+      config.stagedTiles |= stagesInput(op, k);
+    if (!fitsSharedMemory(config))
+      config.stagedTiles = false;
+    // Then the rows of column and periodic inputs, where they fit too.
+    config.stagedInputRowBytes = inputRowStagingBytes(op, config.tileN);
+    if (!fitsSharedMemory(config))
+      config.stagedInputRowBytes = 0;
+  }
+
+  // The epilogue gives each row tileN / 8 consecutive lanes of one warp.
+  if (config.tileN != 64 && config.tileN != 128 && config.tileN != 256)
+    return op.emitOpError("tile N must be 64, 128 or 256, got ")
+           << config.tileN;
+  if (stages < 2)
+    return op.emitOpError("the TMA ring needs at least 2 stages, got ")
+           << stages;
+  if (std::optional<int64_t> stride = op.getPairStride()) {
+    if (config.tileN % (2 * *stride) != 0)
+      return op.emitOpError("pair stride ")
+             << *stride << " needs tile N to be a multiple of " << 2 * *stride
+             << ", got " << config.tileN;
+  }
+  if (failed(target.checkOperands(op, config)) ||
+      failed(checkTmaOperand(op, "lhs", op.getLhs())) ||
+      failed(checkTmaOperand(op, "rhs", op.getRhs())))
+    return failure();
+  if (!fitsSharedMemory(config))
+    return op.emitOpError("kernel needs ")
+           << config.sharedBytes() + config.staticSharedBytes()
+           << " bytes of shared memory (at most " << kMaxSharedBytes
+           << "); use fewer stages or a smaller tile";
+  return config;
+}
+
+} // namespace
+
+FailureOr<GemmKernelConfig>
+mlir::coda::gpu_lowering::configureGemm(GemmOp op, const GemmTarget &target,
+                                        const CodaToGPUOptions &options) {
+  auto pinned =
+      op->getAttrOfType<GemmConfigAttr>(GemmConfigAttr::getAttrName());
+  if (!pinned)
+    return chooseConfig(op, target, options.tileM, options.tileN,
+                        options.stages, options.warpSpecialized,
+                        options.persistent, options.cooperative,
+                        options.pingPong, options.clusterM);
+  Schedule schedule = pinned.getSchedule();
+  FailureOr<GemmKernelConfig> config = chooseConfig(
+      op, target, pinned.getTileM(), pinned.getTileN(), pinned.getStages(),
+      /*warpSpecialized=*/schedule != Schedule::single,
+      /*persistent=*/schedule == Schedule::staged,
+      /*cooperative=*/schedule == Schedule::cooperative,
+      /*pingPong=*/schedule == Schedule::pingPong, pinned.getClusterM());
+  if (failed(config))
+    return failure();
+  // The epilogue may force another tile or schedule: said, as an error,
+  // since the configuration was asked for by name.
+  if (config->schedule != schedule || config->tileM != pinned.getTileM() ||
+      config->tileN != pinned.getTileN() ||
+      config->clusterM != pinned.getClusterM())
+    return op.emitOpError("cannot take ")
+           << pinned << " (its epilogue and tile lower to schedule "
+           << stringifyGemmSchedule(config->schedule) << ", tile "
+           << config->tileM << " x " << config->tileN << ", cluster M "
+           << config->clusterM << ")";
+  return config;
+}
+
+void mlir::coda::gpu_lowering::assignTile(ImplicitLocOpBuilder &b,
+                                          KernelFrame &frame,
+                                          const GemmKernelConfig &config,
+                                          Value linear) {
+  auto idx = [&](int64_t v) -> Value {
+    return arith::ConstantIndexOp::create(b, v);
+  };
+  Value tilesN = arith::CeilDivUIOp::create(b, frame.sizeN, idx(config.tileN));
+  // Rows of cluster tiles (clusterM tile rows each).
+  Value tilesM = arith::CeilDivUIOp::create(
+      b, frame.sizeM, idx(config.tileM * config.clusterM));
+  int64_t rasterGroup =
+      std::max<int64_t>(config.rasterGroup / config.clusterM, 1);
+  // Consecutive tiles go config.rasterGroup tile rows down M before moving
+  // along N, so that the tiles in flight share their lhs and rhs tiles in L2
+  // instead of streaming all of rhs once per row of tiles.
+  Value perGroup = arith::MulIOp::create(b, idx(rasterGroup), tilesN);
+  Value group = arith::DivUIOp::create(b, linear, perGroup);
+  Value firstRow = arith::MulIOp::create(b, group, idx(rasterGroup));
+  Value rows = arith::MinUIOp::create(
+      b, arith::SubIOp::create(b, tilesM, firstRow), idx(rasterGroup));
+  Value within = arith::RemUIOp::create(b, linear, perGroup);
+  frame.tileRow = arith::AddIOp::create(
+      b, firstRow, arith::RemUIOp::create(b, within, rows));
+  if (config.clusterM > 1)
+    frame.tileRow = arith::AddIOp::create(
+        b, arith::MulIOp::create(b, frame.tileRow, idx(config.clusterM)),
+        frame.clusterRank);
+  frame.tileCol = arith::DivUIOp::create(b, within, rows);
+  frame.blockM = arith::MulIOp::create(b, frame.tileRow, idx(config.tileM));
+  frame.blockN = arith::MulIOp::create(b, frame.tileCol, idx(config.tileN));
+}

@@ -1,0 +1,96 @@
+//===- HostLaunch.cpp - host code that launches the lowered kernels -------===//
+//
+// In place of each lowered op, the host function builds what its kernel
+// takes (the TMA descriptors of a GEMM's operands) and launches it with
+// gpu.launch_func: the path `host.mlir` and mlir-cpu-runner programs run.
+// The runtime launches the same kernels from their coda.kernel ABI instead.
+//
+//===----------------------------------------------------------------------===//
+
+#include "GemmKernel.h"
+
+#include "coda/Dialect/Coda/IR/Coda.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+
+using namespace mlir;
+using namespace mlir::coda;
+using namespace mlir::coda::gpu_lowering;
+
+namespace {
+/// Persistent CTAs that host code (gpu.launch_func) launches: the SMs of an
+/// H100 SXM. The runtime launches one per SM of the device at hand.
+constexpr int64_t kHostLaunchSMs = 132;
+} // namespace
+
+void mlir::coda::gpu_lowering::emitGemmLaunch(ImplicitLocOpBuilder &hb,
+                                              GemmOp op, gpu::GPUFuncOp kernel,
+                                              const GemmTarget &target,
+                                              const GemmKernelConfig &config) {
+  Type ptrType = LLVM::LLVMPointerType::get(hb.getContext());
+  auto hidx = [&](int64_t v) -> Value {
+    return arith::ConstantIndexOp::create(hb, v);
+  };
+  auto descriptor = [&](Value operand, Type mapType,
+                        ArrayRef<int64_t> box) -> Value {
+    auto type = cast<MemRefType>(operand.getType());
+    Value unranked = memref::CastOp::create(
+        hb, UnrankedMemRefType::get(type.getElementType(), 0), operand);
+    SmallVector<Value> boxSizes;
+    for (int64_t size : llvm::reverse(box))
+      boxSizes.push_back(hidx(size));
+    Value map =
+        nvgpu::TmaCreateDescriptorOp::create(hb, mapType, unranked, boxSizes);
+    return UnrealizedConversionCastOp::create(hb, ptrType, map).getResult(0);
+  };
+  Value sizeM = memref::DimOp::create(hb, op.getLhs(), op.getLhsMDim());
+  Value sizeK = memref::DimOp::create(hb, op.getLhs(), op.getLhsKDim());
+  Value sizeN = memref::DimOp::create(hb, op.getRhs(), op.getRhsNDim());
+  SmallVector<Value> args = {
+      descriptor(op.getLhs(), target.getLhsMapType(config),
+                 target.getLhsBox(config)),
+      descriptor(op.getRhs(), target.getRhsMapType(config),
+                 target.getRhsBox(config)),
+      sizeM, sizeN, sizeK};
+  llvm::append_range(args, op.getEpilogueInputs());
+  llvm::append_range(args, op.getOutputs());
+  Value gridX = arith::CeilDivUIOp::create(hb, sizeN, hidx(config.tileN));
+  Value gridY = arith::CeilDivUIOp::create(hb, sizeM, hidx(config.tileM));
+  if (config.persistent()) {
+    // Any grid is correct (clusters stride over their tiles); one CTA per
+    // SM of an H100 SXM here, the device's SM count in the runtime.
+    Value clusterRows =
+        config.clusterM == 1
+            ? gridY
+            : arith::CeilDivUIOp::create(hb, sizeM,
+                                         hidx(config.tileM * config.clusterM));
+    gridX = arith::MinUIOp::create(
+        hb, arith::MulIOp::create(hb, gridX, clusterRows),
+        hidx(kHostLaunchSMs / config.clusterM));
+    if (config.clusterM > 1)
+      gridX = arith::MulIOp::create(hb, gridX, hidx(config.clusterM));
+    gridY = hidx(1);
+  }
+  Value sharedBytes =
+      arith::ConstantIntOp::create(hb, hb.getI32Type(), config.sharedBytes());
+  gpu::LaunchFuncOp::create(
+      hb, kernel, gpu::KernelDim3{gridX, gridY, hidx(1)},
+      gpu::KernelDim3{hidx(config.numThreads), hidx(1), hidx(1)}, sharedBytes,
+      args);
+}
+
+void mlir::coda::gpu_lowering::emitReducePartialsLaunch(
+    ImplicitLocOpBuilder &hb, ReducePartialsOp op, gpu::GPUFuncOp kernel,
+    int64_t threads) {
+  Value threadCount = arith::ConstantIndexOp::create(hb, threads);
+  Value one = arith::ConstantIndexOp::create(hb, 1);
+  Value blocks = arith::CeilDivUIOp::create(
+      hb, memref::DimOp::create(hb, op.getInit(), 0), threadCount);
+  gpu::LaunchFuncOp::create(hb, kernel, gpu::KernelDim3{blocks, one, one},
+                            gpu::KernelDim3{threadCount, one, one}, Value(),
+                            ValueRange{op.getPartials(), op.getInit()});
+}

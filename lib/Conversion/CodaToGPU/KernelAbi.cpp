@@ -1,0 +1,179 @@
+//===- KernelAbi.cpp - the coda.kernel attribute of each kernel -----------===//
+//
+// The machine-readable ABI recorded on every kernel the lowering makes (its
+// parameters, their sources in the host function, grid, block, tile, shared
+// memory), which --coda-export-kernel-manifest writes out as JSON and the
+// runtime reads (docs/KernelABI.md).
+//
+//===----------------------------------------------------------------------===//
+
+#include "GemmKernel.h"
+
+#include "coda/Dialect/Coda/IR/Coda.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+using namespace mlir;
+using namespace mlir::coda;
+using namespace mlir::coda::gpu_lowering;
+
+namespace {
+
+std::string typeName(Type type) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  type.print(os);
+  return s;
+}
+
+/// Which host function argument `v` is, or "temporary".
+Attribute sourceAttr(OpBuilder &b, func::FuncOp host, Value v) {
+  if (auto arg = dyn_cast<BlockArgument>(v))
+    if (arg.getOwner()->getParentOp() == host.getOperation())
+      return b.getI64IntegerAttr(arg.getArgNumber());
+  return b.getStringAttr("temporary");
+}
+
+/// A shaped value's sizes; -1 marks a dynamic size.
+ArrayAttr shapeAttr(OpBuilder &b, Value v) {
+  SmallVector<int64_t> shape(cast<ShapedType>(v.getType()).getShape());
+  for (int64_t &size : shape)
+    if (ShapedType::isDynamic(size))
+      size = -1;
+  return b.getI64ArrayAttr(shape);
+}
+
+/// A memref parameter of the ABI.
+DictionaryAttr memrefParam(OpBuilder &b, func::FuncOp host, StringRef name,
+                           StringRef role, Value v) {
+  auto type = cast<MemRefType>(v.getType());
+  return b.getDictionaryAttr({
+      b.getNamedAttr("name", b.getStringAttr(name)),
+      b.getNamedAttr("role", b.getStringAttr(role)),
+      b.getNamedAttr("source", sourceAttr(b, host, v)),
+      b.getNamedAttr("kind", b.getStringAttr("memref")),
+      b.getNamedAttr("dtype", b.getStringAttr(typeName(type.getElementType()))),
+      b.getNamedAttr("rank", b.getI64IntegerAttr(type.getRank())),
+      b.getNamedAttr("shape", shapeAttr(b, v)),
+  });
+}
+
+} // namespace
+
+DictionaryAttr mlir::coda::gpu_lowering::buildGemmKernelAbi(
+    OpBuilder &b, GemmOp op, func::FuncOp host, const GemmTarget &target,
+    const GemmKernelConfig &config, ArrayRef<OutputRole> roles) {
+  auto str = [&](StringRef s) { return b.getStringAttr(s); };
+  auto i64s = [&](ArrayRef<int64_t> v) { return b.getI64ArrayAttr(v); };
+  auto sourceArg = [&](Value v) { return sourceAttr(b, host, v); };
+  auto shapeOf = [&](Value v) { return shapeAttr(b, v); };
+  SmallVector<Attribute> params;
+  auto tensorMap = [&](StringRef operand, Value v, ArrayRef<int64_t> box) {
+    params.push_back(b.getDictionaryAttr({
+        b.getNamedAttr("name", str((operand + "_tensormap").str())),
+        b.getNamedAttr("kind", str("tensormap")),
+        b.getNamedAttr("operand", str(operand)),
+        b.getNamedAttr("source", sourceArg(v)),
+        b.getNamedAttr("dtype", str(typeName(config.operandType))),
+        b.getNamedAttr("shape", shapeOf(v)),
+        b.getNamedAttr("box", i64s(box)),
+        b.getNamedAttr("swizzle", str("128B")),
+        b.getNamedAttr("l2_promotion", str("256B")),
+        b.getNamedAttr("oob_fill", str("zero")),
+        b.getNamedAttr("interleave", str("none")),
+    }));
+  };
+  tensorMap("lhs", op.getLhs(), target.getLhsBox(config));
+  tensorMap("rhs", op.getRhs(), target.getRhsBox(config));
+  for (StringRef size : {"M", "N", "K"})
+    params.push_back(b.getDictionaryAttr({
+        b.getNamedAttr("name", str(size)),
+        b.getNamedAttr("kind", str("index")),
+    }));
+  auto shaped = [&](std::string name, StringRef role, Value v) {
+    if (isa<MemRefType>(v.getType())) {
+      params.push_back(memrefParam(b, host, name, role, v));
+      return;
+    }
+    params.push_back(b.getDictionaryAttr({
+        b.getNamedAttr("name", str(name)),
+        b.getNamedAttr("role", str(role)),
+        b.getNamedAttr("source", sourceArg(v)),
+        b.getNamedAttr("kind", str("scalar")),
+        b.getNamedAttr("dtype", str(typeName(v.getType()))),
+    }));
+  };
+  for (auto [i, input] : llvm::enumerate(op.getEpilogueInputs()))
+    shaped("input" + std::to_string(i), stringifyAccessForm(op.getInputForm(i)),
+           input);
+  for (auto [i, output] : llvm::enumerate(op.getOutputs())) {
+    shaped("output" + std::to_string(i), stringifyRole(roles[i]), output);
+    // The columns (rows) each partial covers: its reduction's tile.
+    Operation *def = op.getYieldOp().getValues()[i].getDefiningOp();
+    int64_t tile = 0;
+    if (auto reduce = dyn_cast_or_null<RowReduceOp>(def))
+      tile = reduce.getTile();
+    else if (auto reduce = dyn_cast_or_null<ColReduceOp>(def))
+      tile = reduce.getTile();
+    if (tile) {
+      NamedAttrList entry(cast<DictionaryAttr>(params.back()));
+      entry.set("partial_tile", b.getI64IntegerAttr(tile));
+      params.back() = entry.getDictionary(b.getContext());
+    }
+  }
+
+  std::string gridX = "ceildiv(N, " + std::to_string(config.tileN) + ")";
+  std::string gridY = "ceildiv(M, " + std::to_string(config.tileM) + ")";
+  if (config.persistent() && config.clusterM > 1) {
+    std::string cluster = std::to_string(config.clusterM);
+    gridX = "min(" + gridX + " * ceildiv(M, " +
+            std::to_string(config.tileM * config.clusterM) + "), SMs / " +
+            cluster + ") * " + cluster;
+    gridY = "1";
+  } else if (config.persistent()) {
+    gridX = "min(" + gridX + " * " + gridY + ", SMs)";
+    gridY = "1";
+  }
+  return b.getDictionaryAttr({
+      b.getNamedAttr("kind", str("gemm")),
+      b.getNamedAttr("function", str(host.getSymName())),
+      b.getNamedAttr("tile", i64s({config.tileM, config.tileN, config.tileK})),
+      b.getNamedAttr("stages", b.getI64IntegerAttr(config.stages)),
+      b.getNamedAttr("warp_specialized",
+                     b.getBoolAttr(config.warpSpecialized())),
+      b.getNamedAttr("persistent", b.getBoolAttr(config.persistent())),
+      b.getNamedAttr("cluster", i64s({config.clusterM, 1, 1})),
+      b.getNamedAttr("transpose_b", b.getBoolAttr(config.rhsKMajor)),
+      b.getNamedAttr("transpose_a", b.getBoolAttr(!config.lhsKMajor)),
+      b.getNamedAttr("grid",
+                     b.getArrayAttr({str(gridX), str(gridY), str("1")})),
+      b.getNamedAttr("block", i64s({config.numThreads, 1, 1})),
+      b.getNamedAttr("shared_memory_bytes",
+                     b.getI64IntegerAttr(config.sharedBytes())),
+      b.getNamedAttr("params", b.getArrayAttr(params)),
+  });
+}
+
+DictionaryAttr mlir::coda::gpu_lowering::buildReducePartialsAbi(
+    OpBuilder &b, ReducePartialsOp op, func::FuncOp host, int64_t threads) {
+  return b.getDictionaryAttr({
+      b.getNamedAttr("kind", b.getStringAttr("reduce_partials")),
+      b.getNamedAttr("function", b.getStringAttr(host.getSymName())),
+      b.getNamedAttr("reduction",
+                     b.getStringAttr(stringifyReductionKind(op.getKind()))),
+      b.getNamedAttr("axis",
+                     b.getStringAttr(stringifyReductionAxis(op.getAxis()))),
+      b.getNamedAttr(
+          "grid",
+          b.getArrayAttr(
+              {b.getStringAttr("ceildiv(R, " + std::to_string(threads) + ")"),
+               b.getStringAttr("1"), b.getStringAttr("1")})),
+      b.getNamedAttr("block", b.getI64ArrayAttr({threads, 1, 1})),
+      b.getNamedAttr("shared_memory_bytes", b.getI64IntegerAttr(0)),
+      b.getNamedAttr(
+          "params",
+          b.getArrayAttr(
+              {memrefParam(b, host, "partials", "partials", op.getPartials()),
+               memrefParam(b, host, "output", "reduced", op.getInit())})),
+  });
+}
