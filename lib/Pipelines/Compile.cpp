@@ -71,7 +71,8 @@ mlir::coda::compileToDirectory(ModuleOp module, const CompileOptions &options,
   pipeline.persistent = options.persistent;
   pipeline.cooperative = options.cooperative;
   pipeline.pingPong = options.pingPong;
-  pipeline.selectConfig = options.selectConfig;
+  pipeline.selectConfig =
+      options.selectConfig.value_or(!options.scheduleOptionsGiven);
   pipeline.clusterM = options.clusterM;
   pipeline.manifest = pathIn("manifest.json");
   pipeline.ptxasOptions = options.ptxasOptions;

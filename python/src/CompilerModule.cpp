@@ -128,8 +128,11 @@ std::string verify(const std::string &source) {
 std::vector<std::string>
 compile(const std::string &source, const std::string &directory, bool fuse,
         bool deriveBackward, bool saveForBackward, const std::string &chip,
-        const std::string &format, int64_t tileM, int64_t tileN, int64_t stages,
-        bool warpSpecialized, bool persistent,
+        const std::string &format, std::optional<int64_t> tileM,
+        std::optional<int64_t> tileN, std::optional<int64_t> stages,
+        std::optional<bool> warpSpecialized, std::optional<bool> persistent,
+        std::optional<bool> cooperative, std::optional<bool> pingPong,
+        std::optional<int64_t> clusterM, std::optional<bool> selectConfig,
         const std::string &ptxasOptions) {
   Session session;
   OwningOpRef<ModuleOp> module = session.parse(source);
@@ -141,11 +144,22 @@ compile(const std::string &source, const std::string &directory, bool fuse,
   options.saveForBackward = saveForBackward;
   options.chip = chip;
   options.format = format;
-  options.tileM = tileM;
-  options.tileN = tileN;
-  options.stages = stages;
-  options.warpSpecialized = warpSpecialized;
-  options.persistent = persistent;
+  // Options left as None keep coda-compile's defaults.
+  auto take = [&](auto &slot, const auto &given) {
+    if (!given)
+      return;
+    slot = *given;
+    options.scheduleOptionsGiven = true;
+  };
+  take(options.tileM, tileM);
+  take(options.tileN, tileN);
+  take(options.stages, stages);
+  take(options.warpSpecialized, warpSpecialized);
+  take(options.persistent, persistent);
+  take(options.cooperative, cooperative);
+  take(options.pingPong, pingPong);
+  take(options.clusterM, clusterM);
+  options.selectConfig = selectConfig;
   options.ptxasOptions = ptxasOptions;
   std::string log;
   llvm::raw_string_ostream logStream(log);
@@ -180,16 +194,21 @@ PYBIND11_MODULE(_coda_compiler, m) {
   m.def("compile", &compile, py::arg("source"), py::arg("directory"),
         py::arg("fuse") = false, py::arg("derive_backward") = false,
         py::arg("save_for_backward") = false, py::arg("chip") = "sm_90a",
-        py::arg("format") = "bin", py::arg("tile_m") = 128,
-        py::arg("tile_n") = 256, py::arg("stages") = 4,
-        py::arg("warp_specialized") = true, py::arg("persistent") = false,
-        py::arg("ptxas_options") = "",
+        py::arg("format") = "bin", py::arg("tile_m") = py::none(),
+        py::arg("tile_n") = py::none(), py::arg("stages") = py::none(),
+        py::arg("warp_specialized") = py::none(),
+        py::arg("persistent") = py::none(),
+        py::arg("cooperative") = py::none(), py::arg("ping_pong") = py::none(),
+        py::arg("cluster_m") = py::none(),
+        py::arg("select_config") = py::none(), py::arg("ptxas_options") = "",
         "Compile `source` for the GPU into `directory` (what coda-compile "
         "does, its options by the same names): GPU binaries, manifest.json, "
         "host.mlir and, with fuse=True, fusion-report.txt; with "
         "derive_backward=True each function's backward program too "
         "(save_for_backward: the forward returns what the backward reads). "
-        "Returns the written paths.");
+        "Each GEMM takes the configuration of --coda-select-gemm-config's "
+        "rules unless a tile, stages, schedule or cluster option is given "
+        "(or select_config=False). Returns the written paths.");
   m.def("verify", &verify, py::arg("source"),
         "Parse and verify `source`; return it printed in canonical form.");
 }

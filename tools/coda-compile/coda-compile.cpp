@@ -82,9 +82,10 @@ static cl::opt<bool> pingPong(
 static cl::opt<bool> selectConfig(
     "select-config",
     cl::desc("choose each GEMM's kernel configuration by the measured rules "
-             "of --coda-select-gemm-config (GEMMs they do not cover take the "
-             "options above)"),
-    cl::init(false));
+             "of --coda-select-gemm-config (the default unless a tile, "
+             "stages, schedule or cluster option is given; GEMMs the rules do "
+             "not cover take those options)"),
+    cl::init(true));
 static cl::opt<int64_t> clusterM(
     "cluster-m",
     cl::desc("CTAs per cluster along M (1 or 2; with --cooperative or --ping-pong) sharing "
@@ -130,7 +131,13 @@ static int compile() {
   options.persistent = persistent;
   options.cooperative = cooperative;
   options.pingPong = pingPong;
-  options.selectConfig = selectConfig;
+  options.scheduleOptionsGiven =
+      tileM.getNumOccurrences() || tileN.getNumOccurrences() ||
+      stages.getNumOccurrences() || warpSpecialized.getNumOccurrences() ||
+      persistent.getNumOccurrences() || cooperative.getNumOccurrences() ||
+      pingPong.getNumOccurrences() || clusterM.getNumOccurrences();
+  if (selectConfig.getNumOccurrences())
+    options.selectConfig = selectConfig;
   options.clusterM = clusterM;
   options.ptxasOptions = ptxasOptions;
   if (failed(coda::compileToDirectory(*module, options, outputDir,

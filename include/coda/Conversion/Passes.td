@@ -65,14 +65,20 @@ def CodaSelectGemmConfig
       has a static period (whose reads a row's congruent columns share),
       else the warp-specialized 128 x 256 kernel (the register epilogues
       measured slower, or spilling, with tables of dynamic period);
+    - two tile inputs, or a pair input beside other inputs (backward
+      programs): the warp-specialized 128 x 256 kernel, where both register
+      schedules spill;
     - log-sum-exp or max row partials, and pairs of adjacent columns or
-      interleaved outputs (cross-entropy, SwiGLU): ping-pong 128 x 128;
+      interleaved outputs (cross-entropy, SwiGLU), an f32 tile output, a
+      pair input alone, or more than two row inputs: ping-pong 128 x 128;
     - plain epilogues and sum row partials (residual + norm statistics):
       cooperative 128 x 256 in clusters of two.
 
     Column partials and GEMMs whose epilogue fixes a tile other than these
     keep no attribute (the lowering's options apply). `coda-to-gpu` reads
-    only the attribute where it is present.
+    only the attribute where it is present. `--coda-to-gpu-binary` and
+    `coda-compile` run this pass unless told otherwise (`select-config=0`,
+    or in `coda-compile` any tile, stages, schedule or cluster option).
   }];
   let dependentDialects = ["::mlir::coda::CodaDialect"];
 }

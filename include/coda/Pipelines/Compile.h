@@ -11,6 +11,8 @@
 
 #include "mlir/IR/BuiltinOps.h"
 
+#include <optional>
+
 namespace mlir::coda {
 
 struct CompileOptions {
@@ -30,7 +32,14 @@ struct CompileOptions {
   bool persistent = false;
   bool cooperative = false;
   bool pingPong = false;
-  bool selectConfig = false;
+  /// Whether a tile, stages, schedule or cluster option above was given by
+  /// the user rather than left at its default.
+  bool scheduleOptionsGiven = false;
+  /// Pin each GEMM's configuration by --coda-select-gemm-config's measured
+  /// rules; the options above serve the GEMMs they do not cover (all GEMMs
+  /// when false). Unset: select unless scheduleOptionsGiven, so that a
+  /// schedule asked for by option applies to every GEMM.
+  std::optional<bool> selectConfig;
   int64_t clusterM = 1;
   std::string ptxasOptions;
 };

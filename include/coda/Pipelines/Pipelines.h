@@ -55,9 +55,10 @@ struct CodaToGPUBinaryOptions
   Option<bool> selectConfig{
       *this, "select-config",
       llvm::cl::desc("choose each GEMM's kernel configuration by the measured "
-                     "rules of --coda-select-gemm-config (GEMMs they do not "
-                     "cover take the options above)"),
-      llvm::cl::init(false)};
+                     "rules of --coda-select-gemm-config (default; GEMMs they "
+                     "do not cover, and every GEMM with select-config=0, take "
+                     "the options above)"),
+      llvm::cl::init(true)};
   Option<int64_t> clusterM{
       *this, "cluster-m",
       llvm::cl::desc("CTAs per cluster along M (1 or 2; cooperative and ping-pong kernels) "

@@ -75,21 +75,40 @@ GemmConfigAttr selectConfig(GemmOp op) {
         return warpSpecialized;
     return cooperative;
   }
+  // Epilogues that keep more per element live beside the accumulators
+  // than either register schedule holds: two tile inputs, or a pair input
+  // beside other inputs. The warp-specialized kernel, whose epilogue reads
+  // the accumulators from shared memory, spills nothing. Measured in ptxas
+  // spill stores, cooperative in clusters of two / ping-pong: coda_torch's
+  // swiglu_mlp_backward (two tile inputs) 752 / 272 bytes and
+  // linear_residual_norm_backward (two tile inputs) 132 / 16, the GPU
+  // suite's swiglu_backward_adjoint (pair and row inputs) 440 / 28.
+  unsigned numInputs = op.getEpilogueInputs().size();
+  int64_t tileInputs = 0, rowInputs = 0;
+  bool pairInput = false;
+  for (unsigned k = 0; k < numInputs; ++k) {
+    AccessForm form = op.getInputForm(k);
+    tileInputs += form == AccessForm::tile;
+    rowInputs += form == AccessForm::row;
+    pairInput |= form == AccessForm::pair;
+  }
+  if (tileInputs > 1 || (pairInput && numInputs > 1))
+    return warpSpecialized;
   if (pairs || maxPartials)
     return pingPong;
   // Epilogues that keep more per column live beside the cooperative
-  // kernel's 128 accumulators than its registers hold: an f32 tile output
-  // (written from the registers, not staged) or a pair input. Measured in
-  // ptxas spill stores, cooperative against ping-pong: the GPU suite's
-  // residual_norm 636 against 0 bytes, swiglu_backward_adjoint 440 against
-  // 28.
+  // kernel's 128 accumulators than its registers hold, where ping-pong's
+  // 128 do not spill: an f32 tile output (written from the registers, not
+  // staged), a pair input, or more than two row inputs. Measured in ptxas
+  // spill stores, cooperative against ping-pong: the GPU suite's
+  // residual_norm 636 against 0 bytes, coda_torch's
+  // linear_cross_entropy_backward (four row inputs) 44 against 0.
   for (Value value : op.getYieldOp().getValues())
     if (getOutputRole(value) == OutputRole::tile &&
         value.getType().getIntOrFloatBitWidth() == 32)
       return pingPong;
-  for (unsigned k = 0, e = op.getEpilogueInputs().size(); k < e; ++k)
-    if (op.getInputForm(k) == AccessForm::pair)
-      return pingPong;
+  if (pairInput || rowInputs > 2)
+    return pingPong;
   // Plain epilogues and sum partials: cooperative in clusters of two, whose
   // staged tile stores beat ws and ping-pong at every block shape.
   return cooperative;

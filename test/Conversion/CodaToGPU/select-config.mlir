@@ -1,10 +1,12 @@
 // RUN: coda-opt %s --coda-select-gemm-config | FileCheck %s
 
 // The configuration each kind of GEMM gets: plain and sum-partial epilogues
-// run cooperative in clusters of two at every shape, the
-// log-sum-exp, adjacent pairs, f32 tile outputs and pair inputs ping-pong,
-// RoPE's strided pairs cooperative where its tables' period is static, else
-// the warp-specialized kernel; column partials and pinned GEMMs keep theirs.
+// run cooperative in clusters of two at every shape, the log-sum-exp,
+// adjacent pairs, f32 tile outputs, a pair input alone and more than two row
+// inputs ping-pong, RoPE's strided pairs cooperative where its tables'
+// period is static, else the warp-specialized kernel, as are two tile inputs
+// and a pair input beside others; column partials and pinned GEMMs keep
+// theirs.
 
 // CHECK-LABEL: func.func @plain
 //       CHECK:   coda.gemm
@@ -98,8 +100,8 @@ func.func @rope_static_period(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>,
   return
 }
 
-// An f32 tile output or a pair input: ping-pong (the cooperative kernel
-// spills with them).
+// An f32 tile output or a pair input alone: ping-pong (the cooperative
+// kernel spills with them).
 // CHECK-LABEL: func.func @f32_output
 //       CHECK:   schedule = ping_pong, tile_m = 128, tile_n = 128
 func.func @f32_output(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xf32>) {
@@ -124,6 +126,63 @@ func.func @pair_input(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %g: memref<?x?
     }
     %xb = arith.truncf %x : f32 to bf16
     coda.yield %xb : bf16
+  }
+  return
+}
+
+// A pair input beside another input, or two tile inputs: the
+// warp-specialized kernel (both register schedules spill with them).
+// CHECK-LABEL: func.func @pair_and_row_inputs
+//       CHECK:   schedule = warp_specialized, tile_m = 128, tile_n = 256, stages = 4>
+func.func @pair_and_row_inputs(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %g: memref<?x?xbf16>,
+                               %s: memref<?xf32>, %y: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, pair %gv = %g : memref<?x?xbf16>, row %sv = %s : memref<?xf32>)
+      outs(%y : memref<?x?xbf16>) {
+    %x = coda.pair_map (%x0, %x1) = %acc, (%g0, %g1) = %gv : f32, bf16 -> f32 {
+      %gf = arith.extf %g0 : bf16 to f32
+      %y0 = arith.mulf %x0, %gf : f32
+      %y1 = arith.mulf %x1, %gf : f32
+      coda.yield %y0, %y1 : f32, f32
+    }
+    %xs = arith.mulf %x, %sv : f32
+    %xb = arith.truncf %xs : f32 to bf16
+    coda.yield %xb : bf16
+  }
+  return
+}
+
+// CHECK-LABEL: func.func @two_tile_inputs
+//       CHECK:   schedule = warp_specialized, tile_m = 128, tile_n = 256
+func.func @two_tile_inputs(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %r: memref<?x?xbf16>,
+                           %t: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, tile %rv = %r : memref<?x?xbf16>, tile %tv = %t : memref<?x?xbf16>)
+      outs(%y : memref<?x?xbf16>) {
+    %rf = arith.extf %rv : bf16 to f32
+    %tf = arith.extf %tv : bf16 to f32
+    %x = arith.addf %acc, %rf : f32
+    %z = arith.mulf %x, %tf : f32
+    %zb = arith.truncf %z : f32 to bf16
+    coda.yield %zb : bf16
+  }
+  return
+}
+
+// More than two row inputs: ping-pong (the cooperative kernel spills).
+// CHECK-LABEL: func.func @three_row_inputs
+//       CHECK:   schedule = ping_pong, tile_m = 128, tile_n = 128
+func.func @three_row_inputs(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %p: memref<?xf32>,
+                            %q: memref<?xf32>, %u: memref<?xf32>, %y: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, row %pv = %p : memref<?xf32>, row %qv = %q : memref<?xf32>,
+               row %uv = %u : memref<?xf32>)
+      outs(%y : memref<?x?xbf16>) {
+    %x = arith.mulf %acc, %pv : f32
+    %z = arith.addf %x, %qv : f32
+    %w = arith.mulf %z, %uv : f32
+    %wb = arith.truncf %w : f32 to bf16
+    coda.yield %wb : bf16
   }
   return
 }
