@@ -6,8 +6,12 @@ configuration choice.
       --out results.json
 
 `--shape M N K` (repeatable) times those shapes instead of the block shapes.
+`--layout tn` times `plain_tn` (bf16, lhs stored K x M, rhs K x N: a weight
+gradient), `--layout nn` `plain_nn` (f16 in, f32 out, rhs K x N: an input
+gradient) in place of `plain_nt`.
 
-Each DIR is a coda-compile output holding `plain_nt` (bf16, rhs N x K).
+Each DIR is a coda-compile output holding `plain_<layout>`
+(test/GPU/cases/primitives.mlir; `plain_nt`: bf16, rhs N x K).
 cuBLAS and the variants are timed in interleaved rounds; `vs_cublas` is the
 median over rounds of cuBLAS time / variant time.
 """
@@ -39,6 +43,7 @@ def main():
     parser.add_argument("--shape", nargs=3, type=int, action="append",
                         metavar=("M", "N", "K"),
                         help="time this shape (repeatable) instead of the block shapes")
+    parser.add_argument("--layout", choices=["nt", "tn", "nn"], default="nt")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -47,15 +52,28 @@ def main():
     for spec in args.variant:
         name, path = spec.split("=", 1)
         module = coda_runtime.Module(path)
-        (kernel,) = module.kernels_of("plain_nt")
+        (kernel,) = module.kernels_of("plain_" + args.layout)
         variants.append((name, module, kernel))
     rows = []
     for m, n, k in args.shape or block_shapes():
-        a = torch.randn(m, k, device="cuda").bfloat16()
-        b = torch.randn(n, k, device="cuda").bfloat16()
-        y = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-        want = (a @ b.T).float()
-        fns = {"cublas": lambda: torch.matmul(a, b.T)}
+        if args.layout == "nt":
+            a = torch.randn(m, k, device="cuda").bfloat16()
+            b = torch.randn(n, k, device="cuda").bfloat16()
+            y = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            want = (a @ b.T).float()
+            fns = {"cublas": lambda: torch.matmul(a, b.T)}
+        elif args.layout == "tn":
+            a = torch.randn(k, m, device="cuda").bfloat16()
+            b = torch.randn(k, n, device="cuda").bfloat16()
+            y = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            want = (a.T @ b).float()
+            fns = {"cublas": lambda: torch.matmul(a.T, b)}
+        else:
+            a = torch.randn(m, k, device="cuda").half()
+            b = torch.randn(k, n, device="cuda").half()
+            y = torch.empty(m, n, device="cuda", dtype=torch.float32)
+            want = (a @ b).float()
+            fns = {"cublas": lambda: torch.matmul(a, b)}
         for name, module, kernel in variants:
             y.zero_()
             module.launch(kernel, [a, b, y], stream)
