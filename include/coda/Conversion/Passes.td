@@ -69,8 +69,9 @@ def CodaSelectGemmConfig
       programs): the warp-specialized 128 x 256 kernel, where both register
       schedules spill;
     - log-sum-exp or max row partials, and pairs of adjacent columns or
-      interleaved outputs (cross-entropy, SwiGLU), an f32 tile output, a
-      pair input alone, or more than two row inputs: ping-pong 128 x 128;
+      interleaved outputs (cross-entropy, SwiGLU), an f32 tile output
+      beside inputs or partials, a pair input alone, or more than two row
+      inputs: ping-pong 128 x 128;
     - plain epilogues and sum row partials (residual + norm statistics):
       cooperative 128 x 256 in clusters of two.
 

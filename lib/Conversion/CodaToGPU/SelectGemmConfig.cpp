@@ -99,15 +99,21 @@ GemmConfigAttr selectConfig(GemmOp op) {
   // Epilogues that keep more per column live beside the cooperative
   // kernel's 128 accumulators than its registers hold, where ping-pong's
   // 128 do not spill: an f32 tile output (written from the registers, not
-  // staged), a pair input, or more than two row inputs. Measured in ptxas
-  // spill stores, cooperative against ping-pong: the GPU suite's
-  // residual_norm 636 against 0 bytes, coda_torch's
-  // linear_cross_entropy_backward (four row inputs) 44 against 0.
-  for (Value value : op.getYieldOp().getValues())
-    if (getOutputRole(value) == OutputRole::tile &&
-        value.getType().getIntOrFloatBitWidth() == 32)
-      return pingPong;
-  if (pairInput || rowInputs > 2)
+  // staged) beside inputs or partials, a pair input, or more than two row
+  // inputs. Measured in ptxas spill stores, cooperative against ping-pong:
+  // the GPU suite's residual_norm (f32 output, a tile input, row partials)
+  // 636 against 0 bytes, coda_torch's linear_cross_entropy_backward (four
+  // row inputs) 44 against 0. An f32 output alone spills in neither and
+  // runs faster cooperative (plain_nn, f16 in, f32 out: 0.58 ms against
+  // 0.63 ms ping-pong at 16384 x 2048 x 6144).
+  bool f32Tile = false, partials = false;
+  for (Value value : op.getYieldOp().getValues()) {
+    OutputRole role = getOutputRole(value);
+    partials |= role == OutputRole::rowPartials;
+    f32Tile |= role == OutputRole::tile &&
+               value.getType().getIntOrFloatBitWidth() == 32;
+  }
+  if ((f32Tile && (numInputs > 0 || partials)) || pairInput || rowInputs > 2)
     return pingPong;
   // Plain epilogues and sum partials: cooperative in clusters of two, whose
   // staged tile stores beat ws and ping-pong at every block shape.

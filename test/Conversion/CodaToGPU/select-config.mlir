@@ -2,8 +2,8 @@
 
 // The configuration each kind of GEMM gets: plain and sum-partial epilogues
 // run cooperative in clusters of two at every shape, the log-sum-exp,
-// adjacent pairs, f32 tile outputs, a pair input alone and more than two row
-// inputs ping-pong, RoPE's strided pairs cooperative where its tables'
+// adjacent pairs, f32 tile outputs beside inputs or partials, a pair input
+// alone and more than two row inputs ping-pong, RoPE's strided pairs cooperative where its tables'
 // period is static, else the warp-specialized kernel, as are two tile inputs
 // and a pair input beside others; column partials and pinned GEMMs keep
 // theirs.
@@ -100,10 +100,24 @@ func.func @rope_static_period(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>,
   return
 }
 
-// An f32 tile output or a pair input alone: ping-pong (the cooperative
-// kernel spills with them).
-// CHECK-LABEL: func.func @f32_output
+// An f32 tile output beside an input or partials, or a pair input alone:
+// ping-pong (the cooperative kernel spills with them). An f32 output alone:
+// cooperative.
+// CHECK-LABEL: func.func @f32_output_with_input
 //       CHECK:   schedule = ping_pong, tile_m = 128, tile_n = 128
+func.func @f32_output_with_input(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>,
+                                 %r: memref<?x?xbf16>, %y: memref<?x?xf32>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, tile %rv = %r : memref<?x?xbf16>) outs(%y : memref<?x?xf32>) {
+    %rf = arith.extf %rv : bf16 to f32
+    %x = arith.addf %acc, %rf : f32
+    coda.yield %x : f32
+  }
+  return
+}
+
+// CHECK-LABEL: func.func @f32_output
+//       CHECK:   schedule = cooperative, tile_m = 128, tile_n = 256, stages = 4, cluster_m = 2
 func.func @f32_output(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xf32>) {
   coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
       epilogue(%acc) outs(%y : memref<?x?xf32>) {
