@@ -303,9 +303,16 @@ struct CodaToGPUPass : coda::impl::CodaToGPUBase<CodaToGPUPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    CodaToGPUOptions options{chip,        tileM,           tileN,
-                             stages,      warpSpecialized, persistent,
-                             cooperative, pingPong,        clusterM};
+    CodaToGPUOptions options;
+    options.chip = chip;
+    options.tileM = tileM;
+    options.tileN = tileN;
+    options.stages = stages;
+    options.warpSpecialized = warpSpecialized;
+    options.persistent = persistent;
+    options.cooperative = cooperative;
+    options.pingPong = pingPong;
+    options.clusterM = clusterM;
     SmallVector<GemmOp> gemms;
     module.walk([&](GemmOp op) { gemms.push_back(op); });
     std::unique_ptr<GemmTarget> target = getGemmTarget(chip);

@@ -167,6 +167,12 @@ constexpr int64_t kStagingChunk = 8;
 constexpr int64_t kPrefetchRegisters = 64;
 /// WGMMA fragments: 64 rows, 8-column groups of 2 columns per lane.
 constexpr int64_t kFragmentRows = 64;
+/// A register epilogue thread's rows are 64 f + 16 w + l / 4 (+ 8 h) for
+/// fragment f, warp w (of its warpgroup), lane l and half h: the offset of
+/// fragment row (f, h) from the thread's first row.
+constexpr int64_t fragmentRowOffset(int64_t f, int64_t h) {
+  return f * kFragmentRows + 8 * h;
+}
 /// The 16-byte copies each lane makes to move a warp's stagingRows rows of
 /// `rowElements` 16-bit elements (see EpilogueBuilder::stagingCopy).
 constexpr int64_t stagingCopies(int64_t rowElements) {
@@ -408,6 +414,11 @@ private:
   bool stagedInput(unsigned k) const {
     return config.stagedTiles && !frame.accFragments.empty() &&
            stagesInput(op, k);
+  }
+  /// 16 w: the first of the warp's rows in each fragment (see
+  /// fragmentRowOffset).
+  Value warpFragmentRow(ImplicitLocOpBuilder &b) const {
+    return arith::MulIOp::create(b, frame.warp, index(b, 16));
   }
   /// Where the warp's part of the staging buffers starts, in bytes from
   /// the dynamic shared memory's start.
@@ -1923,16 +1934,16 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
     for (unsigned k = 0; k < inputs.size(); ++k)
       if (inputRowBuffers[k] && op.getInputForm(k) == AccessForm::col)
         stageInputRows(b, k, Value());
-    // Rows 64 f + 16 w + l / 4 (+ 8 h); element (j, h, e) of a fragment is
-    // its member 4j + 2h + e.
+    // Rows 16 w + l / 4 + fragmentRowOffset(f, h); element (j, h, e) of a
+    // fragment is its member 4j + 2h + e.
     Value quadRow = arith::AddIOp::create(
-        b, arith::MulIOp::create(b, frame.warp, index(b, 16)),
+        b, warpFragmentRow(b),
         arith::DivUIOp::create(b, frame.lane, index(b, 4)));
     colAccs = colInit;
     for (auto [f, fragment] : llvm::enumerate(frame.accFragments))
       for (int64_t h = 0; h < 2; ++h) {
         Value localRow = arith::AddIOp::create(
-            b, quadRow, index(b, int64_t(f) * kFragmentRows + 8 * h));
+            b, quadRow, index(b, fragmentRowOffset(f, h)));
         colAccs = emitRow(
             b, localRow, 2 * int64_t(f) + h,
             [&](Slot s) -> Value {
@@ -2017,9 +2028,9 @@ EpiloguePrefetch EpilogueBuilder::prefetch(ImplicitLocOpBuilder &b) const {
           tb, cast<VectorType>(types[loaded.size()]), input, indices,
           /*nontemporal=*/false, llvm::MaybeAlign(16)));
     };
-    // The thread's rows, as in build: 64 f + 16 w + l / 4 (+ 8 h).
-    Value warpRow = arith::AddIOp::create(
-        tb, frame.blockM, arith::MulIOp::create(tb, frame.warp, index(tb, 16)));
+    // The warp's rows, as in build (loadStaged adds l / 4).
+    Value warpRow =
+        arith::AddIOp::create(tb, frame.blockM, warpFragmentRow(tb));
     for (auto [k, input] : llvm::enumerate(inputs)) {
       if (!counts[k])
         continue;
@@ -2036,7 +2047,7 @@ EpiloguePrefetch EpilogueBuilder::prefetch(ImplicitLocOpBuilder &b) const {
       int64_t copies = stagingCopies(config.tileN);
       for (int64_t r = 0; r < counts[k] / copies; ++r) {
         Value firstRow = arith::AddIOp::create(
-            tb, warpRow, index(tb, r / 2 * kFragmentRows + r % 2 * 8));
+            tb, warpRow, index(tb, fragmentRowOffset(r / 2, r % 2)));
         for (int64_t t = 0; t < copies; ++t) {
           StagingCopy copy =
               stagingCopy(tb, firstRow, frame.blockN, config.tileN, t);

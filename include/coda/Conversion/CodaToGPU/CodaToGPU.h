@@ -21,7 +21,8 @@ namespace coda {
 /// and every coda.reduce_partials of 2-D partials a kernel that folds them.
 /// Apply them in program order (walkAndApplyPatterns) so that a function's
 /// kernels are numbered in the order it launches them; a GEMM whose
-/// configuration fails is reported on it and left in place.
+/// configuration fails is reported on it and left in place, as is every
+/// GEMM when coda has no GEMM lowering for `options.chip`.
 void populateCodaToGPUConversionPatterns(RewritePatternSet &patterns,
                                          const CodaToGPUOptions &options);
 
