@@ -68,6 +68,21 @@ def decoder_layers(hidden, mlp):
     return eager, coda, tables
 
 
+def qkv_rope_inputs(hidden):
+    """Q/K/V with RoPE: hidden / 128 query heads, a quarter of that for K and
+    V, RoPE on the Q and K columns. Returns w (N x hidden, requiring grad),
+    cos, sin (T x 128), rotate (N) and an output gradient dq (T x N)."""
+    qh = hidden // 128
+    n = 128 * (qh + 2 * (qh // 4))
+    wq = (torch.randn(n, hidden, device="cuda") / hidden ** 0.5).bfloat16().requires_grad_()
+    angles = torch.rand(TOKENS, 64, device="cuda") * 6.28
+    cos, sin = torch.cat([angles.cos()] * 2, 1), torch.cat([angles.sin()] * 2, 1)
+    rotate = torch.zeros(n, device="cuda")
+    rotate[: 128 * (qh + qh // 4)] = 1.0
+    dq = torch.randn(TOKENS, n, device="cuda").bfloat16()
+    return wq, cos, sin, rotate, dq
+
+
 def measure(kernels, hidden_sizes, record):
     """Runs every case at each hidden size (keys of SIZES) with the
     coda_torch kernels under `kernels`; record(row) gets each result, in
@@ -124,15 +139,8 @@ def measure(kernels, hidden_sizes, record):
         del wd, dz
         compare("linear_cross_entropy_fwd_bwd", {"M": TOKENS, "hidden": hidden, "vocab": VOCAB},
                 ce, ce_step)
-        # Q/K/V with RoPE: hidden / 128 query heads, a quarter of that for K, V.
-        qh = hidden // 128
-        n = 128 * (qh + 2 * (qh // 4))
-        wq = (torch.randn(n, hidden, device="cuda") / hidden ** 0.5).bfloat16().requires_grad_()
-        angles = torch.rand(TOKENS, 64, device="cuda") * 6.28
-        cos, sin = torch.cat([angles.cos()] * 2, 1), torch.cat([angles.sin()] * 2, 1)
-        rotate = torch.zeros(n, device="cuda")
-        rotate[: 128 * (qh + qh // 4)] = 1.0
-        dq = torch.randn(TOKENS, n, device="cuda").bfloat16()
+        wq, cos, sin, rotate, dq = qkv_rope_inputs(hidden)
+        n = wq.shape[0]
 
         def rope_step(fn):
             def run():

@@ -22,9 +22,9 @@ import sys
 import tempfile
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-# How the results files name the schedules they timed.
-SCHEDULES = {"pp": ("ping-pong 128x128", 1), "coop1": ("cooperative 128x256", 1),
-             "coop2": ("cooperative 128x256", 2)}
+# How the results files name the schedules they timed: ping-pong 128 x 128,
+# cooperative 128 x 256 alone and in clusters of two.
+SCHEDULES = ("pp", "coop1", "coop2")
 
 
 def schedule(kernel):

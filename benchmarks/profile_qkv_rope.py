@@ -13,27 +13,18 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import coda_torch  # noqa: E402
+from backward import TOKENS, qkv_rope_inputs  # noqa: E402
 from timing import median_ms  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
-
-TOKENS = 16384
 
 
 def main():
     kernels, hidden = sys.argv[1], int(sys.argv[2])
     torch.backends.cuda.matmul.allow_tf32 = False
     coda_torch.load(kernels)
-    # As benchmarks/backward.py: hidden / 128 query heads, a quarter of that
-    # for K and V, RoPE on the Q and K columns.
+    # The inputs of benchmarks/backward.py's Q/K/V + RoPE case.
     x = torch.randn(TOKENS, hidden, device="cuda").bfloat16().requires_grad_()
-    qh = hidden // 128
-    n = 128 * (qh + 2 * (qh // 4))
-    wq = (torch.randn(n, hidden, device="cuda") / hidden ** 0.5).bfloat16().requires_grad_()
-    angles = torch.rand(TOKENS, 64, device="cuda") * 6.28
-    cos, sin = torch.cat([angles.cos()] * 2, 1), torch.cat([angles.sin()] * 2, 1)
-    rotate = torch.zeros(n, device="cuda")
-    rotate[: 128 * (qh + qh // 4)] = 1.0
-    dq = torch.randn(TOKENS, n, device="cuda").bfloat16()
+    wq, cos, sin, rotate, dq = qkv_rope_inputs(hidden)
 
     def run():
         x.grad = wq.grad = None
