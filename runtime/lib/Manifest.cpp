@@ -128,6 +128,13 @@ Manifest Manifest::parse(const std::string &text) {
         param.operand = v->asString(pctx + " operand");
       if (const json::Value *v = p.find("role"))
         param.role = v->asString(pctx + " role");
+      if (const json::Value *v = p.find("access")) {
+        const std::string &access = v->asString(pctx + " access");
+        if (access != "load" && access != "store")
+          throw Error("manifest: " + pctx + " has unknown access '" + access +
+                      "'");
+        param.store = access == "store";
+      }
       if (const json::Value *v = p.find("dtype"))
         param.dtype = parseDType(v->asString(pctx + " dtype"));
       if (const json::Value *v = p.find("rank"))

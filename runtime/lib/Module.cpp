@@ -91,6 +91,11 @@ struct Module::Impl {
   std::map<std::string, KernelSpec> ownParameters;
 
   CUdeviceptr descriptor(const ParamSpec &p, const TensorRef &t) {
+    // A store descriptor of an output whose rows are not 16-byte aligned
+    // cannot be encoded; the kernel never uses it then (its interior tiles
+    // need aligned outputs) and gets null.
+    if (p.store && !tmaAddressable(t))
+      return 0;
     DescriptorKey key{t.data, t.sizes, t.strides, int(t.dtype), p.box};
     auto it = descriptors.find(key);
     if (it != descriptors.end())
@@ -143,10 +148,23 @@ std::unique_ptr<Module> Module::load(const std::string &directory,
         "cuDeviceGetAttribute");
   module->impl_->multiprocessors = multiprocessors;
   for (const KernelSpec &kernel : module->manifest_.kernels) {
+    // An output's store descriptor describes the tensor given for that
+    // output: it takes the output's position, not one of its own.
     KernelSpec own = kernel;
     int64_t position = 0;
-    for (ParamSpec &p : own.params)
-      p.source = p.kind == ParamSpec::Kind::index ? -1 : position++;
+    std::map<std::string, int64_t> positions;
+    for (ParamSpec &p : own.params) {
+      if (p.kind == ParamSpec::Kind::index || p.store)
+        continue;
+      p.source = position++;
+      positions[p.name] = p.source;
+    }
+    for (ParamSpec &p : own.params) {
+      if (p.kind == ParamSpec::Kind::index)
+        p.source = -1;
+      else if (p.store)
+        p.source = positions.count(p.operand) ? positions[p.operand] : -1;
+    }
     module->impl_->ownParameters.emplace(kernel.name, std::move(own));
     if (module->impl_->modules.count(kernel.module))
       continue;

@@ -89,6 +89,11 @@ private:
         scalar(p);
         break;
       case ParamSpec::Kind::tensormap:
+        // A store descriptor's tensor is its output's, checked there; an
+        // output TMA cannot address is written without it.
+        if (p.store)
+          break;
+        [[fallthrough]];
       case ParamSpec::Kind::memref:
         if (const TensorRef *t = tensor(p))
           checkTensor(p, *t);
@@ -247,6 +252,17 @@ private:
 };
 
 } // namespace
+
+bool coda::runtime::tmaAddressable(const TensorRef &t) {
+  if (t.sizes.size() != 2 || t.strides.size() != 2 || t.strides[1] != 1)
+    return false;
+  if ((t.strides[0] * dtypeBytes(t.dtype)) % 16 != 0 || t.data % 16 != 0)
+    return false;
+  for (int64_t size : t.sizes)
+    if (size >= (int64_t(1) << 32))
+      return false;
+  return true;
+}
 
 GemmSizes coda::runtime::validate(const KernelSpec &kernel,
                                   const std::vector<Argument> &args) {

@@ -153,13 +153,16 @@ gpu::GPUFuncOp buildGemmKernel(OpBuilder &kb, GemmOp op, func::FuncOp host,
   for (Value value : op.getYieldOp().getValues())
     roles.push_back(getOutputRole(value));
 
-  // Kernel: (lhs map, rhs map, M, N, K, epilogue inputs..., outputs...).
+  // Kernel: (lhs map, rhs map, M, N, K, epilogue inputs..., outputs...,
+  // the store maps of the TMA-stored outputs...).
   SmallVector<Type> argTypes = {ptrType, ptrType, indexType, indexType,
                                 indexType};
   for (Value v : op.getEpilogueInputs())
     argTypes.push_back(v.getType());
   for (Value v : op.getOutputs())
     argTypes.push_back(v.getType());
+  SmallVector<unsigned> tmaStored = tmaStoredOutputs(op, config);
+  argTypes.append(tmaStored.size(), ptrType);
   auto kernel = gpu::GPUFuncOp::create(kb, loc, name,
                                        FunctionType::get(ctx, argTypes, {}));
   kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), UnitAttr::get(ctx));
@@ -223,8 +226,13 @@ gpu::GPUFuncOp buildGemmKernel(OpBuilder &kb, GemmOp op, func::FuncOp host,
     gpu::BarrierOp::create(sb);
   };
   unsigned numInputs = op.getEpilogueInputs().size();
+  unsigned numOutputs = op.getOutputs().size();
   ValueRange epilogueInputs = entry.getArguments().slice(5, numInputs);
-  ValueRange epilogueOutputs = entry.getArguments().slice(5 + numInputs);
+  ValueRange epilogueOutputs =
+      entry.getArguments().slice(5 + numInputs, numOutputs);
+  frame.outputMaps.assign(numOutputs, Value());
+  for (auto [n, i] : llvm::enumerate(tmaStored))
+    frame.outputMaps[i] = entry.getArgument(5 + numInputs + numOutputs + n);
   auto prefetch = [&](ImplicitLocOpBuilder &eb, const KernelFrame &tileFrame) {
     return prefetchEpilogue(eb, op, config, tileFrame, epilogueInputs,
                             epilogueOutputs);
@@ -232,7 +240,11 @@ gpu::GPUFuncOp buildGemmKernel(OpBuilder &kb, GemmOp op, func::FuncOp host,
   auto emit = [&](ImplicitLocOpBuilder &eb, const KernelFrame &tileFrame) {
     emitEpilogue(eb, op, config, tileFrame, epilogueInputs, epilogueOutputs);
   };
-  target.emitKernelBody(b, frame, config, EpilogueEmitter{prefetch, emit});
+  auto finish = [&](ImplicitLocOpBuilder &eb, const KernelFrame &lastFrame) {
+    finishEpilogue(eb, op, config, lastFrame);
+  };
+  target.emitKernelBody(b, frame, config,
+                        EpilogueEmitter{prefetch, emit, finish});
   gpu::ReturnOp::create(b);
   return kernel;
 }

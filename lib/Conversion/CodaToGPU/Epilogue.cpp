@@ -31,6 +31,7 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
@@ -181,6 +182,44 @@ constexpr int64_t stagingCopies(int64_t rowElements) {
 
 } // namespace
 
+/// Whether an epilogue whose outputs have `roles` takes an interior copy
+/// (see EpilogueBuilder::interiorPays).
+static bool interiorPaysFor(ArrayRef<OutputRole> roles) {
+  return llvm::is_contained(roles, OutputRole::tile) &&
+         !llvm::is_contained(roles, OutputRole::pair) &&
+         !llvm::is_contained(roles, OutputRole::interleaved);
+}
+
+static SmallVector<OutputRole> outputRoles(GemmOp op) {
+  SmallVector<OutputRole> roles;
+  for (Value value : op.getYieldOp().getValues())
+    roles.push_back(getOutputRole(value));
+  return roles;
+}
+
+bool mlir::coda::gpu_lowering::storesWithTma(GemmOp op, unsigned i) {
+  SmallVector<OutputRole> roles = outputRoles(op);
+  for (unsigned k = 0, e = op.getEpilogueInputs().size(); k < e; ++k) {
+    AccessForm form = op.getInputForm(k);
+    if (form == AccessForm::col || form == AccessForm::pair)
+      return false;
+  }
+  return roles[i] == OutputRole::tile && stagesOutput(op, i) &&
+         interiorPaysFor(roles);
+}
+
+SmallVector<unsigned>
+mlir::coda::gpu_lowering::tmaStoredOutputs(GemmOp op,
+                                           const GemmKernelConfig &config) {
+  SmallVector<unsigned> stored;
+  if (!config.tmaStores)
+    return stored;
+  for (unsigned i = 0, e = op.getOutputs().size(); i < e; ++i)
+    if (storesWithTma(op, i))
+      stored.push_back(i);
+  return stored;
+}
+
 /// Per epilogue input, the 16-byte chunks a thread of a register epilogue
 /// loads for it before the K loop (EpiloguePrefetch::chunks, input by
 /// input): a staged tile input's chunks of the thread's fragment rows, a
@@ -211,10 +250,9 @@ public:
   EpilogueBuilder(GemmOp op, const GemmKernelConfig &config,
                   const KernelFrame &frame, ValueRange inputs,
                   ValueRange outputs, bool interior = false)
-      : op(op), config(config), frame(frame), inputs(inputs),
-        outputs(outputs), pairStride(op.getPairStride()), interior(interior) {
-    for (Value value : op.getYieldOp().getValues())
-      roles.push_back(getOutputRole(value));
+      : op(op), config(config), frame(frame), inputs(inputs), outputs(outputs),
+        pairStride(op.getPairStride()), interior(interior),
+        roles(outputRoles(op)) {
     lanesPerGroup = pairStride ? 2 : 1;
   }
 
@@ -223,11 +261,7 @@ public:
   /// Whether an interior copy pays: the epilogue writes a tile output and no
   /// pair or interleaved one (with both copies, cross-entropy's partials
   /// and SwiGLU's pairs measured slower; docs/performance.md).
-  bool interiorPays() const {
-    return llvm::is_contained(roles, OutputRole::tile) &&
-           !llvm::is_contained(roles, OutputRole::pair) &&
-           !llvm::is_contained(roles, OutputRole::interleaved);
-  }
+  bool interiorPays() const { return interiorPaysFor(roles); }
   /// The loads of prefetchEpilogue, where prefetchCounts takes some.
   EpiloguePrefetch prefetch(ImplicitLocOpBuilder &b) const;
   /// In an interior tile, the chunks of input `k` that `frame.prefetched`
@@ -415,6 +449,23 @@ private:
     return config.stagedTiles && !frame.accFragments.empty() &&
            stagesInput(op, k);
   }
+  /// Whether this copy writes output `i` with TMA stores (an interior tile;
+  /// see GemmKernelConfig::tmaStores).
+  bool tmaStored(unsigned i) const {
+    return interior && staged(i) && i < frame.outputMaps.size() &&
+           frame.outputMaps[i];
+  }
+  /// Before the warp writes its staging buffer: in a kernel that stores
+  /// with TMA, lane 0 (which issued them) waits until the stores issued
+  /// from the buffer have read it.
+  void awaitStagingBuffer(ImplicitLocOpBuilder &b, bool syncWarp = true) const;
+  /// storeStaged for an output stored with TMA (tmaStored): the warp writes
+  /// its 8 rows with stmatrix into the buffer as 64-column boxes in TMA's
+  /// 128-byte swizzle (16-byte chunk c of a row at c xor (address bits 7-9),
+  /// so that neither stmatrix nor TMA conflict on banks), then lane 0
+  /// stores the boxes and commits them as one bulk group.
+  void storeStagedWithTma(ImplicitLocOpBuilder &b, unsigned i, Value row,
+                          ArrayRef<Value> packed) const;
   /// 16 w: the first of the warp's rows in each fragment (see
   /// fragmentRowOffset).
   Value warpFragmentRow(ImplicitLocOpBuilder &b) const {
@@ -889,6 +940,7 @@ EpilogueBuilder::loadStaged(ImplicitLocOpBuilder &b, Value input, Value row,
   int64_t rowStride = GemmKernelConfig::stagingRowStride(rowElements);
   Value quadRow = arith::DivUIOp::create(b, frame.lane, index(b, 4));
   Value firstRow = arith::SubIOp::create(b, row, quadRow);
+  awaitStagingBuffer(b);
   // Elements beyond M or N are left as they are: whatever the epilogue
   // computes from them is masked.
   Value room, aligned;
@@ -945,6 +997,7 @@ void EpilogueBuilder::storeStaged(ImplicitLocOpBuilder &b, Value out,
   int64_t rowStride = GemmKernelConfig::stagingRowStride(rowElements);
   Value quadRow = arith::DivUIOp::create(b, frame.lane, index(b, 4));
   Value rowStart = arith::MulIOp::create(b, quadRow, index(b, rowStride));
+  awaitStagingBuffer(b);
   for (const StagedRun &run : staged) {
     Value at = arith::AddIOp::create(
         b, arith::AddIOp::create(b, rowStart, run.laneOffset),
@@ -979,6 +1032,112 @@ void EpilogueBuilder::storeStaged(ImplicitLocOpBuilder &b, Value out,
   }
   // Every lane has read its chunks before the next row overwrites them.
   NVVM::SyncWarpOp::create(b, allLanes);
+}
+
+void EpilogueBuilder::awaitStagingBuffer(ImplicitLocOpBuilder &b,
+                                         bool syncWarp) const {
+  if (!config.tmaStores || frame.accFragments.empty())
+    return;
+  // Every lane waits (those that issued nothing at once): no branch, so that
+  // the row's math and its stores stay one straight-line block that ptxas
+  // can interleave (a branch between them keeps the whole row live and
+  // spills).
+  NVVM::CpAsyncBulkWaitGroupOp::create(b, /*group=*/0, b.getUnitAttr());
+  if (syncWarp)
+    NVVM::SyncWarpOp::create(
+        b, arith::ConstantIntOp::create(b, b.getI32Type(), -1));
+}
+
+void EpilogueBuilder::storeStagedWithTma(ImplicitLocOpBuilder &b, unsigned i,
+                                         Value row,
+                                         ArrayRef<Value> packed) const {
+  MLIRContext *ctx = b.getContext();
+  Value out = outputs[i];
+  Type element = cast<MemRefType>(out.getType()).getElementType();
+  int64_t boxColumns = GemmKernelConfig::storeBoxColumns;
+  int64_t boxBytes = GemmKernelConfig::stagingRows * boxColumns * 2;
+  // stmatrix is warp-synchronous (.sync.aligned): no lane writes before
+  // lane 0 has waited.
+  awaitStagingBuffer(b, /*syncWarp=*/false);
+  // stmatrix .x4: lane l gives the address of row l mod 8 of matrix l / 8;
+  // matrix m of call s is the 8-column chunk 4s + m of the warp's rows, in
+  // box (4s + m) / 8 at chunk (4 (s mod 2) + m) xor phase(row), the phase
+  // being the row's address bits 7-9. So every call's address is the
+  // lane's first (bit 6 flipped for odd calls) plus a constant. Shared
+  // addresses are 32-bit: one register each.
+  Type i32 = b.getI32Type();
+  auto c32 = [&](int64_t v) -> Value {
+    return arith::ConstantIntOp::create(b, i32, v);
+  };
+  // The buffer's address passes through an opaque move each row: the
+  // addresses derived from it (loop-invariant, 12 of them) would otherwise
+  // be hoisted out of the tile loop and held through it, which spills.
+  Value address =
+      LLVM::InlineAsmOp::create(
+          b, i32,
+          ValueRange{arith::IndexCastUIOp::create(
+              b, i32,
+              arith::AddIOp::create(
+                  b,
+                  memref::ExtractAlignedPointerAsIndexOp::create(b,
+                                                                 frame.shared),
+                  warpStagingBase(b)))},
+          "mov.b32 $0, $1;", "=r,r", /*has_side_effects=*/true,
+          /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+          LLVM::AsmDialectAttr(), ArrayAttr())
+          .getResult(0);
+  Value lane = arith::IndexCastUIOp::create(b, i32, frame.lane);
+  Value rowInBox = arith::AndIOp::create(b, lane, c32(7));
+  Value matrix = arith::ShRUIOp::create(b, lane, c32(3));
+  Value rowAddress = arith::AddIOp::create(
+      b, address, arith::ShLIOp::create(b, rowInBox, c32(7)));
+  Value phase = arith::AndIOp::create(
+      b, arith::ShRUIOp::create(b, rowAddress, c32(7)), c32(7));
+  // The row's address is a multiple of 128: adding the chunk's offset is
+  // an or, and flipping its bit 6 an xor of the sum.
+  Value first = arith::OrIOp::create(
+      b, rowAddress,
+      arith::ShLIOp::create(b, arith::XOrIOp::create(b, matrix, phase),
+                            c32(4)));
+  auto sharedPtr = LLVM::LLVMPointerType::get(ctx, 3);
+  Value firsts[2] = {
+      LLVM::IntToPtrOp::create(b, sharedPtr, first),
+      LLVM::IntToPtrOp::create(
+          b, sharedPtr, arith::XOrIOp::create(b, first, c32(64)).getResult())};
+  for (int64_t call = 0, e = int64_t(packed.size()) / 4; call < e; ++call) {
+    // A constant offset from one of two bases: [base + imm] in PTX.
+    Value ptr = LLVM::GEPOp::create(
+        b, sharedPtr, b.getI8Type(), firsts[call % 2],
+        ArrayRef<LLVM::GEPArg>{int32_t(call / 2 * boxBytes)});
+    NVVM::StMatrixOp::create(b, ptr, packed.slice(4 * call, 4),
+                             NVVM::MMALayout::row,
+                             NVVM::LdStMatrixShapeAttr::get(ctx, 8, 8),
+                             NVVM::LdStMatrixEltType::B16);
+  }
+  // The async proxy (TMA) reads what the generic proxy wrote.
+  NVVM::FenceProxyOp::create(
+      b, NVVM::ProxyKind::async_shared,
+      NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+  NVVM::SyncWarpOp::create(b, c32(-1));
+  // Lane 0 stores the boxes (predicated, not branched: see
+  // awaitStagingBuffer); every lane commits (an empty group elsewhere).
+  Value laneZero =
+      arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane, c32(0));
+  Value firstRow = arith::IndexCastUIOp::create(
+      b, i32,
+      arith::SubIOp::create(
+          b, row, arith::DivUIOp::create(b, frame.lane, index(b, 4))));
+  Value firstCol = arith::IndexCastUIOp::create(b, i32, frame.blockN);
+  for (int64_t box = 0, e = config.tileN / boxColumns; box < e; ++box) {
+    Value source = LLVM::IntToPtrOp::create(
+        b, sharedPtr,
+        arith::AddIOp::create(b, address, c32(box * boxBytes)).getResult());
+    Value col = arith::AddIOp::create(b, firstCol, c32(box * boxColumns));
+    NVVM::CpAsyncBulkTensorSharedCTAToGlobalOp::create(
+        b, frame.outputMaps[i], source, ValueRange{col, firstRow},
+        /*l2CacheHint=*/Value(), NVVM::TMAStoreMode::TILE, laneZero);
+  }
+  NVVM::CpAsyncBulkCommitGroupOp::create(b);
 }
 
 void EpilogueBuilder::layOutSharedTile(ImplicitLocOpBuilder &b) {
@@ -1657,6 +1816,21 @@ SmallVector<Value> EpilogueBuilder::emitRow(
     Value out = outputs[i];
     switch (roles[i]) {
     case OutputRole::tile:
+      if (tmaStored(i)) {
+        // Each run is the lane's two columns 8j + 2q, 8j + 2q + 1 of a
+        // chunk j: one 32-bit register of stmatrix.
+        SmallVector<Value> packed(config.tileN / 8);
+        for (auto [r, run] : llvm::enumerate(runs)) {
+          auto [j, e] = fragmentPos[run.front().group][run.front().lane];
+          SmallVector<Value> values =
+              narrowed.lookup({unsigned(i), unsigned(r)});
+          Value pair = vector::FromElementsOp::create(
+              lb, VectorType::get({2}, values.front().getType()), values);
+          packed[j] = LLVM::BitcastOp::create(lb, lb.getI32Type(), pair);
+        }
+        storeStagedWithTma(lb, i, row, packed);
+        break;
+      }
       if (staged(i)) {
         // A run's columns: 8j + e + 2q on, from the head's fragment position.
         SmallVector<StagedRun> staged;
@@ -2152,6 +2326,21 @@ void mlir::coda::gpu_lowering::emitEpilogue(ImplicitLocOpBuilder &b, GemmOp op,
         checked.build(eb);
         scf::YieldOp::create(eb);
       });
+}
+
+void mlir::coda::gpu_lowering::finishEpilogue(ImplicitLocOpBuilder &b,
+                                              GemmOp op,
+                                              const GemmKernelConfig &config,
+                                              const KernelFrame &frame) {
+  if (!config.tmaStores)
+    return;
+  Value laneZero =
+      arith::CmpIOp::create(b, arith::CmpIPredicate::eq, frame.lane,
+                            arith::ConstantIndexOp::create(b, 0));
+  scf::IfOp::create(b, laneZero, [&](OpBuilder &ob, Location loc) {
+    NVVM::CpAsyncBulkWaitGroupOp::create(ob, loc, /*group=*/0, UnitAttr());
+    scf::YieldOp::create(ob, loc);
+  });
 }
 
 EpiloguePrefetch mlir::coda::gpu_lowering::prefetchEpilogue(

@@ -208,6 +208,14 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
     config.stagedInputRowBytes = inputRowStagingBytes(op, config.tileN);
     if (!fitsSharedMemory(config))
       config.stagedInputRowBytes = 0;
+    // Staged tile outputs leave with TMA stores where the buffers, each
+    // warp's at a multiple of 128 bytes, still fit.
+    if (config.stagedTiles && config.tileN % config.storeBoxColumns == 0) {
+      for (unsigned i = 0, e = op.getOutputs().size(); i < e; ++i)
+        config.tmaStores |= storesWithTma(op, i);
+      if (!fitsSharedMemory(config))
+        config.tmaStores = false;
+    }
   }
 
   // The epilogue gives each row tileN / 8 consecutive lanes of one warp.

@@ -74,7 +74,16 @@ struct GemmKernelConfig {
   /// warp loads the rows it needs with 16-byte accesses first, all in
   /// flight at once, and the runs read shared memory.
   int64_t stagedInputRowBytes = 0;
+  /// The interior epilogue writes its staged tile outputs with TMA stores
+  /// (see storesWithTma): the warp puts its 8 rows into its staging buffer
+  /// as 8 x 64-element boxes in TMA's 128-byte swizzle (stmatrix), and one
+  /// lane stores them (cp.async.bulk.tensor), so that the tile's stores
+  /// leave the threads at once and drain under what follows. Each warp's
+  /// buffer then starts at a multiple of 128 bytes.
+  bool tmaStores = false;
   static constexpr int64_t stagingRows = 8;
+  /// Columns of a TMA-stored output's box (128 bytes of 16-bit elements).
+  static constexpr int64_t storeBoxColumns = 64;
   /// Elements a staging row holds: `rowElements` and one 16-byte chunk of
   /// padding, so that the 8 rows of a warp start 4 banks apart (a quad's
   /// writes to the 8 rows hit 32 different banks) and every lane's address
@@ -143,7 +152,8 @@ struct GemmKernelConfig {
     return stagedTiles ? stagingRows * stagingRowStride(tileN) * 2 : 0;
   }
   int64_t stagingBytesPerWarp() const {
-    return tileStagingBytesPerWarp() + stagedInputRowBytes;
+    int64_t bytes = tileStagingBytesPerWarp() + stagedInputRowBytes;
+    return tmaStores ? (bytes + 127) / 128 * 128 : bytes;
   }
   int64_t stagingBytes() const {
     return epilogueThreads / 32 * stagingBytesPerWarp();
@@ -197,6 +207,9 @@ struct KernelFrame {
                                // without clusters)
   Value sizeM, sizeN, sizeK;   // problem size (index kernel arguments)
   Value lhsMap, rhsMap;        // TMA descriptors (nvgpu tensormap values)
+  /// Per epilogue output, its TMA store descriptor (an LLVM pointer; null
+  /// where the output is not stored with TMA, see tmaStoredOutputs).
+  SmallVector<Value> outputMaps;
   Value shared;                // dynamic shared memory, memref<?xi8, 3>
   Value sharedBase;            // byte offset of the 1024-aligned base (index)
   Value accTile;               // f32 tile in shared memory after the mainloop
@@ -218,6 +231,9 @@ struct EpilogueEmitter {
                                 const KernelFrame &frame)>
       prefetch;
   function_ref<void(ImplicitLocOpBuilder &b, const KernelFrame &frame)> emit;
+  /// Emitted by a register schedule's epilogue threads after their last
+  /// tile (waits for the TMA stores still in flight); may be null.
+  function_ref<void(ImplicitLocOpBuilder &b, const KernelFrame &frame)> finish;
 };
 
 /// What the epilogue does with each yielded value.
@@ -240,6 +256,19 @@ bool fragmentLayoutSupports(std::optional<int64_t> pairStride);
 /// GemmKernelConfig::stagedTiles): a tile or pair output of a 16-bit
 /// float type, contiguous along its rows.
 bool stagesOutput(GemmOp op, unsigned i);
+/// Whether the interior register epilogue of `op` may write output `i`
+/// with TMA stores: a staged tile output (stagesOutput) of an epilogue that
+/// takes the interior copy (a tile output and no pair or interleaved one)
+/// and reads no column or pair input. Those inputs' values per run fill the
+/// registers beside the accumulators, and with the stmatrix path ptxas
+/// spills them (column input + tile output: 144 bytes cooperative; a pair
+/// input: 8 bytes ping-pong).
+bool storesWithTma(GemmOp op, unsigned i);
+/// The outputs of `op` that its kernel under `config` stores with TMA, in
+/// order: each takes a store descriptor, after the outputs, in the kernel's
+/// parameters, its ABI and its host launch.
+SmallVector<unsigned> tmaStoredOutputs(GemmOp op,
+                                       const GemmKernelConfig &config);
 /// Whether a register epilogue stages input `k` of `op`: a tile input of a
 /// 16-bit float type, contiguous along its rows.
 bool stagesInput(GemmOp op, unsigned k);
@@ -279,6 +308,11 @@ void emitEpilogue(ImplicitLocOpBuilder &b, GemmOp op,
                   const GemmKernelConfig &config, const KernelFrame &frame,
                   ValueRange inputs, ValueRange outputs);
 
+/// Emitted once by each epilogue thread of a register schedule after its
+/// last tile: waits until the TMA stores it issued have completed.
+void finishEpilogue(ImplicitLocOpBuilder &b, GemmOp op,
+                    const GemmKernelConfig &config, const KernelFrame &frame);
+
 /// Sets frame.tileRow/tileCol/blockM/blockN for linear tile index `linear`
 /// of the ceil(M / tileM) x ceil(N / tileN) tiles, in grouped order (a few
 /// tile rows at a time) so that the tiles in flight share lhs and rhs in L2.
@@ -301,6 +335,10 @@ public:
   /// The TMA box of each descriptor, innermost dimension first.
   virtual SmallVector<int64_t> getLhsBox(const GemmKernelConfig &c) const = 0;
   virtual SmallVector<int64_t> getRhsBox(const GemmKernelConfig &c) const = 0;
+  /// Type and box (innermost first) of the TMA store descriptor of a tile
+  /// output of `element` type (see GemmKernelConfig::tmaStores).
+  virtual Type getOutputMapType(Type element) const = 0;
+  virtual SmallVector<int64_t> getOutputBox() const = 0;
   /// Emits the kernel body: the mainloop over K of each of the CTA's tiles
   /// (set with assignTile), then `epilogue` with the f32 accumulator tile
   /// (tileM x accRowStride) in `frame.accTile`. A target may run the

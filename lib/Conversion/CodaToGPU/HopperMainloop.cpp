@@ -113,6 +113,15 @@ public:
       return {c.tileK, c.rhsRowsPerCta()};
     return {chunkElements(c), c.tileK};
   }
+  Type getOutputMapType(Type element) const override {
+    return tensorMapType(sharedTileType(
+        element.getContext(),
+        {GemmKernelConfig::stagingRows, GemmKernelConfig::storeBoxColumns},
+        element));
+  }
+  SmallVector<int64_t> getOutputBox() const override {
+    return {GemmKernelConfig::storeBoxColumns, GemmKernelConfig::stagingRows};
+  }
 
   void emitKernelBody(ImplicitLocOpBuilder &b, KernelFrame &frame,
                       const GemmKernelConfig &config,
@@ -1130,6 +1139,8 @@ void emitRegisterEpilogueSchedule(ImplicitLocOpBuilder &b, KernelFrame &frame,
                   scf::YieldOp::create(lb);
                 });
               });
+  if (epilogue.finish)
+    epilogue.finish(cb, consumer);
   if (c.clusterM > 1)
     Mainloop::syncCluster(cb);
   // The kernel's return closes the consumers' block.

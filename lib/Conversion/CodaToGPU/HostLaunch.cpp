@@ -1,7 +1,8 @@
 //===- HostLaunch.cpp - host code that launches the lowered kernels -------===//
 //
 // In place of each lowered op, the host function builds what its kernel
-// takes (the TMA descriptors of a GEMM's operands) and launches it with
+// takes (the TMA descriptors of a GEMM's operands and TMA-stored outputs,
+// which here must have 16-byte aligned rows) and launches it with
 // gpu.launch_func: the path `host.mlir` and mlir-cpu-runner programs run.
 // The runtime launches the same kernels from their coda.kernel ABI instead.
 //
@@ -58,6 +59,14 @@ void mlir::coda::gpu_lowering::emitGemmLaunch(ImplicitLocOpBuilder &hb,
       sizeM, sizeN, sizeK};
   llvm::append_range(args, op.getEpilogueInputs());
   llvm::append_range(args, op.getOutputs());
+  for (unsigned i : tmaStoredOutputs(op, config)) {
+    Value output = op.getOutputs()[i];
+    args.push_back(
+        descriptor(output,
+                   target.getOutputMapType(
+                       cast<MemRefType>(output.getType()).getElementType()),
+                   target.getOutputBox()));
+  }
   Value gridX = arith::CeilDivUIOp::create(hb, sizeN, hidx(config.tileN));
   Value gridY = arith::CeilDivUIOp::create(hb, sizeM, hidx(config.tileM));
   if (config.persistent()) {

@@ -68,13 +68,20 @@ DictionaryAttr mlir::coda::gpu_lowering::buildGemmKernelAbi(
   auto sourceArg = [&](Value v) { return sourceAttr(b, host, v); };
   auto shapeOf = [&](Value v) { return shapeAttr(b, v); };
   SmallVector<Attribute> params;
-  auto tensorMap = [&](StringRef operand, Value v, ArrayRef<int64_t> box) {
+  // `access`: "load" (an operand, read by the mainloop) or "store" (an
+  // output, written by the interior epilogue where its rows are 16-byte
+  // aligned; the runtime passes a null descriptor where they are not).
+  auto tensorMap = [&](StringRef operand, StringRef access, Value v,
+                       ArrayRef<int64_t> box) {
     params.push_back(b.getDictionaryAttr({
         b.getNamedAttr("name", str((operand + "_tensormap").str())),
         b.getNamedAttr("kind", str("tensormap")),
         b.getNamedAttr("operand", str(operand)),
+        b.getNamedAttr("access", str(access)),
         b.getNamedAttr("source", sourceArg(v)),
-        b.getNamedAttr("dtype", str(typeName(config.operandType))),
+        b.getNamedAttr(
+            "dtype",
+            str(typeName(cast<MemRefType>(v.getType()).getElementType()))),
         b.getNamedAttr("shape", shapeOf(v)),
         b.getNamedAttr("box", i64s(box)),
         b.getNamedAttr("swizzle", str("128B")),
@@ -83,8 +90,8 @@ DictionaryAttr mlir::coda::gpu_lowering::buildGemmKernelAbi(
         b.getNamedAttr("interleave", str("none")),
     }));
   };
-  tensorMap("lhs", op.getLhs(), target.getLhsBox(config));
-  tensorMap("rhs", op.getRhs(), target.getRhsBox(config));
+  tensorMap("lhs", "load", op.getLhs(), target.getLhsBox(config));
+  tensorMap("rhs", "load", op.getRhs(), target.getRhsBox(config));
   for (StringRef size : {"M", "N", "K"})
     params.push_back(b.getDictionaryAttr({
         b.getNamedAttr("name", str(size)),
@@ -121,6 +128,9 @@ DictionaryAttr mlir::coda::gpu_lowering::buildGemmKernelAbi(
       params.back() = entry.getDictionary(b.getContext());
     }
   }
+  for (unsigned i : tmaStoredOutputs(op, config))
+    tensorMap("output" + std::to_string(i), "store", op.getOutputs()[i],
+              target.getOutputBox());
 
   std::string gridX = "ceildiv(N, " + std::to_string(config.tileN) + ")";
   std::string gridY = "ceildiv(M, " + std::to_string(config.tileM) + ")";

@@ -10,9 +10,9 @@
 // accumulators without reading them) and the epilogue straight from the
 // fragments: no shared-memory accumulator tile, only the 4-slot ring and,
 // beside it, each consumer warp's staging buffer of 8 rows x 256 bf16
-// (196608 + 8 x 4096 bytes + 1024 of alignment slack): a warp's lanes write
-// their column pairs of 8 rows into it, then every lane stores 16 bytes of
-// one row at a time.
+// (196608 + 8 x 4224 bytes + 1024 of alignment slack). In edge tiles a
+// warp's lanes write their column pairs of 8 rows into it, then every lane
+// stores 16 bytes of one row at a time.
 
 // CHECK-LABEL: func.func @plain
 //       CHECK:   %[[GRID:.*]] = arith.minui %{{.*}}, %c132
@@ -42,10 +42,16 @@
 //       CHECK:     nvvm.bar.warp.sync
 //       CHECK:   gpu.return
 // A tile inside the output whose operands start and step 16-byte aligned
-// takes an epilogue with no bounds or alignment test: per row of each quad,
-// 32 pairs into the staging buffer, then 8 stores of 16 bytes; edge tiles
-// take the checked copy.
-// INTERIOR-LABEL: gpu.func @plain_gemm0
+// takes an epilogue with no bounds or alignment test, and leaves through TMA
+// stores: per row of each quad, once the stores issued from the warp's
+// buffer have read it, 8 stmatrix of 4 chunks each put the warp's 8 rows
+// into the buffer in TMA's 128-byte swizzle; after a proxy fence lane 0
+// stores its 4 boxes of 8 x 64 (predicated, no branch) and the warp commits
+// them as one bulk group. The output's store descriptor is the kernel's
+// last parameter. Edge tiles take the checked copy; after its last tile each
+// thread waits for its bulk groups.
+// INTERIOR-LABEL: gpu.func @plain_gemm0({{.*}}%arg5: memref<?x?xbf16>, %arg6: !llvm.ptr)
+//  INTERIOR-SAME:   {access = "store", box = [64, 8], dtype = "bf16", {{.*}}name = "output0_tensormap", {{.*}}operand = "output0", shape = [-1, -1], source = 2 : i64
 //       INTERIOR:   nvvm.wgmma.wait.group.sync.aligned 0
 //       INTERIOR:   arith.cmpi ule, %{{.*}}, %arg2 : index
 //       INTERIOR:   arith.cmpi ule, %{{.*}}, %arg3 : index
@@ -53,15 +59,19 @@
 //       INTERIOR:   arith.remui %{{.*}}, %c16
 //       INTERIOR:   scf.if %{{.*}} {
 //   INTERIOR-NOT:     scf.if
-//   INTERIOR-NOT:     arith.cmpi
-// INTERIOR-COUNT-32:  vector.store %{{.*}} : memref<2112xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
-//       INTERIOR:   nvvm.bar.warp.sync
-//  INTERIOR-COUNT-8:  vector.store %{{.*}} : memref<?x?xbf16>, vector<8xbf16>
-//       INTERIOR:   nvvm.bar.warp.sync
-// INTERIOR-COUNT-32:  vector.store %{{.*}} : memref<2112xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
-//       INTERIOR:   nvvm.bar.warp.sync
-//  INTERIOR-COUNT-8:  vector.store %{{.*}} : memref<?x?xbf16>, vector<8xbf16>
-//       INTERIOR:   nvvm.bar.warp.sync
+//   INTERIOR-NOT:     vector.store
+//       INTERIOR:     nvvm.cp.async.bulk.wait_group 0 {read}
+// INTERIOR-COUNT-8:   nvvm.stmatrix {{.*}}layout = #nvvm.mma_layout<row>, shape = #nvvm.ld_st_matrix_shape<m = 8, n = 8>
+//       INTERIOR:     nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+//       INTERIOR:     nvvm.bar.warp.sync
+// INTERIOR-COUNT-4:   nvvm.cp.async.bulk.tensor.global.shared.cta %arg6, {{.*}}, predicate =
+//       INTERIOR:     nvvm.cp.async.bulk.commit.group
+//   INTERIOR-NOT:     vector.store
+//       INTERIOR:     nvvm.cp.async.bulk.wait_group 0 {read}
+// INTERIOR-COUNT-8:   nvvm.stmatrix
+//       INTERIOR:     nvvm.fence.proxy
+// INTERIOR-COUNT-4:   nvvm.cp.async.bulk.tensor.global.shared.cta %arg6, {{.*}}, predicate =
+//       INTERIOR:     nvvm.cp.async.bulk.commit.group
 //  INTERIOR-NEXT:   } else {
 //       INTERIOR:     arith.cmpi ult
 //       INTERIOR:     scf.if
@@ -70,6 +80,8 @@
 //       INTERIOR:       scf.for
 //       INTERIOR:         memref.load %{{.*}} : memref<2112xbf16, #gpu.address_space<workgroup>>
 //       INTERIOR:         memref.store %{{.*}} : memref<?x?xbf16>
+//       INTERIOR:   nvvm.cp.async.bulk.wait_group 0{{$}}
+//       INTERIOR:   gpu.return
 func.func @plain(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
   coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
       epilogue(%acc) outs(%y : memref<?x?xbf16>) {

@@ -32,8 +32,13 @@ int64_t dtypeBytes(DType dtype);
 struct ParamSpec {
   enum class Kind { tensormap, index, memref, scalar } kind;
   std::string name;
-  /// tensormap: "lhs"/"rhs"; memref/scalar: access form or output role.
+  /// tensormap: "lhs"/"rhs"/"output<i>"; memref/scalar: access form or
+  /// output role.
   std::string operand, role;
+  /// tensormap: an output's store descriptor ("access": "store"), which the
+  /// runtime encodes only where the output's rows are 16-byte aligned (null
+  /// otherwise: the kernel then writes that output without TMA).
+  bool store = false;
   DType dtype = DType::f32;
   int64_t rank = 0;
   std::vector<int64_t> shape; // -1: dynamic

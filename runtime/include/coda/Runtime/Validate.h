@@ -38,6 +38,10 @@ struct GemmSizes {
 /// problem found.
 GemmSizes validate(const KernelSpec &kernel, const std::vector<Argument> &args);
 
+/// Whether TMA can address `t` as a matrix: 2-D, contiguous rows, base and
+/// row stride 16-byte aligned, each dimension below 2^32.
+bool tmaAddressable(const TensorRef &t);
+
 /// Grid of a launch: (ceil(N / tile N), ceil(M / tile M), 1), or for a
 /// persistent kernel (min(tiles, residentCtas), 1, 1), with clusters of c
 /// CTAs (min(cluster tiles, residentCtas / c) * c, 1, 1). `residentCtas`:
