@@ -63,7 +63,7 @@ private:
   void checkGemm() {
     const TensorRef *lhs = nullptr, *rhs = nullptr;
     for (const ParamSpec &p : kernel.params)
-      if (p.kind == ParamSpec::Kind::tensormap)
+      if (p.kind == ParamSpec::Kind::tensormap && !p.store)
         (p.operand == "lhs" ? lhs : rhs) = tensor(p);
     if (lhs && rhs && lhs->sizes.size() == 2 && rhs->sizes.size() == 2) {
       sizes.m = lhs->sizes[kernel.transposeA ? 1 : 0];
