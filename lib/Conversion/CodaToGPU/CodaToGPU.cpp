@@ -241,7 +241,7 @@ gpu::GPUFuncOp buildGemmKernel(OpBuilder &kb, GemmOp op, func::FuncOp host,
     emitEpilogue(eb, op, config, tileFrame, epilogueInputs, epilogueOutputs);
   };
   auto finish = [&](ImplicitLocOpBuilder &eb, const KernelFrame &lastFrame) {
-    finishEpilogue(eb, op, config, lastFrame);
+    finishEpilogue(eb, config, lastFrame);
   };
   target.emitKernelBody(b, frame, config,
                         EpilogueEmitter{prefetch, emit, finish});

@@ -2329,7 +2329,6 @@ void mlir::coda::gpu_lowering::emitEpilogue(ImplicitLocOpBuilder &b, GemmOp op,
 }
 
 void mlir::coda::gpu_lowering::finishEpilogue(ImplicitLocOpBuilder &b,
-                                              GemmOp op,
                                               const GemmKernelConfig &config,
                                               const KernelFrame &frame) {
   if (!config.tmaStores)

@@ -310,8 +310,8 @@ void emitEpilogue(ImplicitLocOpBuilder &b, GemmOp op,
 
 /// Emitted once by each epilogue thread of a register schedule after its
 /// last tile: waits until the TMA stores it issued have completed.
-void finishEpilogue(ImplicitLocOpBuilder &b, GemmOp op,
-                    const GemmKernelConfig &config, const KernelFrame &frame);
+void finishEpilogue(ImplicitLocOpBuilder &b, const GemmKernelConfig &config,
+                    const KernelFrame &frame);
 
 /// Sets frame.tileRow/tileCol/blockM/blockN for linear tile index `linear`
 /// of the ceil(M / tileM) x ceil(N / tileN) tiles, in grouped order (a few
