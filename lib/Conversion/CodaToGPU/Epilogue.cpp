@@ -1052,8 +1052,6 @@ void EpilogueBuilder::storeStagedWithTma(ImplicitLocOpBuilder &b, unsigned i,
                                          Value row,
                                          ArrayRef<Value> packed) const {
   MLIRContext *ctx = b.getContext();
-  Value out = outputs[i];
-  Type element = cast<MemRefType>(out.getType()).getElementType();
   int64_t boxColumns = GemmKernelConfig::storeBoxColumns;
   int64_t boxBytes = GemmKernelConfig::stagingRows * boxColumns * 2;
   // stmatrix is warp-synchronous (.sync.aligned): no lane writes before
@@ -2044,7 +2042,9 @@ void EpilogueBuilder::finishColumnPartials(ImplicitLocOpBuilder &b,
     scratches.push_back({unsigned(i), scratch});
   }
   frame.syncEpilogue(b);
-  for (auto [i, scratch] : scratches) {
+  for (auto [output, scratchBuffer] : scratches) {
+    unsigned i = output;
+    Value scratch = scratchBuffer;
     Value value = yielded[i];
     ReductionKind kind = getPartialKind(value);
     Type elementType = partialElementType(i);
@@ -2114,8 +2114,9 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
         b, warpFragmentRow(b),
         arith::DivUIOp::create(b, frame.lane, index(b, 4)));
     colAccs = colInit;
-    for (auto [f, fragment] : llvm::enumerate(frame.accFragments))
+    for (auto [f, fragmentValue] : llvm::enumerate(frame.accFragments))
       for (int64_t h = 0; h < 2; ++h) {
+        Value fragment = fragmentValue;
         Value localRow = arith::AddIOp::create(
             b, quadRow, index(b, fragmentRowOffset(f, h)));
         colAccs = emitRow(
