@@ -9,6 +9,32 @@ using namespace coda::runtime;
 
 namespace {
 
+/// Why TMA cannot address `t` as a matrix (none: it can): 2-D, contiguous
+/// rows, base and row stride 16-byte aligned, each dimension below 2^32.
+std::vector<std::string> tmaProblems(const TensorRef &t) {
+  std::vector<std::string> problems;
+  if (t.sizes.size() != 2 || t.strides.size() != 2) {
+    problems.push_back("must be a matrix, got rank " +
+                       std::to_string(t.sizes.size()));
+    return problems;
+  }
+  int64_t bytes = dtypeBytes(t.dtype);
+  if (t.strides[1] != 1)
+    problems.push_back("must be contiguous along its last dimension for TMA "
+                       "(stride 1), got stride " +
+                       std::to_string(t.strides[1]));
+  if ((t.strides[0] * bytes) % 16 != 0)
+    problems.push_back("row stride is " + std::to_string(t.strides[0] * bytes) +
+                       " bytes; TMA needs a multiple of 16");
+  if (t.data % 16 != 0)
+    problems.push_back("address is not 16-byte aligned, as TMA needs");
+  for (int64_t size : t.sizes)
+    if (size >= (int64_t(1) << 32))
+      problems.push_back("is too large for a TMA descriptor (a dimension of "
+                         "2^32 or more)");
+  return problems;
+}
+
 std::string shapeString(const std::vector<int64_t> &shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i)
@@ -202,24 +228,8 @@ private:
                 shapeString(t.sizes));
 
     if (p.kind == ParamSpec::Kind::tensormap) {
-      if (t.sizes.size() != 2) {
-        problem(what + " must be a matrix, got rank " +
-                std::to_string(t.sizes.size()));
-        return;
-      }
-      if (t.strides[1] != 1)
-        problem(what + " must be contiguous along its last dimension for TMA "
-                       "(stride 1), got stride " +
-                std::to_string(t.strides[1]));
-      if ((t.strides[0] * bytes) % 16 != 0)
-        problem(what + " row stride is " + std::to_string(t.strides[0] * bytes) +
-                " bytes; TMA needs a multiple of 16");
-      if (t.data % 16 != 0)
-        problem(what + " address is not 16-byte aligned, as TMA needs");
-      for (int64_t size : t.sizes)
-        if (size >= (int64_t(1) << 32))
-          problem(what + " is too large for a TMA descriptor (a dimension "
-                         "of 2^32 or more)");
+      for (const std::string &why : tmaProblems(t))
+        problem(what + " " + why);
       return;
     }
     if (!known)
@@ -254,14 +264,7 @@ private:
 } // namespace
 
 bool coda::runtime::tmaAddressable(const TensorRef &t) {
-  if (t.sizes.size() != 2 || t.strides.size() != 2 || t.strides[1] != 1)
-    return false;
-  if ((t.strides[0] * dtypeBytes(t.dtype)) % 16 != 0 || t.data % 16 != 0)
-    return false;
-  for (int64_t size : t.sizes)
-    if (size >= (int64_t(1) << 32))
-      return false;
-  return true;
+  return tmaProblems(t).empty();
 }
 
 GemmSizes coda::runtime::validate(const KernelSpec &kernel,
