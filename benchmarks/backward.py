@@ -34,13 +34,15 @@ def eager_ce(x, w, t):
     return torch.nn.functional.cross_entropy((x @ w.T).float(), t, reduction="none")
 
 
-def eager_qkv_rope(x, w, cos, sin, rotate):
-    # Hugging Face's rotate_half RoPE per head of 128, on the Q and K columns.
+def eager_qkv_rope(x, w, cos, sin, rotated):
+    # Hugging Face's rotate_half RoPE per head of 128, on the first `rotated`
+    # columns (Q and K).
     q = x @ w.T
-    heads = q.view(q.shape[0], -1, 128)
+    qk = q[:, :rotated]
+    heads = qk.reshape(q.shape[0], -1, 128)
     turned = torch.cat([-heads[..., 64:], heads[..., :64]], -1)
-    rotated = (heads * cos[:, None, :] + turned * sin[:, None, :]).view_as(q).to(q.dtype)
-    return torch.where(rotate.bool(), rotated, q)
+    qk = (heads * cos[:, None, :] + turned * sin[:, None, :]).reshape_as(qk)
+    return torch.cat([qk, q[:, rotated:]], 1)
 
 
 def eager_residual_norm(x, w, r):
@@ -71,16 +73,15 @@ def decoder_layers(hidden, mlp):
 def qkv_rope_inputs(hidden):
     """Q/K/V with RoPE: hidden / 128 query heads, a quarter of that for K and
     V, RoPE on the Q and K columns. Returns w (N x hidden, requiring grad),
-    cos, sin (T x 128), rotate (N) and an output gradient dq (T x N)."""
+    cos, sin (T x 128, bf16), the number of rotated columns and an output
+    gradient dq (T x N)."""
     qh = hidden // 128
     n = 128 * (qh + 2 * (qh // 4))
     wq = (torch.randn(n, hidden, device="cuda") / hidden ** 0.5).bfloat16().requires_grad_()
     angles = torch.rand(TOKENS, 64, device="cuda") * 6.28
-    cos, sin = torch.cat([angles.cos()] * 2, 1), torch.cat([angles.sin()] * 2, 1)
-    rotate = torch.zeros(n, device="cuda")
-    rotate[: 128 * (qh + qh // 4)] = 1.0
+    cos, sin = (torch.cat([f(angles)] * 2, 1).bfloat16() for f in (torch.cos, torch.sin))
     dq = torch.randn(TOKENS, n, device="cuda").bfloat16()
-    return wq, cos, sin, rotate, dq
+    return wq, cos, sin, 128 * (qh + qh // 4), dq
 
 
 def measure(kernels, hidden_sizes, record):
@@ -139,13 +140,13 @@ def measure(kernels, hidden_sizes, record):
         del wd, dz
         compare("linear_cross_entropy_fwd_bwd", {"M": TOKENS, "hidden": hidden, "vocab": VOCAB},
                 ce, ce_step)
-        wq, cos, sin, rotate, dq = qkv_rope_inputs(hidden)
+        wq, cos, sin, rotated, dq = qkv_rope_inputs(hidden)
         n = wq.shape[0]
 
         def rope_step(fn):
             def run():
                 x.grad = wq.grad = None
-                fn(x, wq, cos, sin, rotate).backward(dq)
+                fn(x, wq, cos, sin, rotated).backward(dq)
             return run
 
         compare("linear_qkv_rope_fwd_bwd", {"M": TOKENS, "hidden": hidden, "N": n},

@@ -136,8 +136,9 @@ class QKVRoPE:
         inv_freq = 1.0 / (10000 ** (torch.arange(0, 128, 2, device="cuda").float() / 128))
         angle = torch.outer(pos, inv_freq)
         angle = torch.cat([angle, angle], -1)
-        t["cos"], t["sin"] = angle.cos().contiguous(), angle.sin().contiguous()
-        t["rot"] = torch.cat([torch.ones(2 * hidden), torch.zeros(hidden)]).cuda()
+        # bf16 tables, as Hugging Face's rotary embedding returns them for a
+        # bf16 model; q and k (the first 2 * hidden / 128 heads) rotate.
+        t["cos"], t["sin"] = angle.cos().to(BF16), angle.sin().to(BF16)
         t["qkv"] = _empty(m, 3 * hidden)
         return t
 
@@ -145,15 +146,15 @@ class QKVRoPE:
         return {"M": m, "hidden": hidden, "N": 3 * hidden}
 
     def coda_args(self, t):
-        return [t["x"], t["wqkv"], t["cos"], t["sin"], t["rot"], t["qkv"]]
+        return [t["x"], t["wqkv"], t["cos"], t["sin"], 2 * t["x"].shape[1] // 128, t["qkv"]]
 
     def outputs(self, t):
         return {"qkv": t["qkv"]}
 
     def eager(self, t):
         m = t["x"].shape[0]
-        cos = t["cos"].to(BF16)[:, None, :]
-        sin = t["sin"].to(BF16)[:, None, :]
+        cos = t["cos"][:, None, :]
+        sin = t["sin"][:, None, :]
         q = F.linear(t["x"], t["wq"]).view(m, -1, 128)
         k = F.linear(t["x"], t["wk"]).view(m, -1, 128)
         v = F.linear(t["x"], t["wv"])

@@ -24,11 +24,11 @@ def main():
     coda_torch.load(kernels)
     # The inputs of benchmarks/backward.py's Q/K/V + RoPE case.
     x = torch.randn(TOKENS, hidden, device="cuda").bfloat16().requires_grad_()
-    wq, cos, sin, rotate, dq = qkv_rope_inputs(hidden)
+    wq, cos, sin, rotated, dq = qkv_rope_inputs(hidden)
 
     def run():
         x.grad = wq.grad = None
-        coda_torch.linear_qkv_rope(x, wq, cos, sin, rotate).backward(dq)
+        coda_torch.linear_qkv_rope(x, wq, cos, sin, rotated).backward(dq)
 
     print(os.path.basename(kernels.rstrip("/")), hidden, "step ms", round(median_ms(run), 3))
     with profile(activities=[ProfilerActivity.CUDA]) as prof:

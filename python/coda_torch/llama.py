@@ -58,12 +58,12 @@ def _attention_forward(attn, hidden_states, position_embeddings=None, attention_
 
     input_shape = hidden_states.shape[:-1]
     # Hugging Face's tables are batch (or 1) x sequence x head_dim in the
-    # model's dtype; the kernel reads one f32 row per token.
-    cos, sin = (t.expand(*input_shape, HEAD_DIM).reshape(-1, HEAD_DIM).float()
+    # model's dtype; the kernel reads one bf16 row per token.
+    cos, sin = (t.expand(*input_shape, HEAD_DIM).reshape(-1, HEAD_DIM).to(torch.bfloat16)
                 for t in position_embeddings)
-    # .float(): a no-op, unless the model was cast after patching.
+    # Q and K, stacked before V, rotate.
     qkv = linear_qkv_rope(hidden_states.reshape(-1, hidden_states.shape[-1]), attn.qkv,
-                          cos, sin, attn.qkv_rotate.float())
+                          cos, sin, attn.qkv_sizes[0] + attn.qkv_sizes[1])
     query, key, value = (t.view(*input_shape, -1, HEAD_DIM).transpose(1, 2)
                          for t in qkv.split(attn.qkv_sizes, dim=1))
     if past_key_values is not None:
@@ -80,9 +80,6 @@ def _patch_attention(attn):
     q, k, v = attn.q_proj, attn.k_proj, attn.v_proj
     attn.qkv_sizes = [q.weight.shape[0], k.weight.shape[0], v.weight.shape[0]]
     attn.qkv = nn.Parameter(torch.cat([q.weight.data, k.weight.data, v.weight.data]))
-    rotate = torch.zeros(sum(attn.qkv_sizes), device=q.weight.device, dtype=torch.float32)
-    rotate[: attn.qkv_sizes[0] + attn.qkv_sizes[1]] = 1.0
-    attn.register_buffer("qkv_rotate", rotate, persistent=False)
     del attn.q_proj, attn.k_proj, attn.v_proj
     attn.forward = types.MethodType(_attention_forward, attn)
 

@@ -252,54 +252,62 @@ def linear_cross_entropy(x: torch.Tensor, w: torch.Tensor, target: torch.Tensor)
 
 @torch.library.custom_op("coda::linear_qkv_rope", mutates_args=())
 def linear_qkv_rope(x: torch.Tensor, w: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                    rotate: torch.Tensor) -> torch.Tensor:
-    """x W^T with rotary embeddings (rotate_half within heads of 128) on the
-    columns where `rotate` is 1 (Q and K; 0 for V). x: T x H, w: N x H bf16
-    (N a multiple of 128); cos, sin: T x 128 f32; rotate: N f32."""
+                    rotated: int) -> torch.Tensor:
+    """x W^T with rotary embeddings (rotate_half within heads of 128) on its
+    first `rotated` columns (Q and K, stacked before V). x: T x H, w: N x H
+    bf16 (N a multiple of 128); cos, sin: T x 128 bf16 (what Hugging Face's
+    rotary embedding returns for a bf16 model); rotated: a multiple of 128,
+    at most N."""
     _check("linear_qkv_rope", x=x, w=w)
     tokens, n = x.shape[0], w.shape[0]
     if n % 128:
         raise ValueError(f"coda_torch.linear_qkv_rope: w needs whole heads of 128 rows, got {n}")
     for name, table in (("cos", cos), ("sin", sin)):
-        if table.dtype != torch.float32 or table.shape != (tokens, 128):
-            raise ValueError(f"coda_torch.linear_qkv_rope: {name} must be f32 of shape "
+        if table.dtype != torch.bfloat16 or table.shape != (tokens, 128):
+            raise ValueError(f"coda_torch.linear_qkv_rope: {name} must be bf16 of shape "
                              f"({tokens}, 128), got {table.dtype} {tuple(table.shape)}")
-    if rotate.dtype != torch.float32 or rotate.shape != (n,):
-        raise ValueError(f"coda_torch.linear_qkv_rope: rotate must be f32 of shape ({n},)")
+    if rotated % 128 or not 0 <= rotated <= n:
+        raise ValueError("coda_torch.linear_qkv_rope: rotated must be a multiple of 128 "
+                         f"in [0, {n}], got {rotated}")
     module, (forward,) = _kernels("linear_qkv_rope", "linear_qkv_rope")
     y = x.new_empty(tokens, n)
     _launch(module, forward, x.contiguous(), w.contiguous(), cos.contiguous(),
-            sin.contiguous(), rotate.contiguous(), y)
+            sin.contiguous(), rotated // 128, y)
     return y
 
 
 @linear_qkv_rope.register_fake
-def _(x, w, cos, sin, rotate):
+def _(x, w, cos, sin, rotated):
     return x.new_empty(x.shape[0], w.shape[0])
 
 
 @torch.library.custom_op("coda::linear_qkv_rope_backward", mutates_args=())
 def _linear_qkv_rope_backward(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor,
                               cos: torch.Tensor, sin: torch.Tensor,
-                              rotate: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                              rotated: int) -> tuple[torch.Tensor, torch.Tensor]:
     """dx, dW: the adjoint GEMM applies the transposed rotation to dy (dAcc)."""
     module, kernels = _kernels("linear_qkv_rope", "linear_qkv_rope_backward")
     return _gemm_backward(module, kernels, x, w, cos.contiguous(), sin.contiguous(),
-                          rotate.contiguous(), dy.contiguous().to(torch.bfloat16))
+                          rotated // 128, dy.contiguous().to(torch.bfloat16))
 
 
 @_linear_qkv_rope_backward.register_fake
-def _(dy, x, w, cos, sin, rotate):
+def _(dy, x, w, cos, sin, rotated):
     return torch.empty_like(x), torch.empty_like(w)
 
 
+def _rope_save(ctx, inputs, output):
+    x, w, cos, sin, ctx.rotated = inputs
+    ctx.save_for_backward(x, w, cos, sin)
+
+
 def _rope_backward(ctx, dy):
-    x, w, cos, sin, rotate = ctx.saved_tensors
-    dx, dw = _linear_qkv_rope_backward(dy, x, w, cos, sin, rotate)
+    x, w, cos, sin = ctx.saved_tensors
+    dx, dw = _linear_qkv_rope_backward(dy, x, w, cos, sin, ctx.rotated)
     return dx, dw, None, None, None
 
 
-linear_qkv_rope.register_autograd(_rope_backward, setup_context=_save_inputs)
+linear_qkv_rope.register_autograd(_rope_backward, setup_context=_rope_save)
 
 
 @torch.library.custom_op("coda::linear_residual_norm", mutates_args=())

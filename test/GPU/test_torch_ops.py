@@ -221,14 +221,14 @@ def test_linear_cross_entropy_compiled():
     close(wc.grad, wr.grad)
 
 
-def rope_reference(x, w, cos, sin, rotate):
-    # rotate_half RoPE within each head of 128 on the flagged columns.
+def rope_reference(x, w, cos, sin, rotated):
+    # rotate_half RoPE within each head of 128 on the first `rotated` columns.
     q = x @ w.T
     heads = q.view(q.shape[0], -1, 128)
     lo, hi = heads[..., :64], heads[..., 64:]
     turned = torch.cat([-hi, lo], -1)
-    rotated = (heads * cos[:, None, :] + turned * sin[:, None, :]).view_as(q)
-    return torch.where(rotate.bool(), rotated, q)
+    rope = (heads * cos[:, None, :] + turned * sin[:, None, :]).view_as(q)
+    return torch.cat([rope[:, :rotated], q[:, rotated:]], 1)
 
 
 @pytest.mark.parametrize("t,h,heads", [(200, 256, (2, 1, 1)), (1000, 512, (4, 2, 2))])
@@ -238,19 +238,30 @@ def test_linear_qkv_rope(t, h, heads):
     x = torch.randn(t, h, device="cuda", generator=gen).bfloat16()
     w = (torch.randn(n, h, device="cuda", generator=gen) / h ** 0.5).bfloat16()
     angles = torch.rand(t, 64, device="cuda", generator=gen) * 6.28
-    cos, sin = torch.cat([angles.cos()] * 2, 1), torch.cat([angles.sin()] * 2, 1)
-    rotate = torch.zeros(n, device="cuda")
-    rotate[: 128 * (heads[0] + heads[1])] = 1.0  # Q and K rotate, V does not
+    cos, sin = (torch.cat([f(angles)] * 2, 1).bfloat16() for f in (torch.cos, torch.sin))
+    rotated = 128 * (heads[0] + heads[1])  # Q and K rotate, V does not
     dy = torch.randn(t, n, device="cuda", generator=gen).bfloat16()
     xr, wr = x.float().requires_grad_(), w.float().requires_grad_()
-    want = rope_reference(xr, wr, cos, sin, rotate)
+    want = rope_reference(xr, wr, cos.float(), sin.float(), rotated)
     want.backward(dy.float())
     xc, wc = x.clone().requires_grad_(), w.clone().requires_grad_()
-    got = coda_torch.linear_qkv_rope(xc, wc, cos, sin, rotate)
+    got = coda_torch.linear_qkv_rope(xc, wc, cos, sin, rotated)
     got.backward(dy)
     close(got, want.detach())
     close(xc.grad, xr.grad)
     close(wc.grad, wr.grad)
+
+
+def test_linear_qkv_rope_refuses_bad_arguments():
+    x = torch.randn(64, 256, device="cuda").bfloat16()
+    w = torch.randn(384, 256, device="cuda").bfloat16()
+    cos = sin = torch.ones(64, 128, device="cuda").bfloat16()
+    with pytest.raises(ValueError, match="cos must be bf16 of shape"):
+        coda_torch.linear_qkv_rope(x, w, cos.float(), sin, 256)
+    with pytest.raises(ValueError, match="rotated must be a multiple of 128 in \\[0, 384\\], got 200"):
+        coda_torch.linear_qkv_rope(x, w, cos, sin, 200)
+    with pytest.raises(ValueError, match="got 512"):
+        coda_torch.linear_qkv_rope(x, w, cos, sin, 512)
 
 
 @pytest.mark.parametrize("t,h,n", [(200, 256, 320), (1000, 512, 2048)])

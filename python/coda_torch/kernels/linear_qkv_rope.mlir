@@ -1,32 +1,41 @@
 // The fused Q/K/V projection with rotary embeddings (rotate_half, head dim
-// 128) on the Q and K columns: `rotate` is 1 on a column to rotate, 0 on a V
-// column; cos / sin are tokens x 128 tables read per head. With
-// --derive-backward: the adjoint GEMM applies the transposed rotation to dY
-// in its epilogue (dAcc), then dX and dW.
-func.func @linear_qkv_rope(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %cos: tensor<?x128xf32>,
-                           %sin: tensor<?x128xf32>, %rotate: tensor<?xf32>) -> tensor<?x?xbf16> {
+// 128) on its first `rotated_heads` heads (Q and K, stacked before V);
+// cos / sin are tokens x 128 bf16 tables read per head. With --derive-backward: the
+// adjoint GEMM applies the transposed rotation to dY in its epilogue (dAcc),
+// then dX and dW.
+func.func @linear_qkv_rope(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %cos: tensor<?x128xbf16>,
+                           %sin: tensor<?x128xbf16>, %rotated_heads: i64) -> tensor<?x?xbf16> {
   %c0 = arith.constant 0 : index
   %tokens = tensor.dim %x, %c0 : tensor<?x?xbf16>
   %n = tensor.dim %w, %c0 : tensor<?x?xbf16>
   %out = tensor.empty(%tokens, %n) : tensor<?x?xbf16>
   %qkv = coda.gemm %x, %w transpose_b : tensor<?x?xbf16>, tensor<?x?xbf16>
-      epilogue(%acc, periodic %c = %cos : tensor<?x128xf32>, periodic %s = %sin : tensor<?x128xf32>,
-               col %f = %rotate : tensor<?xf32>) outs(%out : tensor<?x?xbf16>) {
-    %y = coda.pair_map stride 64 (%lo, %hi) = %acc, (%c0_, %c1) = %c, (%s0, %s1) = %s, (%f0, %f1) = %f
-        : f32, f32, f32, f32 -> f32 {
-      %a0 = arith.mulf %lo, %c0_ : f32
-      %b0 = arith.mulf %hi, %s0 : f32
+      epilogue(%acc, periodic %c = %cos : tensor<?x128xbf16>, periodic %s = %sin : tensor<?x128xbf16>,
+               scalar %nr = %rotated_heads : i64) outs(%out : tensor<?x?xbf16>) {
+    %y = coda.pair_map stride 64 (%lo, %hi) = %acc, (%c0_, %c1) = %c, (%s0, %s1) = %s
+        : f32, bf16, bf16 -> f32 {
+      %cf0 = arith.extf %c0_ : bf16 to f32
+      %cf1 = arith.extf %c1 : bf16 to f32
+      %sf0 = arith.extf %s0 : bf16 to f32
+      %sf1 = arith.extf %s1 : bf16 to f32
+      %a0 = arith.mulf %lo, %cf0 : f32
+      %b0 = arith.mulf %hi, %sf0 : f32
       %r0 = arith.subf %a0, %b0 : f32
-      %a1 = arith.mulf %hi, %c1 : f32
-      %b1 = arith.mulf %lo, %s1 : f32
+      %a1 = arith.mulf %hi, %cf1 : f32
+      %b1 = arith.mulf %lo, %sf1 : f32
       %r1 = arith.addf %a1, %b1 : f32
-      %half = arith.constant 0.5 : f32
-      %on = arith.cmpf ogt, %f0, %half : f32
-      %y0 = arith.select %on, %r0, %lo : f32
-      %y1 = arith.select %on, %r1, %hi : f32
-      coda.yield %y0, %y1 : f32, f32
+      coda.yield %r0, %r1 : f32, f32
     }
-    %yb = arith.truncf %y : f32 to bf16
+    %j = coda.col_index
+    // Compared per head, not per column: the head index is the same for
+    // all of a thread's columns in a 128-column half of the tile, so the
+    // comparison is made once for them.
+    %c128 = arith.constant 128 : index
+    %head = arith.divui %j, %c128 : index
+    %head64 = arith.index_cast %head : index to i64
+    %on = arith.cmpi ult, %head64, %nr : i64
+    %z = arith.select %on, %y, %acc : f32
+    %yb = arith.truncf %z : f32 to bf16
     coda.yield %yb : bf16
   }
   return %qkv : tensor<?x?xbf16>

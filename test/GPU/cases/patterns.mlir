@@ -70,27 +70,38 @@ func.func @down_residual_norm(%a: memref<?x?xbf16>, %wd: memref<?x?xbf16>, %res:
 }
 
 // Q, K and V in one GEMM over concatenated weights; RoPE (rotate_half, head
-// dim 128) on the columns flagged by %rot (q and k), v passes through.
-func.func @qkv_rope(%x: memref<?x?xbf16>, %wqkv: memref<?x?xbf16>, %cos: memref<?x128xf32>,
-                    %sin: memref<?x128xf32>, %rot: memref<?xf32>, %qkv: memref<?x?xbf16>) {
+// dim 128) with bf16 cos / sin tables (the dtype Hugging Face's rotary
+// embedding hands a bf16 model) on the first %rotated_heads heads (q and k); v
+// passes through.
+func.func @qkv_rope(%x: memref<?x?xbf16>, %wqkv: memref<?x?xbf16>, %cos: memref<?x128xbf16>,
+                    %sin: memref<?x128xbf16>, %rotated_heads: i64, %qkv: memref<?x?xbf16>) {
   coda.gemm %x, %wqkv transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
-      epilogue(%acc, periodic %c = %cos : memref<?x128xf32>, periodic %s = %sin : memref<?x128xf32>,
-               col %f = %rot : memref<?xf32>) outs(%qkv : memref<?x?xbf16>) {
-    %y = coda.pair_map stride 64 (%lo, %hi) = %acc, (%c0, %c1) = %c, (%s0, %s1) = %s, (%f0, %f1) = %f
-        : f32, f32, f32, f32 -> f32 {
-      %a0 = arith.mulf %lo, %c0 : f32
-      %b0 = arith.mulf %hi, %s0 : f32
+      epilogue(%acc, periodic %c = %cos : memref<?x128xbf16>, periodic %s = %sin : memref<?x128xbf16>,
+               scalar %nr = %rotated_heads : i64) outs(%qkv : memref<?x?xbf16>) {
+    %y = coda.pair_map stride 64 (%lo, %hi) = %acc, (%c0, %c1) = %c, (%s0, %s1) = %s
+        : f32, bf16, bf16 -> f32 {
+      %cf0 = arith.extf %c0 : bf16 to f32
+      %cf1 = arith.extf %c1 : bf16 to f32
+      %sf0 = arith.extf %s0 : bf16 to f32
+      %sf1 = arith.extf %s1 : bf16 to f32
+      %a0 = arith.mulf %lo, %cf0 : f32
+      %b0 = arith.mulf %hi, %sf0 : f32
       %r0 = arith.subf %a0, %b0 : f32
-      %a1 = arith.mulf %hi, %c1 : f32
-      %b1 = arith.mulf %lo, %s1 : f32
+      %a1 = arith.mulf %hi, %cf1 : f32
+      %b1 = arith.mulf %lo, %sf1 : f32
       %r1 = arith.addf %a1, %b1 : f32
-      %half = arith.constant 0.5 : f32
-      %on = arith.cmpf ogt, %f0, %half : f32
-      %y0 = arith.select %on, %r0, %lo : f32
-      %y1 = arith.select %on, %r1, %hi : f32
-      coda.yield %y0, %y1 : f32, f32
+      coda.yield %r0, %r1 : f32, f32
     }
-    %yb = arith.truncf %y : f32 to bf16
+    %n = coda.col_index
+    // Compared per head, not per column: the head index is the same for
+    // all of a thread's columns in a 128-column half of the tile, so the
+    // comparison is made once for them.
+    %c128 = arith.constant 128 : index
+    %head = arith.divui %n, %c128 : index
+    %head64 = arith.index_cast %head : index to i64
+    %on = arith.cmpi ult, %head64, %nr : i64
+    %z = arith.select %on, %y, %acc : f32
+    %yb = arith.truncf %z : f32 to bf16
     coda.yield %yb : bf16
   }
   return
