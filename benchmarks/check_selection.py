@@ -40,12 +40,25 @@ def schedule(kernel):
 
 
 def selected(compiler, case):
-    """Kernel name -> selected schedule, for test/GPU/cases/<case>.mlir."""
+    """GEMM kernel name -> its variants' (max_k, schedule) in dispatch order
+    (max_k 0: every larger K), for test/GPU/cases/<case>.mlir."""
     with tempfile.TemporaryDirectory() as out:
         subprocess.run([compiler, os.path.join(ROOT, "test", "GPU", "cases", case + ".mlir"),
                         "--format=isa", "-o", out], check=True, capture_output=True)
         manifest = json.load(open(os.path.join(out, "manifest.json")))
-    return {k["name"]: schedule(k) for k in manifest["kernels"] if k["kind"] == "gemm"}
+    variants = {}
+    for k in manifest["kernels"]:
+        if k["kind"] == "gemm":
+            variants.setdefault(k.get("variant_of", k["name"]), []).append(
+                (k.get("max_k", 0), schedule(k)))
+    for v in variants.values():
+        v.sort(key=lambda entry: entry[0] or float("inf"))
+    return variants
+
+
+def choice_at(variants, k):
+    """The schedule the launch picks at K = k."""
+    return next(s for max_k, s in variants if not max_k or k <= max_k)
 
 
 def main():
@@ -65,14 +78,14 @@ def main():
         for r in doc.get(key, {}).get("results", []):
             times = {v: t["ms"] for v, t in r["variants"].items() if v in SCHEDULES}
             rows.append((r["epilogue"], r["shape"], times,
-                         epilogue_choice[r["epilogue"] + "_gemm0"]))
+                         choice_at(epilogue_choice[r["epilogue"] + "_gemm0"], r["shape"]["K"])))
     for r in doc.get("gemm_configs", {}).get("results", []):
         times = {v: t for v, t in r["coda_ms"].items() if v in SCHEDULES}
         # gemm_configs names cooperative in clusters of two by the selection
         # that built it ("sel").
         if "sel" in r["coda_ms"] and "coop2" not in times:
             times["coop2"] = r["coda_ms"]["sel"]
-        rows.append(("plain", r["shape"], times, plain_choice))
+        rows.append(("plain", r["shape"], times, choice_at(plain_choice, r["shape"]["K"])))
 
     worst, failed = 0.0, 0
     print(f"{'epilogue':14} {'M x N x K':>20}  {'selected':>8} {'best':>6}  slower")

@@ -109,6 +109,13 @@ Manifest Manifest::parse(const std::string &text) {
       kernel.block[i] = block[i];
     kernel.sharedMemoryBytes =
         k.at("shared_memory_bytes", ctx).asInt(ctx + " shared_memory_bytes");
+    if (const json::Value *v = k.find("variant_of"))
+      kernel.variantOf = v->asString(ctx + " variant_of");
+    if (const json::Value *v = k.find("max_k"))
+      kernel.maxK = v->asInt(ctx + " max_k");
+    if (kernel.maxK < 0 || (kernel.maxK > 0 && kernel.variantOf.empty()))
+      throw Error("manifest: " + ctx +
+                  " max_k must be positive and come with variant_of");
     for (const json::Value &p : k.at("params", ctx).array) {
       ParamSpec param;
       param.name = p.at("name", ctx + " parameter").asString("name");
@@ -153,6 +160,20 @@ Manifest Manifest::parse(const std::string &text) {
     }
     manifest.kernels.push_back(std::move(kernel));
   }
+  // Every variant's dispatching kernel exists and is unbounded, with the
+  // same function and parameters.
+  for (const KernelSpec &k : manifest.kernels) {
+    if (k.variantOf.empty())
+      continue;
+    const KernelSpec &target = manifest.kernel(k.variantOf);
+    if (target.maxK != 0 || target.variantOf != target.name ||
+        target.function != k.function ||
+        target.params.size() != k.params.size())
+      throw Error("manifest: kernel " + k.name + " is a variant of " +
+                  k.variantOf +
+                  ", which is not its function's unbounded "
+                  "variant with the same parameters");
+  }
   return manifest;
 }
 
@@ -174,4 +195,23 @@ const KernelSpec &Manifest::kernel(const std::string &name) const {
     known += (known.empty() ? "" : ", ") + k.name;
   throw Error("no kernel '" + name + "' in the manifest (it has: " + known +
               ")");
+}
+
+const KernelSpec &Manifest::variantFor(const KernelSpec &kernel,
+                                       int64_t k) const {
+  const KernelSpec *best = &kernel;
+  if (kernel.isBoundedVariant())
+    return kernel;
+  for (const KernelSpec &v : kernels)
+    if (v.isBoundedVariant() && v.variantOf == kernel.name && k <= v.maxK &&
+        (best == &kernel || v.maxK < best->maxK))
+      best = &v;
+  return *best;
+}
+
+bool Manifest::dispatches(const KernelSpec &kernel) const {
+  for (const KernelSpec &v : kernels)
+    if (v.isBoundedVariant() && v.variantOf == kernel.name)
+      return true;
+  return false;
 }

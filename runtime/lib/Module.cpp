@@ -199,15 +199,29 @@ Module::~Module() {
 
 void Module::launch(const std::string &name, const std::vector<Argument> &args,
                     uint64_t stream) {
-  launchSpec(manifest_.kernel(name), args, stream);
+  const KernelSpec &kernel = manifest_.kernel(name);
+  if (!manifest_.dispatches(kernel))
+    return launchSpec(kernel, args, stream);
+  // Every variant takes the same arguments: checked (and K found) once
+  // against the kernel named, then again by the variant's own launch.
+  GemmSizes sizes = validate(kernel, args);
+  launchSpec(manifest_.variantFor(kernel, sizes.k), args, stream);
 }
 
 void Module::launchKernel(const std::string &name,
                           const std::vector<Argument> &args, uint64_t stream) {
-  auto it = impl_->ownParameters.find(name);
-  if (it == impl_->ownParameters.end())
-    (void)manifest_.kernel(name); // not in the manifest: throws its error
-  launchSpec(it->second, args, stream);
+  auto own = [&](const std::string &kernel) -> const KernelSpec & {
+    auto it = impl_->ownParameters.find(kernel);
+    if (it == impl_->ownParameters.end())
+      (void)manifest_.kernel(kernel); // not in the manifest: throws its error
+    return it->second;
+  };
+  const KernelSpec &kernel = own(name);
+  if (!manifest_.dispatches(manifest_.kernel(name)))
+    return launchSpec(kernel, args, stream);
+  GemmSizes sizes = validate(kernel, args);
+  launchSpec(own(manifest_.variantFor(manifest_.kernel(name), sizes.k).name),
+             args, stream);
 }
 
 void Module::launchSpec(const KernelSpec &kernel,
@@ -305,7 +319,7 @@ void Module::launchFunction(const std::string &function,
                             uint64_t stream) {
   bool any = false;
   for (const KernelSpec &kernel : manifest_.kernels)
-    if (kernel.function == function) {
+    if (kernel.function == function && !kernel.isBoundedVariant()) {
       launch(kernel.name, args, stream);
       any = true;
     }

@@ -105,8 +105,10 @@ PYBIND11_MODULE(_coda_runtime, m) {
           "kernels_of",
           [](const Module &self, const std::string &function) {
             std::vector<std::string> names;
+            // In launch order; a GEMM dispatched by K is named once (its
+            // bounded variants are launched through that name).
             for (const KernelSpec &k : self.manifest().kernels)
-              if (k.function == function)
+              if (k.function == function && !k.isBoundedVariant())
                 names.push_back(k.name);
             return names;
           },

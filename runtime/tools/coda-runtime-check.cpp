@@ -78,18 +78,23 @@ int main(int argc, char **argv) {
   }
   try {
     Manifest manifest = Manifest::load(argv[1]);
-    const KernelSpec &kernel = manifest.kernel(argv[2]);
+    const KernelSpec &named = manifest.kernel(argv[2]);
     std::vector<Argument> args;
     for (int i = 3; i < argc; ++i)
       args.push_back(parseArgument(argv[i], i - 3));
-    GemmSizes sizes = validate(kernel, args);
+    // As Module::launch: a GEMM dispatched by K launches its variant for K.
+    GemmSizes sizes = validate(named, args);
+    const KernelSpec &kernel = manifest.variantFor(named, sizes.k);
+    if (&kernel != &named)
+      sizes = validate(kernel, args);
     int64_t grid[3];
     gridFor(kernel, sizes, kH100Multiprocessors, grid);
     std::cout << "ok: M=" << sizes.m << " N=" << sizes.n << " K=" << sizes.k
               << " grid=(" << grid[0] << ", " << grid[1] << ", " << grid[2]
               << ") block=(" << kernel.block[0] << ", " << kernel.block[1]
-              << ", " << kernel.block[2] << ") shared="
-              << kernel.sharedMemoryBytes << "\n";
+              << ", " << kernel.block[2]
+              << ") shared=" << kernel.sharedMemoryBytes
+              << " kernel=" << kernel.name << "\n";
     return 0;
   } catch (const Error &e) {
     std::cout << "error: " << e.what() << "\n";

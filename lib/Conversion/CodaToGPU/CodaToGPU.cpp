@@ -249,8 +249,20 @@ gpu::GPUFuncOp buildGemmKernel(OpBuilder &kb, GemmOp op, func::FuncOp host,
   return kernel;
 }
 
-/// A coda.gemm on memrefs inside a function: its kernel and, in its place,
-/// the host code that launches it.
+/// Adds to `kernel`'s ABI that it is a variant of the GEMM kernel `name`,
+/// for K up to `maxK` (0: beyond every other variant's bound).
+void recordVariant(OpBuilder &b, gpu::GPUFuncOp kernel, StringRef name,
+                   int64_t maxK) {
+  auto abi = kernel->getAttrOfType<DictionaryAttr>("coda.kernel");
+  NamedAttrList entries(abi);
+  entries.set("variant_of", b.getStringAttr(name));
+  entries.set("max_k", b.getI64IntegerAttr(maxK));
+  kernel->setAttr("coda.kernel", entries.getDictionary(b.getContext()));
+}
+
+/// A coda.gemm on memrefs inside a function: its kernels (one per
+/// configuration it is dispatched between) and, in its place, the host code
+/// that launches them.
 struct GemmToKernel : OpRewritePattern<GemmOp> {
   GemmToKernel(MLIRContext *ctx, const CodaToGPUOptions &options,
                std::shared_ptr<const GemmTarget> target)
@@ -263,19 +275,31 @@ struct GemmToKernel : OpRewritePattern<GemmOp> {
     if (!host || !op.hasPureBufferSemantics())
       return rewriter.notifyMatchFailure(op,
                                          "not a GEMM on memrefs in a function");
-    FailureOr<GemmKernelConfig> config = configureGemm(op, *target, options);
-    if (failed(config))
+    FailureOr<SmallVector<GemmVariant>> variants =
+        configureGemm(op, *target, options);
+    if (failed(variants))
       return failure();
     gpu::GPUModuleOp kernels = getKernelModule(rewriter, op);
-    gpu::GPUFuncOp kernel;
+    // One kernel per variant: the last (any larger K) takes the GEMM's
+    // name, the others the name and their K bound; launching the GEMM's
+    // name dispatches by K (its ABI lists the variants).
+    std::string name = kernelName(kernels, host, "gemm");
+    SmallVector<gpu::GPUFuncOp> variantKernels;
     {
       OpBuilder::InsertionGuard guard(rewriter);
       rewriter.setInsertionPointToEnd(kernels.getBody());
-      kernel = buildGemmKernel(rewriter, op, host, *target, *config,
-                               kernelName(kernels, host, "gemm"));
+      for (const GemmVariant &variant : *variants) {
+        std::string variantName =
+            variant.maxK ? name + "_k" + std::to_string(variant.maxK) : name;
+        gpu::GPUFuncOp kernel = buildGemmKernel(rewriter, op, host, *target,
+                                                variant.config, variantName);
+        if (variants->size() > 1)
+          recordVariant(rewriter, kernel, name, variant.maxK);
+        variantKernels.push_back(kernel);
+      }
     }
     ImplicitLocOpBuilder hb(op.getLoc(), rewriter);
-    emitGemmLaunch(hb, op, kernel, *target, *config);
+    emitGemmLaunch(hb, op, variantKernels, *target, *variants);
     rewriter.eraseOp(op);
     return success();
   }

@@ -245,36 +245,43 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
 
 } // namespace
 
-FailureOr<GemmKernelConfig>
+FailureOr<SmallVector<GemmVariant>>
 mlir::coda::gpu_lowering::configureGemm(GemmOp op, const GemmTarget &target,
                                         const CodaToGPUOptions &options) {
-  auto pinned =
-      op->getAttrOfType<GemmConfigAttr>(GemmConfigAttr::getAttrName());
-  if (!pinned)
-    return chooseConfig(op, target, options.tileM, options.tileN,
-                        options.stages, options.warpSpecialized,
-                        options.persistent, options.cooperative,
-                        options.pingPong, options.clusterM);
-  Schedule schedule = pinned.getSchedule();
-  FailureOr<GemmKernelConfig> config = chooseConfig(
-      op, target, pinned.getTileM(), pinned.getTileN(), pinned.getStages(),
-      /*warpSpecialized=*/schedule != Schedule::single,
-      /*persistent=*/schedule == Schedule::staged,
-      /*cooperative=*/schedule == Schedule::cooperative,
-      /*pingPong=*/schedule == Schedule::pingPong, pinned.getClusterM());
-  if (failed(config))
-    return failure();
-  // The epilogue may force another tile or schedule: said, as an error,
-  // since the configuration was asked for by name.
-  if (config->schedule != schedule || config->tileM != pinned.getTileM() ||
-      config->tileN != pinned.getTileN() ||
-      config->clusterM != pinned.getClusterM())
-    return op.emitOpError("cannot take ")
-           << pinned << " (its epilogue and tile lower to schedule "
-           << stringifyGemmSchedule(config->schedule) << ", tile "
-           << config->tileM << " x " << config->tileN << ", cluster M "
-           << config->clusterM << ")";
-  return config;
+  SmallVector<GemmConfigAttr> pinned = getPinnedGemmConfigs(op);
+  if (pinned.empty()) {
+    FailureOr<GemmKernelConfig> config =
+        chooseConfig(op, target, options.tileM, options.tileN, options.stages,
+                     options.warpSpecialized, options.persistent,
+                     options.cooperative, options.pingPong, options.clusterM);
+    if (failed(config))
+      return failure();
+    return SmallVector<GemmVariant>{{*config, 0}};
+  }
+  SmallVector<GemmVariant> variants;
+  for (GemmConfigAttr attr : pinned) {
+    Schedule schedule = attr.getSchedule();
+    FailureOr<GemmKernelConfig> config = chooseConfig(
+        op, target, attr.getTileM(), attr.getTileN(), attr.getStages(),
+        /*warpSpecialized=*/schedule != Schedule::single,
+        /*persistent=*/schedule == Schedule::staged,
+        /*cooperative=*/schedule == Schedule::cooperative,
+        /*pingPong=*/schedule == Schedule::pingPong, attr.getClusterM());
+    if (failed(config))
+      return failure();
+    // The epilogue may force another tile or schedule: said, as an error,
+    // since the configuration was asked for by name.
+    if (config->schedule != schedule || config->tileM != attr.getTileM() ||
+        config->tileN != attr.getTileN() ||
+        config->clusterM != attr.getClusterM())
+      return op.emitOpError("cannot take ")
+             << attr << " (its epilogue and tile lower to schedule "
+             << stringifyGemmSchedule(config->schedule) << ", tile "
+             << config->tileM << " x " << config->tileN << ", cluster M "
+             << config->clusterM << ")";
+    variants.push_back({*config, attr.getMaxK()});
+  }
+  return variants;
 }
 
 void mlir::coda::gpu_lowering::assignTile(ImplicitLocOpBuilder &b,

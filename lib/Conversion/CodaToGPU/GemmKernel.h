@@ -352,11 +352,19 @@ public:
 /// The target for `chip`, or null when coda has no GEMM lowering for it.
 std::unique_ptr<GemmTarget> getGemmTarget(StringRef chip);
 
-/// The kernel configuration of `op` on `target`: its pinned
-/// coda.gemm_config, else the options; reports on `op` what the kernel
-/// cannot take (GemmConfig.cpp).
-FailureOr<GemmKernelConfig> configureGemm(GemmOp op, const GemmTarget &target,
-                                          const CodaToGPUOptions &options);
+/// One kernel of a GEMM: its configuration and the largest K it runs for
+/// (0: any K beyond the previous variant's).
+struct GemmVariant {
+  GemmKernelConfig config;
+  int64_t maxK = 0;
+};
+
+/// The kernels of `op` on `target`, in dispatch order: its pinned
+/// coda.gemm_config (one, or several chosen by K at launch), else one from
+/// the options; reports on `op` what a kernel cannot take (GemmConfig.cpp).
+FailureOr<SmallVector<GemmVariant>>
+configureGemm(GemmOp op, const GemmTarget &target,
+              const CodaToGPUOptions &options);
 
 /// The `coda.kernel` ABI of a GEMM's kernel and of a reduce_partials kernel
 /// of `threads` threads per CTA: parameters with their sources in `host`,
@@ -368,11 +376,12 @@ DictionaryAttr buildGemmKernelAbi(OpBuilder &b, GemmOp op, func::FuncOp host,
 DictionaryAttr buildReducePartialsAbi(OpBuilder &b, ReducePartialsOp op,
                                       func::FuncOp host, int64_t threads);
 
-/// Host code at `hb`'s insertion point that launches `kernel` for `op`
-/// (HostLaunch.cpp).
+/// Host code at `hb`'s insertion point that launches, for `op`, the kernel
+/// of the first variant whose max_k K does not exceed (`kernels[i]` is
+/// `variants[i]`'s; HostLaunch.cpp).
 void emitGemmLaunch(ImplicitLocOpBuilder &hb, GemmOp op,
-                    gpu::GPUFuncOp kernel, const GemmTarget &target,
-                    const GemmKernelConfig &config);
+                    ArrayRef<gpu::GPUFuncOp> kernels, const GemmTarget &target,
+                    ArrayRef<GemmVariant> variants);
 void emitReducePartialsLaunch(ImplicitLocOpBuilder &hb, ReducePartialsOp op,
                               gpu::GPUFuncOp kernel, int64_t threads);
 

@@ -17,6 +17,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 
 using namespace mlir;
 using namespace mlir::coda;
@@ -28,10 +29,11 @@ namespace {
 constexpr int64_t kHostLaunchSMs = 132;
 } // namespace
 
-void mlir::coda::gpu_lowering::emitGemmLaunch(ImplicitLocOpBuilder &hb,
-                                              GemmOp op, gpu::GPUFuncOp kernel,
-                                              const GemmTarget &target,
-                                              const GemmKernelConfig &config) {
+namespace {
+
+void emitOneGemmLaunch(ImplicitLocOpBuilder &hb, GemmOp op,
+                       gpu::GPUFuncOp kernel, const GemmTarget &target,
+                       const GemmKernelConfig &config) {
   Type ptrType = LLVM::LLVMPointerType::get(hb.getContext());
   auto hidx = [&](int64_t v) -> Value {
     return arith::ConstantIndexOp::create(hb, v);
@@ -90,6 +92,37 @@ void mlir::coda::gpu_lowering::emitGemmLaunch(ImplicitLocOpBuilder &hb,
       hb, kernel, gpu::KernelDim3{gridX, gridY, hidx(1)},
       gpu::KernelDim3{hidx(config.numThreads), hidx(1), hidx(1)}, sharedBytes,
       args);
+}
+
+} // namespace
+
+void mlir::coda::gpu_lowering::emitGemmLaunch(ImplicitLocOpBuilder &hb,
+                                              GemmOp op,
+                                              ArrayRef<gpu::GPUFuncOp> kernels,
+                                              const GemmTarget &target,
+                                              ArrayRef<GemmVariant> variants) {
+  if (variants.size() == 1)
+    return emitOneGemmLaunch(hb, op, kernels.front(), target,
+                             variants.front().config);
+  // if (K <= max_k) launch the first variant, else the rest.
+  Value sizeK = memref::DimOp::create(hb, op.getLhs(), op.getLhsKDim());
+  Value within = arith::CmpIOp::create(
+      hb, arith::CmpIPredicate::ule, sizeK,
+      arith::ConstantIndexOp::create(hb, variants.front().maxK));
+  scf::IfOp::create(
+      hb, within,
+      [&](OpBuilder &b, Location loc) {
+        ImplicitLocOpBuilder ib(loc, b);
+        emitOneGemmLaunch(ib, op, kernels.front(), target,
+                          variants.front().config);
+        scf::YieldOp::create(ib);
+      },
+      [&](OpBuilder &b, Location loc) {
+        ImplicitLocOpBuilder ib(loc, b);
+        emitGemmLaunch(ib, op, kernels.drop_front(), target,
+                       variants.drop_front());
+        scf::YieldOp::create(ib);
+      });
 }
 
 void mlir::coda::gpu_lowering::emitReducePartialsLaunch(

@@ -81,6 +81,94 @@ func.func @too_wide(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %rs: memref<?x?x
 
 // -----
 
+// An array of configurations dispatched by K: a kernel for each, the
+// bounded one named for its bound, both recording the GEMM's name and their
+// bound in their ABI; the host code compares K with the bound and launches
+// one of them.
+
+// CHECK-LABEL: func.func @dispatched
+//       CHECK:   %[[K:.+]] = memref.dim %{{.+}}, %c1
+//       CHECK:   %[[IN:.+]] = arith.cmpi ule, %[[K]], %c4096
+//       CHECK:   scf.if %[[IN]] {
+//       CHECK:     gpu.launch_func @coda_kernels::@dispatched_gemm0_k4096
+//       CHECK:   } else {
+//       CHECK:     gpu.launch_func @coda_kernels::@dispatched_gemm0
+//       CHECK:   }
+//       CHECK: gpu.func @dispatched_gemm0_k4096
+//  CHECK-SAME:   max_k = 4096 : i64
+//  CHECK-SAME:   tile = [128, 128, 64]
+//  CHECK-SAME:   variant_of = "dispatched_gemm0"
+//       CHECK: gpu.func @dispatched_gemm0(
+//  CHECK-SAME:   max_k = 0 : i64
+//  CHECK-SAME:   tile = [128, 256, 64]
+//  CHECK-SAME:   variant_of = "dispatched_gemm0"
+func.func @dispatched(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%y : memref<?x?xbf16>) attributes {coda.gemm_config = [
+        #coda.gemm_config<schedule = ping_pong, tile_m = 128, tile_n = 128, stages = 4, max_k = 4096>,
+        #coda.gemm_config<schedule = cooperative, tile_m = 128, tile_n = 256, stages = 4, cluster_m = 2>]} {
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
+
+// -----
+
+func.func @bound_alone(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
+  // expected-error @+1 {{'coda.gemm_config' bounds K (max_k) only in an array of configurations dispatched by K}}
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%y : memref<?x?xbf16>) attributes {coda.gemm_config = #coda.gemm_config<schedule = ping_pong, tile_m = 128, tile_n = 128, stages = 4, max_k = 4096>} {
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
+
+// -----
+
+func.func @bounded_last(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
+  // expected-error @+1 {{'coda.gemm_config': the last configuration takes every larger K and has no max_k}}
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%y : memref<?x?xbf16>) attributes {coda.gemm_config = [
+        #coda.gemm_config<schedule = ping_pong, tile_m = 128, tile_n = 128, stages = 4, max_k = 2048>,
+        #coda.gemm_config<schedule = cooperative, tile_m = 128, tile_n = 256, stages = 4, max_k = 4096>]} {
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
+
+// -----
+
+func.func @descending(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
+  // expected-error @+1 {{'coda.gemm_config': every configuration but the last needs a max_k above the previous one's}}
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%y : memref<?x?xbf16>) attributes {coda.gemm_config = [
+        #coda.gemm_config<schedule = ping_pong, tile_m = 128, tile_n = 128, stages = 4, max_k = 4096>,
+        #coda.gemm_config<schedule = ping_pong, tile_m = 128, tile_n = 128, stages = 3, max_k = 2048>,
+        #coda.gemm_config<schedule = cooperative, tile_m = 128, tile_n = 256, stages = 4>]} {
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
+
+// -----
+
+func.func @one_in_array(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
+  // expected-error @+1 {{'coda.gemm_config' must be a #coda.gemm_config or an array of two or more dispatched by K}}
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%y : memref<?x?xbf16>) attributes {coda.gemm_config = [
+        #coda.gemm_config<schedule = cooperative, tile_m = 128, tile_n = 256, stages = 4>]} {
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
+
+// -----
+
 func.func @misplaced(%x: f32) -> f32 {
   // expected-error @+1 {{'coda.gemm_config' belongs on coda.gemm}}
   %y = arith.addf %x, %x {coda.gemm_config = #coda.gemm_config<schedule = single, tile_m = 64, tile_n = 128, stages = 4>} : f32

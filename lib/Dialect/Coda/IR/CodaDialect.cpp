@@ -41,14 +41,55 @@ LogicalResult CodaDialect::verifyOperationAttribute(Operation *op,
     return success();
   if (!isa<GemmOp>(op))
     return op->emitError("'") << name << "' belongs on coda.gemm";
-  auto config = dyn_cast<GemmConfigAttr>(attr.getValue());
-  if (!config)
-    return op->emitError("'") << name << "' must be a #coda.gemm_config";
-  if (config.getTileM() <= 0 || config.getTileN() <= 0 ||
-      config.getStages() <= 0 || config.getClusterM() <= 0)
+  auto checkSizes = [&](GemmConfigAttr config) -> LogicalResult {
+    if (config.getTileM() <= 0 || config.getTileN() <= 0 ||
+        config.getStages() <= 0 || config.getClusterM() <= 0 ||
+        config.getMaxK() < 0)
+      return op->emitError("'")
+             << name << "' needs positive sizes, got " << config;
+    return success();
+  };
+  if (auto config = dyn_cast<GemmConfigAttr>(attr.getValue())) {
+    if (config.getMaxK() != 0)
+      return op->emitError("'")
+             << name << "' bounds K (max_k) only in an array of "
+             << "configurations dispatched by K, got " << config;
+    return checkSizes(config);
+  }
+  auto configs = dyn_cast<ArrayAttr>(attr.getValue());
+  if (!configs || configs.size() < 2 ||
+      !llvm::all_of(configs, llvm::IsaPred<GemmConfigAttr>))
     return op->emitError("'")
-           << name << "' needs positive sizes, got " << config;
+           << name << "' must be a #coda.gemm_config or an array of two or "
+           << "more dispatched by K";
+  int64_t previous = 0;
+  for (auto [i, element] : llvm::enumerate(configs)) {
+    auto config = cast<GemmConfigAttr>(element);
+    if (failed(checkSizes(config)))
+      return failure();
+    bool last = i + 1 == configs.size();
+    if (last && config.getMaxK() != 0)
+      return op->emitError("'")
+             << name << "': the last configuration takes every larger K "
+             << "and has no max_k, got " << config;
+    if (!last && config.getMaxK() <= previous)
+      return op->emitError("'")
+             << name << "': every configuration but the last needs a max_k "
+             << "above the previous one's, got " << config;
+    previous = config.getMaxK();
+  }
   return success();
+}
+
+SmallVector<GemmConfigAttr> mlir::coda::getPinnedGemmConfigs(Operation *op) {
+  Attribute attr = op->getAttr(GemmConfigAttr::getAttrName());
+  if (auto config = dyn_cast_if_present<GemmConfigAttr>(attr))
+    return {config};
+  SmallVector<GemmConfigAttr> configs;
+  if (auto array = dyn_cast_if_present<ArrayAttr>(attr))
+    for (Attribute element : array)
+      configs.push_back(cast<GemmConfigAttr>(element));
+  return configs;
 }
 
 TypedAttr mlir::coda::getReductionIdentity(ReductionKind kind,

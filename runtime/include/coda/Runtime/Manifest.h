@@ -69,6 +69,15 @@ struct KernelSpec {
   int64_t cluster[3] = {1, 1, 1};
   int64_t block[3] = {1, 1, 1};
   int64_t sharedMemoryBytes = 0;
+  /// A GEMM compiled once per configuration and dispatched by K: every
+  /// variant names the kernel launched for it (`variantOf`, the variant for
+  /// the largest K) and, but that one, the largest K it runs for (`maxK`).
+  std::string variantOf;
+  int64_t maxK = 0;
+
+  /// A variant that runs only up to maxK (launched through the GEMM's own
+  /// name, never on its own when a function runs).
+  bool isBoundedVariant() const { return !variantOf.empty() && maxK > 0; }
 };
 
 struct Manifest {
@@ -79,6 +88,11 @@ struct Manifest {
   static Manifest parse(const std::string &json);
   static Manifest load(const std::string &path);
   const KernelSpec &kernel(const std::string &name) const;
+  /// The kernel to launch for `kernel` at K = k: the variant with the
+  /// smallest max_k not below k, else `kernel` itself.
+  const KernelSpec &variantFor(const KernelSpec &kernel, int64_t k) const;
+  /// Whether other kernels are variants of `kernel` (launching it picks one).
+  bool dispatches(const KernelSpec &kernel) const;
 };
 
 } // namespace coda::runtime

@@ -33,6 +33,10 @@
 namespace mlir::coda {
 /// The identity element of a reduction of `kind` over `type`.
 TypedAttr getReductionIdentity(ReductionKind kind, FloatType type);
+
+/// The GEMM configurations pinned on `op` (its verified coda.gemm_config),
+/// in dispatch order: none, one, or several chosen by K.
+SmallVector<GemmConfigAttr> getPinnedGemmConfigs(Operation *op);
 } // namespace mlir::coda
 
 #endif // CODA_DIALECT_CODA_IR_CODA_H

@@ -121,13 +121,28 @@ def Coda_GemmConfigAttr : AttrDef<Coda_Dialect, "GemmConfig"> {
         #coda.gemm_config<schedule = ping_pong, tile_m = 128, tile_n = 128,
                           stages = 4, cluster_m = 2>}
     ```
+
+    Where the best kernel depends on K and K is known only at launch, the
+    attribute is an array of configurations dispatched by K: every one but
+    the last carries `max_k`, ascending, and runs where K <= max_k; the last
+    (no `max_k`) runs for larger K. The lowering generates a kernel for
+    each, and the launch (host code or the runtime) picks one.
+
+    ```mlir
+    coda.gemm ... attributes {coda.gemm_config = [
+        #coda.gemm_config<schedule = ping_pong, tile_m = 128, tile_n = 128,
+                          stages = 4, max_k = 4096>,
+        #coda.gemm_config<schedule = cooperative, tile_m = 128,
+                          tile_n = 256, stages = 4, cluster_m = 2>]}
+    ```
   }];
   let parameters = (ins
     EnumParameter<Coda_GemmSchedule>:$schedule,
     "int64_t":$tile_m,
     "int64_t":$tile_n,
     "int64_t":$stages,
-    DefaultValuedParameter<"int64_t", "1">:$cluster_m
+    DefaultValuedParameter<"int64_t", "1">:$cluster_m,
+    DefaultValuedParameter<"int64_t", "0">:$max_k
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let extraClassDeclaration = [{
