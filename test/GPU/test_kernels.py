@@ -28,6 +28,9 @@ BUILD = os.environ.get("CODA_GPU_TESTS", os.path.join(
 # one k-tile each, so that persistent CTAs hand over several tiles quickly.
 SHAPES = [(128, 128, 64), (200, 328, 200), (1, 136, 64), (300, 512, 1000),
           (16896, 512, 64)]
+# K beyond 4096: GEMMs the selection dispatches by K (SwiGLU, log-sum-exp)
+# run their cooperative variant there, their ping-pong one at SHAPES' K.
+LONG_K_SHAPES = [(200, 328, 4104), (300, 512, 8192)]
 HEAD_SHAPES = [(128, 128, 64), (200, 384, 200), (1, 128, 64), (300, 512, 1000),
                (16896, 512, 64)]
 
@@ -123,7 +126,7 @@ def test_residual_norm(prims, m, n, k):
     check_f32(ss, ref)
 
 
-@pytest.mark.parametrize("m,n,k", SHAPES)
+@pytest.mark.parametrize("m,n,k", SHAPES + LONG_K_SHAPES)
 def test_swiglu(prims, m, n, k):
     a, b = rand(m, k), rand(n, k)
     r = torch.rand(m, device="cuda") + 0.5
@@ -151,7 +154,7 @@ def test_rope_rotate_half(prims, m, n, k, function):
     check_bf16(q, torch.stack([y0, y1], 2).reshape(m, n))
 
 
-@pytest.mark.parametrize("m,n,k", SHAPES)
+@pytest.mark.parametrize("m,n,k", SHAPES + LONG_K_SHAPES)
 def test_cross_entropy(prims, m, n, k):
     a, b = rand(m, k), rand(n, k)
     t = torch.randint(0, n, (m,), device="cuda")
