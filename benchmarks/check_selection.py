@@ -63,33 +63,42 @@ def choice_at(variants, k):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("results")
+    parser.add_argument("results", nargs="+",
+                        help="results files; a later file's measurement of a case replaces an "
+                             "earlier one's")
     parser.add_argument("--compiler", default=os.path.join(ROOT, "build", "bin", "coda-compile"))
     parser.add_argument("--tolerance", type=float, default=0.02,
                         help="largest accepted slowdown against the best (0.02: 2 %%)")
     args = parser.parse_args()
-    doc = json.load(open(args.results))
     epilogue_choice = selected(args.compiler, "epilogues")
     plain_choice = selected(args.compiler, "primitives")["plain_nt_gemm0"]
 
-    # (what, shape, {schedule: ms}, the schedule selected now)
-    rows = []
-    for key in ("epilogues", "epilogues_block_shapes"):
-        for r in doc.get(key, {}).get("results", []):
+    # (what, M, N, K) -> (shape, {schedule: ms}, the schedule selected now)
+    rows = {}
+    for path in args.results:
+        doc = json.load(open(path))
+        epilogue_rows = [r for key in ("epilogues", "epilogues_block_shapes")
+                         for r in doc.get(key, {}).get("results", [])]
+        # benchmarks/epilogues.py's own output: its rows at the top level.
+        epilogue_rows += [r for r in doc.get("results", []) if r.get("case") == "epilogue"]
+        for r in epilogue_rows:
             times = {v: t["ms"] for v, t in r["variants"].items() if v in SCHEDULES}
-            rows.append((r["epilogue"], r["shape"], times,
-                         choice_at(epilogue_choice[r["epilogue"] + "_gemm0"], r["shape"]["K"])))
-    for r in doc.get("gemm_configs", {}).get("results", []):
-        times = {v: t for v, t in r["coda_ms"].items() if v in SCHEDULES}
-        # gemm_configs names cooperative in clusters of two by the selection
-        # that built it ("sel").
-        if "sel" in r["coda_ms"] and "coop2" not in times:
-            times["coop2"] = r["coda_ms"]["sel"]
-        rows.append(("plain", r["shape"], times, choice_at(plain_choice, r["shape"]["K"])))
+            shape = r["shape"]
+            rows[(r["epilogue"], shape["M"], shape["N"], shape["K"])] = (
+                shape, times, choice_at(epilogue_choice[r["epilogue"] + "_gemm0"], shape["K"]))
+        for r in doc.get("gemm_configs", {}).get("results", []):
+            times = {v: t for v, t in r["coda_ms"].items() if v in SCHEDULES}
+            # gemm_configs names cooperative in clusters of two by the selection
+            # that built it ("sel").
+            if "sel" in r["coda_ms"] and "coop2" not in times:
+                times["coop2"] = r["coda_ms"]["sel"]
+            shape = r["shape"]
+            rows[("plain", shape["M"], shape["N"], shape["K"])] = (
+                shape, times, choice_at(plain_choice, shape["K"]))
 
     worst, failed = 0.0, 0
     print(f"{'epilogue':14} {'M x N x K':>20}  {'selected':>8} {'best':>6}  slower")
-    for what, shape, times, choice in rows:
+    for (what, *_), (shape, times, choice) in rows.items():
         best = min(times, key=times.get)
         shape_text = "%dx%dx%d" % (shape["M"], shape["N"], shape["K"])
         if choice not in times:

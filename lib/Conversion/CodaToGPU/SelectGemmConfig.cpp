@@ -134,17 +134,15 @@ Attribute selectConfig(GemmOp op) {
     return pingPong;
   // Pair or interleaved outputs (SwiGLU) and max / log-sum-exp partials:
   // measured per K (docs/performance.md, "Each schedule at each block
-  // shape"), ping-pong is 5-15 % faster at K = 2048 and the cooperative
-  // kernel 4-10 % faster from K = 5632 on.
+  // shape" and "Configurations dispatched by K"), ping-pong is 5-15 %
+  // faster at K = 2048 and 4096, about even at K = 8192, and the cooperative
+  // kernel 4-10 % faster from K = 11008 on.
   if (pairs || maxPartials)
     return pingPongUpTo(op, 4096);
-  // A column input (a bias): ping-pong 0.988 against cooperative 0.950 of
-  // the plain GEMM at K = 2048, 0.961 against 0.971 at K = 4096.
-  for (unsigned k = 0; k < numInputs; ++k)
-    if (op.getInputForm(k) == AccessForm::col)
-      return pingPongUpTo(op, 2048);
-  // Plain epilogues and sum partials: cooperative in clusters of two, whose
-  // staged tile stores beat ws and ping-pong at every block shape.
+  // Plain epilogues, sum partials and inputs: cooperative in clusters of
+  // two, whose staged tile stores beat ws and ping-pong at every block
+  // shape. (A column input measured ping-pong 4 % ahead at K = 2048 in one
+  // process, cooperative 2 % ahead in another: h100-2026-11-24-dispatch.json.)
   return cooperative;
 }
 

@@ -1,10 +1,10 @@
 // RUN: coda-opt %s --coda-select-gemm-config | FileCheck %s
 
 // The configuration each kind of GEMM gets: plain and sum-partial epilogues
-// run cooperative in clusters of two at every shape; the log-sum-exp and
-// adjacent pairs ping-pong up to K = 4096 and cooperative beyond, a column
-// input the same up to K = 2048 (an array dispatched at launch where K is
-// dynamic, one configuration where it is static); f32 tile outputs beside
+// run cooperative in clusters of two at every shape, a column input too;
+// the log-sum-exp and adjacent pairs ping-pong up to K = 4096 and
+// cooperative beyond (an array dispatched at launch where K is dynamic, one
+// configuration where it is static); f32 tile outputs beside
 // inputs or partials, a pair input alone and more than two row inputs
 // ping-pong; RoPE's strided pairs cooperative where its tables' period is
 // static, else the warp-specialized kernel, as are two tile inputs and a
@@ -74,21 +74,9 @@ func.func @logsumexp_long_k(%a: memref<?x8192xbf16>, %b: memref<?x8192xbf16>, %l
 }
 
 // CHECK-LABEL: func.func @bias
-//       CHECK:   attributes {coda.gemm_config = [#coda.gemm_config<schedule = ping_pong, tile_m = 128, tile_n = 128, stages = 4, max_k = 2048>, #coda.gemm_config<schedule = cooperative, tile_m = 128, tile_n = 256, stages = 4, cluster_m = 2>]}
+//       CHECK:   attributes {coda.gemm_config = #coda.gemm_config<schedule = cooperative, tile_m = 128, tile_n = 256, stages = 4, cluster_m = 2>}
 func.func @bias(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %c: memref<?xf32>, %y: memref<?x?xbf16>) {
   coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
-      epilogue(%acc, col %cv = %c : memref<?xf32>) outs(%y : memref<?x?xbf16>) {
-    %x = arith.addf %acc, %cv : f32
-    %t = arith.truncf %x : f32 to bf16
-    coda.yield %t : bf16
-  }
-  return
-}
-
-// CHECK-LABEL: func.func @bias_short_k
-//       CHECK:   attributes {coda.gemm_config = #coda.gemm_config<schedule = ping_pong, tile_m = 128, tile_n = 128, stages = 4>}
-func.func @bias_short_k(%a: memref<?x2048xbf16>, %b: memref<?x2048xbf16>, %c: memref<?xf32>, %y: memref<?x?xbf16>) {
-  coda.gemm %a, %b transpose_b : memref<?x2048xbf16>, memref<?x2048xbf16>
       epilogue(%acc, col %cv = %c : memref<?xf32>) outs(%y : memref<?x?xbf16>) {
     %x = arith.addf %acc, %cv : f32
     %t = arith.truncf %x : f32 to bf16
