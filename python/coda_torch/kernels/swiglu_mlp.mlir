@@ -4,6 +4,8 @@
 // h and the gate and up columns of the first GEMM's accumulator, and the
 // derived backward is four GEMMs: dz Wd with the SwiGLU derivative in its
 // epilogue (dgate / dup interleaved), dx, dWgu, dWd.
+// The forward's exponential and division are marked approximate (fastmath
+// afn, arcp), as torch.compile's generated kernels compute silu.
 // coda-compile-flags: --save-for-backward
 func.func @swiglu_mlp(%x: tensor<?x?xbf16>, %wgu: tensor<?x?xbf16>, %wd: tensor<?x?xbf16>) -> tensor<?x?xbf16> {
   %c0 = arith.constant 0 : index
@@ -18,9 +20,9 @@ func.func @swiglu_mlp(%x: tensor<?x?xbf16>, %wgu: tensor<?x?xbf16>, %wd: tensor<
     %p = coda.pair_contract (%g, %u) = %acc : f32 -> !coda.pair<bf16> {
       %one = arith.constant 1.0 : f32
       %ng = arith.negf %g : f32
-      %e = math.exp %ng : f32
+      %e = math.exp %ng fastmath<afn> : f32
       %d = arith.addf %one, %e : f32
-      %silu = arith.divf %g, %d : f32
+      %silu = arith.divf %g, %d fastmath<arcp,afn> : f32
       %y = arith.mulf %silu, %u : f32
       %yb = arith.truncf %y : f32 to bf16
       coda.yield %yb : bf16

@@ -96,15 +96,17 @@ func.func @residual_norm(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %res: memre
 }
 
 // SwiGLU over interleaved gate/up columns into an M x N/2 output.
+// The exponential and division are approximate (fastmath), as in
+// torch.compile's kernels.
 func.func @swiglu(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %out: memref<?x?xbf16>) {
   coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
       epilogue(%acc) outs(%out : memref<?x?xbf16>) {
     %h = coda.pair_contract (%g, %u) = %acc : f32 -> !coda.pair<bf16> {
       %one = arith.constant 1.0 : f32
       %ng = arith.negf %g : f32
-      %e = math.exp %ng : f32
+      %e = math.exp %ng fastmath<afn> : f32
       %d = arith.addf %one, %e : f32
-      %sg = arith.divf %g, %d : f32
+      %sg = arith.divf %g, %d fastmath<arcp,afn> : f32
       %y = arith.mulf %sg, %u : f32
       %yb = arith.truncf %y : f32 to bf16
       coda.yield %yb : bf16
