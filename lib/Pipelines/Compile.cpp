@@ -61,23 +61,11 @@ mlir::coda::compileToDirectory(ModuleOp module, const CompileOptions &options,
     derive.save = options.saveForBackward;
     pm.addPass(createCodaDeriveBackward(derive));
   }
-  CodaToGPUBinaryOptions pipeline;
-  pipeline.chip = options.chip;
-  pipeline.format = options.format;
-  pipeline.tileM = options.tileM;
-  pipeline.tileN = options.tileN;
-  pipeline.stages = options.stages;
-  pipeline.warpSpecialized = options.warpSpecialized;
-  pipeline.persistent = options.persistent;
-  pipeline.cooperative = options.cooperative;
-  pipeline.pingPong = options.pingPong;
-  pipeline.selectConfig =
-      options.selectConfig.value_or(!options.scheduleOptionsGiven);
-  pipeline.clusterM = options.clusterM;
-  pipeline.manifest = pathIn("manifest.json");
-  pipeline.ptxasOptions = options.ptxasOptions;
-  buildCodaToGPUBinaryPipeline(pm, pipeline);
-  log << "coda-compile: compiling for " << options.chip << " ("
+  buildCodaToGPUBinaryPipeline(
+      pm, options.kernels,
+      options.selectConfig.value_or(!options.scheduleOptionsGiven),
+      options.format, pathIn("manifest.json"), options.ptxasOptions);
+  log << "coda-compile: compiling for " << options.kernels.chip << " ("
       << options.format << ")\n";
   if (failed(pm.run(module))) {
     log << "coda-compile: compilation failed\n";
@@ -116,9 +104,9 @@ mlir::coda::compileToDirectory(ModuleOp module, const CompileOptions &options,
   std::string hostPath = pathIn("host.mlir");
   if (failed(writeFile(hostPath, host, log)))
     return failure();
-  log << "coda-compile: wrote " << pipeline.manifest.getValue() << " and "
+  log << "coda-compile: wrote " << pathIn("manifest.json") << " and "
       << hostPath << "\n";
-  written.push_back(pipeline.manifest);
+  written.push_back(pathIn("manifest.json"));
   written.push_back(hostPath);
   return written;
 }

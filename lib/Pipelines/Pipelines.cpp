@@ -43,6 +43,24 @@ void mlir::coda::buildCodaToLLVMCPUPipeline(OpPassManager &pm) {
 
 void mlir::coda::buildCodaToGPUBinaryPipeline(
     OpPassManager &pm, const CodaToGPUBinaryOptions &options) {
+  CodaToGPUOptions kernels;
+  kernels.chip = options.chip;
+  kernels.tileM = options.tileM;
+  kernels.tileN = options.tileN;
+  kernels.stages = options.stages;
+  kernels.warpSpecialized = options.warpSpecialized;
+  kernels.persistent = options.persistent;
+  kernels.cooperative = options.cooperative;
+  kernels.pingPong = options.pingPong;
+  kernels.clusterM = options.clusterM;
+  buildCodaToGPUBinaryPipeline(pm, kernels, options.selectConfig,
+                               options.format, options.manifest,
+                               options.ptxasOptions);
+}
+
+void mlir::coda::buildCodaToGPUBinaryPipeline(
+    OpPassManager &pm, const CodaToGPUOptions &kernels, bool selectConfig,
+    StringRef format, StringRef manifest, StringRef ptxasOptions) {
   bufferization::OneShotBufferizePassOptions bufferization;
   bufferization.bufferizeFunctionBoundaries = true;
   bufferization.functionBoundaryTypeConversion =
@@ -50,24 +68,14 @@ void mlir::coda::buildCodaToGPUBinaryPipeline(
   pm.addPass(bufferization::createOneShotBufferizePass(bufferization));
   pm.addPass(createCanonicalizerPass());
 
-  CodaToGPUOptions gemm;
-  gemm.chip = options.chip;
-  gemm.tileM = options.tileM;
-  gemm.tileN = options.tileN;
-  gemm.stages = options.stages;
-  gemm.warpSpecialized = options.warpSpecialized;
-  gemm.persistent = options.persistent;
-  gemm.cooperative = options.cooperative;
-  gemm.pingPong = options.pingPong;
-  gemm.clusterM = options.clusterM;
-  if (options.selectConfig)
+  if (selectConfig)
     pm.addPass(createCodaSelectGemmConfig());
-  pm.addPass(createCodaToGPU(gemm));
-  if (!options.manifest.empty()) {
-    CodaExportKernelManifestOptions manifest;
-    manifest.path = options.manifest;
-    manifest.chip = options.chip;
-    pm.addPass(createCodaExportKernelManifest(manifest));
+  pm.addPass(createCodaToGPU(kernels));
+  if (!manifest.empty()) {
+    CodaExportKernelManifestOptions exported;
+    exported.path = manifest.str();
+    exported.chip = kernels.chip;
+    pm.addPass(createCodaExportKernelManifest(exported));
   }
 
   // What is left (partial finishes, statistics, weight preparation) becomes
@@ -86,11 +94,11 @@ void mlir::coda::buildCodaToGPUBinaryPipeline(
   pm.addPass(math::createMathExpandOpsPass(expand));
 
   gpu::GPUToNVVMPipelineOptions nvvm;
-  nvvm.cubinChip = options.chip;
+  nvvm.cubinChip = kernels.chip;
   nvvm.cubinFeatures = "+ptx80";
-  nvvm.cubinFormat = options.format;
+  nvvm.cubinFormat = format.str();
   nvvm.optLevel = 3;
-  nvvm.cmdOptions = options.ptxasOptions;
+  nvvm.cmdOptions = ptxasOptions.str();
   gpu::buildLowerToNVVMPassPipeline(pm, nvvm);
 }
 
@@ -100,7 +108,9 @@ void mlir::coda::registerCodaPipelines() {
       "Compile coda (or fused linalg on tensors) for the GPU: TMA + WGMMA "
       "kernels for every coda.gemm, simple kernels for the rest, serialized "
       "to PTX or a cubin",
-      buildCodaToGPUBinaryPipeline);
+      [](OpPassManager &pm, const CodaToGPUBinaryOptions &options) {
+        buildCodaToGPUBinaryPipeline(pm, options);
+      });
   PassPipelineRegistration<>(
       "coda-to-llvm-cpu",
       "Lower coda (through its reference lowering) and the rest of the module "

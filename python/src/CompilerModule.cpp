@@ -142,7 +142,7 @@ compile(const std::string &source, const std::string &directory, bool fuse,
   options.fuse = fuse;
   options.deriveBackward = deriveBackward;
   options.saveForBackward = saveForBackward;
-  options.chip = chip;
+  options.kernels.chip = chip;
   options.format = format;
   // Options left as None keep coda-compile's defaults.
   auto take = [&](auto &slot, const auto &given) {
@@ -151,14 +151,14 @@ compile(const std::string &source, const std::string &directory, bool fuse,
     slot = *given;
     options.scheduleOptionsGiven = true;
   };
-  take(options.tileM, tileM);
-  take(options.tileN, tileN);
-  take(options.stages, stages);
-  take(options.warpSpecialized, warpSpecialized);
-  take(options.persistent, persistent);
-  take(options.cooperative, cooperative);
-  take(options.pingPong, pingPong);
-  take(options.clusterM, clusterM);
+  take(options.kernels.tileM, tileM);
+  take(options.kernels.tileN, tileN);
+  take(options.kernels.stages, stages);
+  take(options.kernels.warpSpecialized, warpSpecialized);
+  take(options.kernels.persistent, persistent);
+  take(options.kernels.cooperative, cooperative);
+  take(options.kernels.pingPong, pingPong);
+  take(options.kernels.clusterM, clusterM);
   options.selectConfig = selectConfig;
   options.ptxasOptions = ptxasOptions;
   std::string log;

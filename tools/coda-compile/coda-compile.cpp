@@ -122,15 +122,16 @@ static int compile() {
   options.fuse = fuse;
   options.deriveBackward = deriveBackward;
   options.saveForBackward = saveForBackward;
-  options.chip = chip;
   options.format = format;
-  options.tileM = tileM;
-  options.tileN = tileN;
-  options.stages = stages;
-  options.warpSpecialized = warpSpecialized;
-  options.persistent = persistent;
-  options.cooperative = cooperative;
-  options.pingPong = pingPong;
+  options.kernels.chip = chip;
+  options.kernels.tileM = tileM;
+  options.kernels.tileN = tileN;
+  options.kernels.stages = stages;
+  options.kernels.warpSpecialized = warpSpecialized;
+  options.kernels.persistent = persistent;
+  options.kernels.cooperative = cooperative;
+  options.kernels.pingPong = pingPong;
+  options.kernels.clusterM = clusterM;
   options.scheduleOptionsGiven =
       tileM.getNumOccurrences() || tileN.getNumOccurrences() ||
       stages.getNumOccurrences() || warpSpecialized.getNumOccurrences() ||
@@ -138,7 +139,6 @@ static int compile() {
       pingPong.getNumOccurrences() || clusterM.getNumOccurrences();
   if (selectConfig.getNumOccurrences())
     options.selectConfig = selectConfig;
-  options.clusterM = clusterM;
   options.ptxasOptions = ptxasOptions;
   if (failed(coda::compileToDirectory(*module, options, outputDir,
                                       llvm::errs())))

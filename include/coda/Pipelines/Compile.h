@@ -7,6 +7,7 @@
 #ifndef CODA_PIPELINES_COMPILE_H
 #define CODA_PIPELINES_COMPILE_H
 
+#include "coda/Conversion/Passes.h"
 #include "coda/Pipelines/Pipelines.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -24,23 +25,18 @@ struct CompileOptions {
   /// With deriveBackward: forward functions also return what their backward
   /// reads instead of recomputing (--coda-derive-backward=save=1).
   bool saveForBackward = false;
-  std::string chip = "sm_90a";
   /// bin (cubin), isa (PTX) or fatbin.
   std::string format = "bin";
-  int64_t tileM = 128, tileN = 256, stages = 4;
-  bool warpSpecialized = true;
-  bool persistent = false;
-  bool cooperative = false;
-  bool pingPong = false;
-  /// Whether a tile, stages, schedule or cluster option above was given by
-  /// the user rather than left at its default.
+  /// The GEMM kernels' chip and configuration options (--coda-to-gpu's).
+  CodaToGPUOptions kernels;
+  /// Whether a tile, stages, schedule or cluster option of `kernels` was
+  /// given by the user rather than left at its default.
   bool scheduleOptionsGiven = false;
   /// Pin each GEMM's configuration by --coda-select-gemm-config's measured
-  /// rules; the options above serve the GEMMs they do not cover (all GEMMs
-  /// when false). Unset: select unless scheduleOptionsGiven, so that a
-  /// schedule asked for by option applies to every GEMM.
+  /// rules; `kernels` serves the GEMMs they do not cover (all GEMMs when
+  /// false). Unset: select unless scheduleOptionsGiven, so that a schedule
+  /// asked for by option applies to every GEMM.
   std::optional<bool> selectConfig;
-  int64_t clusterM = 1;
   std::string ptxasOptions;
 };
 

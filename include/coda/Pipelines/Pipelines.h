@@ -3,6 +3,8 @@
 #ifndef CODA_PIPELINES_PIPELINES_H
 #define CODA_PIPELINES_PIPELINES_H
 
+#include "coda/Conversion/Passes.h"
+
 #include "mlir/Pass/PassOptions.h"
 
 namespace mlir {
@@ -79,6 +81,11 @@ struct CodaToGPUBinaryOptions
 /// to PTX or a cubin (gpu.binary); the host code launches them.
 void buildCodaToGPUBinaryPipeline(OpPassManager &pm,
                                   const CodaToGPUBinaryOptions &options);
+/// The same with the GEMM kernels' options as --coda-to-gpu takes them.
+void buildCodaToGPUBinaryPipeline(OpPassManager &pm,
+                                  const CodaToGPUOptions &kernels,
+                                  bool selectConfig, StringRef format,
+                                  StringRef manifest, StringRef ptxasOptions);
 
 /// Registers the named pipelines (`--coda-to-llvm-cpu`,
 /// `--coda-to-gpu-binary`).
