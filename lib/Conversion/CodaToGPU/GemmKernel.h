@@ -165,12 +165,22 @@ struct GemmKernelConfig {
     return (registerEpilogue() ? 0 : accTileBytes()) + columnScratchBytes() +
            stagingBytes();
   }
+  /// The mbarriers the schedule's mainloop creates (HopperMainloop.cpp,
+  /// which checks its count against this): a full barrier per stage, an
+  /// empty one per stage where a producer warpgroup refills the ring, and
+  /// two more for the staged epilogue's handoff or ping-pong's turns.
+  int64_t barrierCount() const {
+    if (!warpSpecialized())
+      return stages;
+    bool extra = schedule == Schedule::staged || schedule == Schedule::pingPong;
+    return 2 * stages + (extra ? 2 : 0);
+  }
   /// Static shared memory the kernel declares beside the dynamic buffer:
-  /// its mbarriers (full and empty per stage, at most two more), 8 bytes
-  /// each, and the dynamic buffer's symbol, rounded to 16 bytes (ptxas -v:
-  /// 65 bytes with 4 stages). Both count against the CTA's limit.
+  /// its mbarriers, 8 bytes each, and the dynamic buffer's symbol, rounded
+  /// to 16 bytes (ptxas -v: 65 bytes with 4 stages and two more barriers).
+  /// Both count against the CTA's limit.
   int64_t staticSharedBytes() const {
-    return ((2 * stages + 2) * 8 + 1 + 15) / 16 * 16;
+    return (barrierCount() * 8 + 1 + 15) / 16 * 16;
   }
   /// Dynamic shared memory to request, plus slack to align the base to 1024
   /// bytes as 128-byte swizzled TMA tiles require.

@@ -232,6 +232,18 @@ public:
   }
   /// Initializes every barrier group, visible to all threads and to TMA.
   void initBarriers() {
+    // The shared-memory fit check counts barrierCount() barriers
+    // (staticSharedBytes): a schedule that creates others is a bug in this
+    // file, which every kernel the lit suite compiles would hit.
+    int64_t created = 0;
+    for (const auto &group : initialized)
+      created += std::get<2>(group);
+    if (created != c.barrierCount())
+      llvm::report_fatal_error("coda-to-gpu: the schedule creates " +
+                               Twine(created) +
+                               " mbarriers, barrierCount() "
+                               "counts " +
+                               Twine(c.barrierCount()));
     Value leader = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
                                          frame.tid, index(b, 0));
     scf::IfOp::create(b, leader, [&](OpBuilder &ob, Location loc) {

@@ -3,7 +3,7 @@
 // RUN: coda-opt %s --coda-to-gpu="tile-m=128 tile-n=256 warp-specialized=0" | FileCheck %s --check-prefix=WIDE
 // RUN: coda-opt %s --coda-to-gpu="tile-m=128 tile-n=256" | FileCheck %s --check-prefix=WS
 
-// SMEM: error: 'coda.gemm' op kernel needs 394400 bytes of shared memory (at most 232448); use fewer stages or a smaller tile
+// SMEM: error: 'coda.gemm' op kernel needs 394384 bytes of shared memory (at most 232448); use fewer stages or a smaller tile
 // STAGES: error: 'coda.gemm' op the TMA ring needs at least 2 stages, got 1
 // A 128 x 256 tile would need 256 accumulator registers per thread: tile M
 // drops to 64.
