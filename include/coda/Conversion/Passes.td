@@ -68,12 +68,16 @@ def CodaSelectGemmConfig
     - two tile inputs, or a pair input beside other inputs (backward
       programs): the warp-specialized 128 x 256 kernel, where both register
       schedules spill;
+    - an f32 tile output beside inputs or partials, a pair input alone, or
+      more than two row inputs: ping-pong 128 x 128;
     - log-sum-exp or max row partials, and pairs of adjacent columns or
-      interleaved outputs (cross-entropy, SwiGLU), an f32 tile output
-      beside inputs or partials, a pair input alone, or more than two row
-      inputs: ping-pong 128 x 128;
-    - plain epilogues and sum row partials (residual + norm statistics):
-      cooperative 128 x 256 in clusters of two.
+      interleaved outputs (cross-entropy, SwiGLU): ping-pong 128 x 128 up
+      to K = 4096, cooperative 128 x 256 in clusters of two beyond. Where
+      K is dynamic that is an array of both configurations, dispatched by K
+      at launch (each becomes a kernel of its own); where K is static, the
+      one configuration for it;
+    - plain epilogues, inputs and sum row partials (residual + norm
+      statistics): cooperative 128 x 256 in clusters of two.
 
     Column partials and GEMMs whose epilogue fixes a tile other than these
     keep no attribute (the lowering's options apply). `coda-to-gpu` reads
@@ -121,8 +125,14 @@ def CodaToGPU : Pass<"coda-to-gpu", "ModuleOp"> {
     Unsupported operand types, misaligned static strides (TMA needs 16-byte
     aligned rows) and impossible tiles are reported on the op.
 
+    A GEMM with a pinned `coda.gemm_config` takes that configuration in
+    place of the options; with an array of them (bounded by `max_k`), it
+    becomes one kernel per configuration and the host code launches the
+    first whose `max_k` K does not exceed (`scf.if` on K).
+
     Each kernel carries its ABI as the `coda.kernel` attribute (argument
-    order, TMA descriptor specs, grid, block, shared memory); see
+    order, TMA descriptor specs, grid, block, shared memory, and for the
+    variants of a GEMM dispatched by K `variant_of` / `max_k`); see
     docs/KernelABI.md.
   }];
   let options = [
