@@ -4,6 +4,7 @@
 
 #include "Json.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -56,6 +57,23 @@ static std::vector<int64_t> intList(const json::Value &v,
   for (const json::Value &e : v.array)
     out.push_back(e.asInt(context));
   return out;
+}
+
+/// Whether two kernels take the same arguments: parameters of the same
+/// kinds, names, roles, sources, types and shapes (their TMA boxes may
+/// differ).
+static bool sameArguments(const KernelSpec &a, const KernelSpec &b) {
+  if (a.params.size() != b.params.size())
+    return false;
+  for (size_t i = 0; i < a.params.size(); ++i) {
+    const ParamSpec &p = a.params[i], &q = b.params[i];
+    if (p.kind != q.kind || p.name != q.name || p.operand != q.operand ||
+        p.role != q.role || p.store != q.store || p.dtype != q.dtype ||
+        p.rank != q.rank || p.shape != q.shape ||
+        p.partialTile != q.partialTile || p.source != q.source)
+      return false;
+  }
+  return true;
 }
 
 Manifest Manifest::parse(const std::string &text) {
@@ -160,20 +178,30 @@ Manifest Manifest::parse(const std::string &text) {
     }
     manifest.kernels.push_back(std::move(kernel));
   }
-  // Every variant's dispatching kernel exists and is unbounded, with the
-  // same function and parameters.
-  for (const KernelSpec &k : manifest.kernels) {
-    if (k.variantOf.empty())
+  // Every variant names its function's unbounded variant, which takes the
+  // same arguments (a launch validates them once, against the kernel named)
+  // and lists its bounded variants by max_k.
+  for (size_t i = 0; i < manifest.kernels.size(); ++i) {
+    const KernelSpec &k = manifest.kernels[i];
+    if (k.variantOf.empty() || k.variantOf == k.name)
       continue;
-    const KernelSpec &target = manifest.kernel(k.variantOf);
-    if (target.maxK != 0 || target.variantOf != target.name ||
-        target.function != k.function ||
-        target.params.size() != k.params.size())
+    (void)manifest.kernel(k.variantOf); // absent: throws its error
+    auto target = std::find_if(
+        manifest.kernels.begin(), manifest.kernels.end(),
+        [&](const KernelSpec &t) { return t.name == k.variantOf; });
+    if (!k.isBoundedVariant() || target->maxK != 0 ||
+        target->variantOf != target->name || target->function != k.function ||
+        !sameArguments(*target, k))
       throw Error("manifest: kernel " + k.name + " is a variant of " +
                   k.variantOf +
                   ", which is not its function's unbounded "
                   "variant with the same parameters");
+    target->variants.push_back(i);
   }
+  for (KernelSpec &k : manifest.kernels)
+    std::sort(k.variants.begin(), k.variants.end(), [&](size_t a, size_t b) {
+      return manifest.kernels[a].maxK < manifest.kernels[b].maxK;
+    });
   return manifest;
 }
 
@@ -199,19 +227,8 @@ const KernelSpec &Manifest::kernel(const std::string &name) const {
 
 const KernelSpec &Manifest::variantFor(const KernelSpec &kernel,
                                        int64_t k) const {
-  const KernelSpec *best = &kernel;
-  if (kernel.isBoundedVariant())
-    return kernel;
-  for (const KernelSpec &v : kernels)
-    if (v.isBoundedVariant() && v.variantOf == kernel.name && k <= v.maxK &&
-        (best == &kernel || v.maxK < best->maxK))
-      best = &v;
-  return *best;
-}
-
-bool Manifest::dispatches(const KernelSpec &kernel) const {
-  for (const KernelSpec &v : kernels)
-    if (v.isBoundedVariant() && v.variantOf == kernel.name)
-      return true;
-  return false;
+  for (size_t i : kernel.variants)
+    if (k <= kernels[i].maxK)
+      return kernels[i];
+  return kernel;
 }

@@ -200,34 +200,25 @@ Module::~Module() {
 void Module::launch(const std::string &name, const std::vector<Argument> &args,
                     uint64_t stream) {
   const KernelSpec &kernel = manifest_.kernel(name);
-  if (!manifest_.dispatches(kernel))
-    return launchSpec(kernel, args, stream);
-  // Every variant takes the same arguments: checked (and K found) once
-  // against the kernel named, then again by the variant's own launch.
+  // A GEMM dispatched by K: its variants take the same arguments, checked
+  // once here (Manifest::parse ensures it).
   GemmSizes sizes = validate(kernel, args);
-  launchSpec(manifest_.variantFor(kernel, sizes.k), args, stream);
+  launchSpec(manifest_.variantFor(kernel, sizes.k), sizes, args, stream);
 }
 
 void Module::launchKernel(const std::string &name,
                           const std::vector<Argument> &args, uint64_t stream) {
-  auto own = [&](const std::string &kernel) -> const KernelSpec & {
-    auto it = impl_->ownParameters.find(kernel);
-    if (it == impl_->ownParameters.end())
-      (void)manifest_.kernel(kernel); // not in the manifest: throws its error
-    return it->second;
-  };
-  const KernelSpec &kernel = own(name);
-  if (!manifest_.dispatches(manifest_.kernel(name)))
-    return launchSpec(kernel, args, stream);
-  GemmSizes sizes = validate(kernel, args);
-  launchSpec(own(manifest_.variantFor(manifest_.kernel(name), sizes.k).name),
-             args, stream);
+  auto it = impl_->ownParameters.find(name);
+  if (it == impl_->ownParameters.end())
+    (void)manifest_.kernel(name); // not in the manifest: throws its error
+  GemmSizes sizes = validate(it->second, args);
+  const KernelSpec &variant = manifest_.variantFor(it->second, sizes.k);
+  launchSpec(impl_->ownParameters.at(variant.name), sizes, args, stream);
 }
 
-void Module::launchSpec(const KernelSpec &kernel,
+void Module::launchSpec(const KernelSpec &kernel, const GemmSizes &sizes,
                         const std::vector<Argument> &args, uint64_t stream) {
   const std::string &name = kernel.name;
-  GemmSizes sizes = validate(kernel, args);
   bool dynamicShared = kernel.sharedMemoryBytes > 48 * 1024;
   const Driver &d = driver();
   CurrentContext scope(impl_->context);

@@ -85,8 +85,6 @@ int main(int argc, char **argv) {
     // As Module::launch: a GEMM dispatched by K launches its variant for K.
     GemmSizes sizes = validate(named, args);
     const KernelSpec &kernel = manifest.variantFor(named, sizes.k);
-    if (&kernel != &named)
-      sizes = validate(kernel, args);
     int64_t grid[3];
     gridFor(kernel, sizes, kH100Multiprocessors, grid);
     std::cout << "ok: M=" << sizes.m << " N=" << sizes.n << " K=" << sizes.k

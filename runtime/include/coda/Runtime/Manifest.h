@@ -74,6 +74,9 @@ struct KernelSpec {
   /// the largest K) and, but that one, the largest K it runs for (`maxK`).
   std::string variantOf;
   int64_t maxK = 0;
+  /// The kernel launched for variantOf: its bounded variants, as indices in
+  /// Manifest::kernels in ascending max_k (filled by Manifest::parse).
+  std::vector<size_t> variants;
 
   /// A variant that runs only up to maxK (launched through the GEMM's own
   /// name, never on its own when a function runs).
@@ -88,11 +91,9 @@ struct Manifest {
   static Manifest parse(const std::string &json);
   static Manifest load(const std::string &path);
   const KernelSpec &kernel(const std::string &name) const;
-  /// The kernel to launch for `kernel` at K = k: the variant with the
+  /// The kernel to launch for `kernel` at K = k: its variant with the
   /// smallest max_k not below k, else `kernel` itself.
   const KernelSpec &variantFor(const KernelSpec &kernel, int64_t k) const;
-  /// Whether other kernels are variants of `kernel` (launching it picks one).
-  bool dispatches(const KernelSpec &kernel) const;
 };
 
 } // namespace coda::runtime

@@ -45,8 +45,10 @@ public:
                     const std::vector<Argument> &args, uint64_t stream = 0);
 
 private:
-  void launchSpec(const KernelSpec &kernel, const std::vector<Argument> &args,
-                  uint64_t stream);
+  /// Launches `kernel` with `args`, which `validate` accepted for it (or for
+  /// the GEMM it is a variant of) with `sizes`.
+  void launchSpec(const KernelSpec &kernel, const GemmSizes &sizes,
+                  const std::vector<Argument> &args, uint64_t stream);
   Module() = default;
   struct Impl;
   Manifest manifest_;
