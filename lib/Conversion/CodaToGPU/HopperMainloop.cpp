@@ -503,7 +503,9 @@ public:
   }
 
   /// The K loop: k-tile 0 peeled (so that it can start the accumulators
-  /// with scale-d 0), then `step` for k-tiles 1..numK-1. With no k-tile the
+  /// with scale-d 0), then `step` for k-tiles 1..numK-1; `afterFirst`, when
+  /// given, runs between them (k-tile 0's WGMMAs issued, and still running
+  /// in the tensor cores). With no k-tile the
   /// accumulators are zero: the zeros join the WGMMA results before the
   /// loop, so that the epilogue reads the WGMMA registers themselves (a
   /// select after the loop made ptxas copy all of them out, and spill).
@@ -511,7 +513,8 @@ public:
       int64_t numFragments,
       function_ref<SmallVector<Value>(ImplicitLocOpBuilder &, Value, ValueRange,
                                       bool)>
-          step) {
+          step,
+      function_ref<void(ImplicitLocOpBuilder &)> afterFirst = {}) {
     SmallVector<Type> types(numFragments, fragmentType);
     Value any = arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, numK,
                                       index(b, 0));
@@ -527,6 +530,8 @@ public:
       b.setInsertionPointToStart(first.elseBlock());
       scf::YieldOp::create(b, zeroFragments(numFragments));
     }
+    if (afterFirst)
+      afterFirst(b);
     auto loop = scf::ForOp::create(
         b, index(b, 1), numK, index(b, 1), first.getResults(),
         [&](OpBuilder &ob, Location loc, Value kt, ValueRange accs) {
@@ -609,10 +614,12 @@ public:
   /// the accumulators (see kLoop). `issued`, when
   /// given, runs once every WGMMA of the tile is issued, before the wait for
   /// the last ones: another warpgroup's K loop can then queue behind them.
+  /// `afterFirst`: see kLoop.
   SmallVector<Value>
   consumeTile(Value full, Value empty, Value iteration, Value rowUnits,
               Value isReleaser,
-              function_ref<void(ImplicitLocOpBuilder &)> issued = {}) {
+              function_ref<void(ImplicitLocOpBuilder &)> issued = {},
+              function_ref<void(ImplicitLocOpBuilder &)> afterFirst = {}) {
     auto release = [&](ImplicitLocOpBuilder &lb, Value g) {
       scf::IfOp::create(lb, isReleaser, [&](OpBuilder &rb, Location rloc) {
         ImplicitLocOpBuilder ib(rloc, rb);
@@ -640,7 +647,8 @@ public:
           if (!firstTile)
             release(lb, arith::SubIOp::create(lb, g, index(lb, 1)));
           return next;
-        });
+        },
+        afterFirst);
     if (issued)
       issued(b);
     NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
@@ -1088,9 +1096,18 @@ void emitRegisterEpilogueSchedule(ImplicitLocOpBuilder &b, KernelFrame &frame,
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(tb.getInsertionBlock(), tb.getInsertionPoint());
     assignTile(b, consumer, c, tile);
-    // The epilogue's loads ahead of the K loop.
-    if (epilogue.prefetch)
-      consumer.prefetched = epilogue.prefetch(b, consumer);
+    // The epilogue's loads ahead of the K loop. A ping-pong consumer issues
+    // them before it waits for its turn, under the other consumer's K loop;
+    // a cooperative one once k-tile 0's WGMMAs are issued, so that the
+    // tensor cores do not wait while the loads enter the memory pipeline.
+    auto prefetch = [&](ImplicitLocOpBuilder &pb) {
+      consumer.prefetched = epilogue.prefetch(pb, consumer);
+    };
+    function_ref<void(ImplicitLocOpBuilder &)> prefetchAfterFirst;
+    if (epilogue.prefetch && pingPong)
+      prefetch(b);
+    else if (epilogue.prefetch)
+      prefetchAfterFirst = prefetch;
     if (pingPong) {
       // The other consumer has issued the K loop of the previous tile.
       Value previous = arith::SubIOp::create(b, iteration, m.index(b, 1));
@@ -1116,8 +1133,9 @@ void emitRegisterEpilogueSchedule(ImplicitLocOpBuilder &b, KernelFrame &frame,
     function_ref<void(ImplicitLocOpBuilder &)> issued;
     if (pingPong)
       issued = passTurn;
-    SmallVector<Value> accs =
-        m.consumeTile(full, empty, iteration, rowUnits, isReleaser, issued);
+    SmallVector<Value> accs = m.consumeTile(full, empty, iteration, rowUnits,
+                                            isReleaser, issued,
+                                            prefetchAfterFirst);
     consumer.accFragments = accs;
     if (c.clusterM == 1) {
       epilogue.emit(b, consumer);

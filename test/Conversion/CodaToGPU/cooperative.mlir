@@ -157,9 +157,14 @@ func.func @f32_output(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?
 
 // A 16-bit tile input enters through the same buffer: per row of each quad,
 // 8 chunks of 16 bytes into it, then each lane reads its 32 pairs. In an
-// interior tile the chunks of both of the lane's rows are loaded before the
-// K loop, and stored into the buffer after it with no global load.
+// interior tile the chunks of both of the lane's rows are loaded in the K
+// loop's prologue, once k-tile 0's WGMMAs are issued (not before them: the
+// tensor cores would wait while the loads enter the memory pipeline), and
+// stored into the buffer after the loop with no global load.
 // CHECK-LABEL: gpu.func @residual_gemm0
+//       CHECK:   nvvm.wgmma.mma_async
+//       CHECK:   nvvm.wgmma.wait.group.sync.aligned 1
+//   CHECK-NOT:   scf.for
 //       CHECK:   %[[CHUNKS:.*]]:16 = scf.if %[[INSIDE:.*]] -> (vector<8xbf16>,
 // CHECK-COUNT-16:   vector.load %{{.*}} : memref<?x?xbf16>, vector<8xbf16>
 //       CHECK:   nvvm.wgmma.mma_async
