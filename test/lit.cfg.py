@@ -50,6 +50,11 @@ config.substitutions.append(
 config.substitutions.append(
     ("%coda_plugin", os.path.join(config.coda_lib_dir, "CodaPlugin" + config.shlib_ext)))
 config.substitutions.append(("%python", config.python_executable))
+# `%cmake`, `%c_compiler`, `%cxx_compiler`: what built coda, for tests that
+# install it and build a project against the installed package.
+config.substitutions.append(("%cmake", config.cmake_command))
+config.substitutions.append(("%c_compiler", config.c_compiler))
+config.substitutions.append(("%cxx_compiler", config.cxx_compiler))
 
 tool_dirs = [config.coda_tools_dir, config.llvm_tools_dir]
 tools = [
