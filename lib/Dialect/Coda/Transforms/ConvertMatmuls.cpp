@@ -4,9 +4,12 @@
 
 #include "coda/Dialect/Coda/Transforms/Passes.h"
 
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/MemRef/Transforms/Transforms.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Tensor/Transforms/Transforms.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace mlir::coda {
@@ -84,15 +87,22 @@ struct ConvertContraction : OpRewritePattern<linalg::GenericOp> {
       return AffineMap::get(numLoops, 0, all, ctx);
     };
     SmallVector<AffineMap> maps = op.getIndexingMapsArray();
-    // Operands may come in either order; the one read at (m, k) is lhs.
-    unsigned lhsIndex = 0;
-    if (maps[1] == makeMap({m, k}, batched))
-      lhsIndex = 1;
-    if (maps[lhsIndex] != makeMap({m, k}, batched) ||
-        maps[2] != makeMap({m, n}, batched))
-      return rewriter.notifyMatchFailure(op, "lhs or result map");
-    AffineMap rhsMap = maps[1 - lhsIndex];
-    bool transposeB;
+    if (maps[2] != makeMap({m, n}, batched))
+      return rewriter.notifyMatchFailure(op, "result map");
+    // Operands may come in either order; the one read at (m, k), or at
+    // (k, m) (transpose_a: a weight gradient's X^T), is lhs.
+    std::optional<unsigned> lhsIndex;
+    bool transposeA = false;
+    for (unsigned i = 0; i < 2 && !lhsIndex; ++i) {
+      if (maps[i] == makeMap({m, k}, batched))
+        lhsIndex = i;
+      else if (maps[i] == makeMap({k, m}, batched))
+        lhsIndex = i, transposeA = true;
+    }
+    if (!lhsIndex)
+      return rewriter.notifyMatchFailure(op, "lhs map");
+    AffineMap rhsMap = maps[1 - *lhsIndex];
+    bool transposeB, sharedRhs = false;
     if (rhsMap == makeMap({k, n}, batched) || rhsMap == makeMap({k, n}, false))
       transposeB = false;
     else if (rhsMap == makeMap({n, k}, batched) ||
@@ -100,8 +110,11 @@ struct ConvertContraction : OpRewritePattern<linalg::GenericOp> {
       transposeB = true;
     else
       return rewriter.notifyMatchFailure(op, "rhs map");
+    sharedRhs = batched && (rhsMap == makeMap({k, n}, false) ||
+                            rhsMap == makeMap({n, k}, false));
 
-    Value lhs = op.getDpsInputs()[lhsIndex], rhs = op.getDpsInputs()[1 - lhsIndex];
+    Value lhs = op.getDpsInputs()[*lhsIndex],
+          rhs = op.getDpsInputs()[1 - *lhsIndex];
     Type elementType = cast<ShapedType>(lhs.getType()).getElementType();
     if (elementType != cast<ShapedType>(rhs.getType()).getElementType() ||
         !isa<Float32Type, Float16Type, BFloat16Type, Float8E4M3FNType,
@@ -127,10 +140,31 @@ struct ConvertContraction : OpRewritePattern<linalg::GenericOp> {
     }
 
     Location loc = op.getLoc();
-    auto gemm = GemmOp::create(
-        rewriter, loc, TypeRange{resultType}, lhs, rhs, inputs,
-        ValueRange{destination}, ArrayAttr::get(ctx, forms),
-        transposeB ? rewriter.getUnitAttr() : UnitAttr(), UnitAttr());
+    // A batch that shares its rhs (a linear layer applied to [B, M, K]
+    // activations) is one GEMM over B * M rows: the batch is folded into M
+    // (a reshape of contiguous rows) and unfolded from the result, whose
+    // reshape --coda-convert-matmuls then moves past its elementwise
+    // consumers. A transposed lhs (K x M per batch) keeps the batch.
+    bool foldBatch = sharedRhs && !transposeA;
+    SmallVector<ReassociationIndices> batchIntoRows = {{0, 1}, {2}};
+    auto foldRows = [&](Value value) -> Value {
+      return tensor::CollapseShapeOp::create(rewriter, loc, value,
+                                             batchIntoRows);
+    };
+    RankedTensorType gemmType = resultType;
+    if (foldBatch) {
+      lhs = foldRows(lhs);
+      // Accumulating, the destination is the one tile input.
+      destination = foldRows(destination);
+      if (accumulates)
+        inputs.front() = destination;
+      gemmType = cast<RankedTensorType>(destination.getType());
+    }
+    auto gemm =
+        GemmOp::create(rewriter, loc, TypeRange{gemmType}, lhs, rhs, inputs,
+                       ValueRange{destination}, ArrayAttr::get(ctx, forms),
+                       transposeB ? rewriter.getUnitAttr() : UnitAttr(),
+                       transposeA ? rewriter.getUnitAttr() : UnitAttr());
     SmallVector<Type> argTypes = {rewriter.getF32Type()};
     SmallVector<Location> argLocs = {loc};
     if (accumulates) {
@@ -151,7 +185,13 @@ struct ConvertContraction : OpRewritePattern<linalg::GenericOp> {
     if (outElement != f32)
       value = arith::TruncFOp::create(rewriter, loc, outElement, value);
     YieldOp::create(rewriter, loc, value);
-    rewriter.replaceOp(op, gemm.getResults());
+    rewriter.setInsertionPointAfter(gemm);
+    Value result = gemm.getResult(0);
+    if (foldBatch)
+      result = tensor::ExpandShapeOp::create(
+          rewriter, loc, resultType, result, batchIntoRows,
+          tensor::getMixedSizes(rewriter, loc, init));
+    rewriter.replaceOp(op, result);
     return success();
   }
 };
@@ -180,13 +220,44 @@ struct GeneralizeContraction
   }
 };
 
+/// Moves every tensor reshape, and the size computations and empty tensors
+/// beside them, to just after the last definition of its operands. Moving a
+/// GEMM result's reshape past its consumers reshapes the consumers' other
+/// operands and destinations beside the consumers, after the GEMM; hoisted,
+/// what is made from values that exist before the GEMM exists before it
+/// too, as the epilogue fusions require of epilogue inputs and
+/// destinations.
+void hoistReshapes(Operation *root) {
+  SmallVector<Operation *> reshapes;
+  root->walk([&](Operation *op) {
+    if (isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp, tensor::EmptyOp,
+            tensor::DimOp, affine::AffineApplyOp>(op))
+      reshapes.push_back(op);
+  });
+  for (Operation *op : reshapes) {
+    Block *block = op->getBlock();
+    Operation *last = nullptr;
+    for (Value operand : op->getOperands()) {
+      Operation *def = operand.getDefiningOp();
+      Operation *inBlock = def ? block->findAncestorOpInBlock(*def) : nullptr;
+      if (inBlock && (!last || last->isBeforeInBlock(inBlock)))
+        last = inBlock;
+    }
+    if (last)
+      op->moveAfter(last);
+    else
+      op->moveBefore(&block->front());
+  }
+}
+
 struct CodaConvertMatmulsPass
     : coda::impl::CodaConvertMatmulsBase<CodaConvertMatmulsPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     populateConvertMatmulsPatterns(patterns);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
-      signalPassFailure();
+      return signalPassFailure();
+    hoistReshapes(getOperation());
   }
 };
 
@@ -195,4 +266,19 @@ struct CodaConvertMatmulsPass
 void mlir::coda::populateConvertMatmulsPatterns(RewritePatternSet &patterns) {
   patterns.add<ConvertContraction, GeneralizeContraction>(
       patterns.getContext());
+  // A GEMM result reshaped before its elementwise consumers (a folded batch
+  // unfolded, the heads split from the hidden dimension): the consumer is
+  // collapsed onto the GEMM's 2-D iteration space and the reshape moved
+  // after it, so that the epilogue fusions see the GEMM result directly.
+  linalg::populateFoldReshapeOpsByCollapsingPatterns(
+      patterns, [](OpOperand *operand) {
+        auto expand = operand->get().getDefiningOp<tensor::ExpandShapeOp>();
+        return expand && expand.getSrc().getDefiningOp<GemmOp>();
+      });
+  // A folded batch's destination: tensor.empty, reshaped, is tensor.empty
+  // (the epilogue fusions make such destinations again where they need).
+  tensor::populateFoldTensorEmptyPatterns(patterns);
+  // The sizes the moved reshapes take, read from the sizes that made them
+  // (tensor.dim of a reshape result would keep the GEMM's own result alive).
+  memref::populateResolveRankedShapedTypeResultDimsPatterns(patterns);
 }

@@ -86,3 +86,129 @@ func.func @not_converted(%a: tensor<4x8xi32>, %b: tensor<8x6xi32>, %c: tensor<4x
   } -> tensor<4x6xf32>
   return %0, %1 : tensor<4x6xi32>, tensor<4x6xf32>
 }
+
+// -----
+
+// The lhs read at (k, m) (a weight gradient X^T G, X as stored): transpose_a.
+// CHECK-LABEL: func @transposed_lhs
+// CHECK: coda.gemm %{{.*}}, %{{.*}} transpose_a : tensor<8x4xf32>, tensor<8x6xf32>
+func.func @transposed_lhs(%xt: tensor<8x4xf32>, %g: tensor<8x6xf32>) -> tensor<4x6xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x6xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %0 = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (k, m)>, affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (m, n)>]
+      ins(%xt, %g : tensor<8x4xf32>, tensor<8x6xf32>) outs(%z : tensor<4x6xf32>) -> tensor<4x6xf32>
+  return %0 : tensor<4x6xf32>
+}
+
+// -----
+
+// A batch sharing its weight (a linear layer on [B, T, K]): one GEMM over
+// B * T rows, the destination accumulated into folded too.
+// CHECK-LABEL: func @shared_weight_batch
+// CHECK-SAME: (%[[X:.*]]: tensor<2x?x8xbf16>, %[[W:.*]]: tensor<6x8xbf16>, %[[C:.*]]: tensor<2x?x6xf32>)
+// CHECK-DAG: %[[XR:.*]] = tensor.collapse_shape %[[X]] {{\[}}[0, 1], [2]] : tensor<2x?x8xbf16> into tensor<?x8xbf16>
+// CHECK-DAG: %[[CR:.*]] = tensor.collapse_shape %[[C]] {{\[}}[0, 1], [2]] : tensor<2x?x6xf32> into tensor<?x6xf32>
+// CHECK-DAG: %[[T:.*]] = tensor.dim %[[C]], %c1
+// CHECK: %[[G:.*]] = coda.gemm %[[XR]], %[[W]] transpose_b : tensor<?x8xbf16>, tensor<6x8xbf16>
+// CHECK-NEXT: epilogue(%{{.*}}, tile %{{.*}} = %[[CR]] : tensor<?x6xf32>)
+// CHECK-NEXT: outs(%[[CR]] : tensor<?x6xf32>)
+// CHECK: %[[Y:.*]] = tensor.expand_shape %[[G]] {{\[}}[0, 1], [2]] output_shape [2, %[[T]], 6]
+// CHECK: return %[[Y]]
+func.func @shared_weight_batch(%x: tensor<2x?x8xbf16>, %w: tensor<6x8xbf16>, %c: tensor<2x?x6xf32>) -> tensor<2x?x6xf32> {
+  %0 = linalg.generic {indexing_maps = [affine_map<(b, m, n, k) -> (b, m, k)>, affine_map<(b, m, n, k) -> (n, k)>, affine_map<(b, m, n, k) -> (b, m, n)>],
+                       iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %w : tensor<2x?x8xbf16>, tensor<6x8xbf16>) outs(%c : tensor<2x?x6xf32>) {
+  ^bb0(%p: bf16, %q: bf16, %acc: f32):
+    %pe = arith.extf %p : bf16 to f32
+    %qe = arith.extf %q : bf16 to f32
+    %m = arith.mulf %pe, %qe : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<2x?x6xf32>
+  return %0 : tensor<2x?x6xf32>
+}
+
+// -----
+
+// A transposed lhs per batch ([B, K, M]) cannot fold B into M: the GEMM
+// stays batched, its rhs shared.
+// CHECK-LABEL: func @shared_weight_batch_transposed_lhs
+// CHECK-NOT: tensor.collapse_shape
+// CHECK: coda.gemm %{{.*}}, %{{.*}} transpose_a : tensor<2x8x4xf32>, tensor<8x6xf32>
+func.func @shared_weight_batch_transposed_lhs(%xt: tensor<2x8x4xf32>, %w: tensor<8x6xf32>) -> tensor<2x4x6xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x4x6xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<2x4x6xf32>) -> tensor<2x4x6xf32>
+  %0 = linalg.generic {indexing_maps = [affine_map<(b, m, n, k) -> (b, k, m)>, affine_map<(b, m, n, k) -> (k, n)>, affine_map<(b, m, n, k) -> (b, m, n)>],
+                       iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%xt, %w : tensor<2x8x4xf32>, tensor<8x6xf32>) outs(%z : tensor<2x4x6xf32>) {
+  ^bb0(%p: f32, %q: f32, %acc: f32):
+    %m = arith.mulf %p, %q : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<2x4x6xf32>
+  return %0 : tensor<2x4x6xf32>
+}
+
+// -----
+
+// The heads split off a GEMM result before an elementwise op: the op runs
+// on the GEMM's [T, H * D] space, its other operand and destination
+// reshaped (and hoisted above the GEMM), and the split moves after it.
+// CHECK-LABEL: func @reshape_moved_past_consumer
+// CHECK-SAME: (%[[X:.*]]: tensor<?x8xf32>, %[[W:.*]]: tensor<12x8xf32>, %[[R:.*]]: tensor<?x3x4xf32>)
+// CHECK: %[[RR:.*]] = tensor.collapse_shape %[[R]] {{\[}}[0], [1, 2]] : tensor<?x3x4xf32> into tensor<?x12xf32>
+// CHECK: %[[G:.*]] = coda.gemm %[[X]], %[[W]] transpose_b
+// CHECK: %[[Y:.*]] = linalg.generic
+// CHECK-SAME: ins(%[[G]], %[[RR]] : tensor<?x12xf32>, tensor<?x12xf32>)
+// CHECK: tensor.expand_shape %[[Y]] {{\[}}[0], [1, 2]]
+func.func @reshape_moved_past_consumer(%x: tensor<?x8xf32>, %w: tensor<12x8xf32>, %r: tensor<?x3x4xf32>) -> tensor<?x3x4xf32> {
+  %c0 = arith.constant 0 : index
+  %t = tensor.dim %x, %c0 : tensor<?x8xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%t) : tensor<?x12xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<?x12xf32>) -> tensor<?x12xf32>
+  %mm = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+      ins(%x, %w : tensor<?x8xf32>, tensor<12x8xf32>) outs(%z : tensor<?x12xf32>) -> tensor<?x12xf32>
+  %q = tensor.expand_shape %mm [[0], [1, 2]] output_shape [%t, 3, 4] : tensor<?x12xf32> into tensor<?x3x4xf32>
+  %e3 = tensor.empty(%t) : tensor<?x3x4xf32>
+  %y = linalg.generic {indexing_maps = [affine_map<(t, h, d) -> (t, h, d)>, affine_map<(t, h, d) -> (t, h, d)>, affine_map<(t, h, d) -> (t, h, d)>],
+                       iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%q, %r : tensor<?x3x4xf32>, tensor<?x3x4xf32>) outs(%e3 : tensor<?x3x4xf32>) {
+  ^bb0(%v: f32, %s: f32, %o: f32):
+    %0 = arith.addf %v, %s : f32
+    linalg.yield %0 : f32
+  } -> tensor<?x3x4xf32>
+  return %y : tensor<?x3x4xf32>
+}
+
+// -----
+
+// A consumer that reads another operand per (token, within-head position),
+// shared by the heads (RoPE's tables): that read has no form over [T, H * D],
+// so the split stays before the consumer.
+// CHECK-LABEL: func @reshape_not_moved
+// CHECK: %[[G:.*]] = coda.gemm
+// CHECK: %[[Q:.*]] = tensor.expand_shape %[[G]]
+// CHECK: linalg.generic
+// CHECK-SAME: ins(%[[Q]], %{{.*}} : tensor<?x3x4xf32>, tensor<?x4xf32>)
+func.func @reshape_not_moved(%x: tensor<?x8xf32>, %w: tensor<12x8xf32>, %cos: tensor<?x4xf32>) -> tensor<?x3x4xf32> {
+  %c0 = arith.constant 0 : index
+  %t = tensor.dim %x, %c0 : tensor<?x8xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%t) : tensor<?x12xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<?x12xf32>) -> tensor<?x12xf32>
+  %mm = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+      ins(%x, %w : tensor<?x8xf32>, tensor<12x8xf32>) outs(%z : tensor<?x12xf32>) -> tensor<?x12xf32>
+  %q = tensor.expand_shape %mm [[0], [1, 2]] output_shape [%t, 3, 4] : tensor<?x12xf32> into tensor<?x3x4xf32>
+  %e3 = tensor.empty(%t) : tensor<?x3x4xf32>
+  %y = linalg.generic {indexing_maps = [affine_map<(t, h, d) -> (t, h, d)>, affine_map<(t, h, d) -> (t, d)>, affine_map<(t, h, d) -> (t, h, d)>],
+                       iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%q, %cos : tensor<?x3x4xf32>, tensor<?x4xf32>) outs(%e3 : tensor<?x3x4xf32>) {
+  ^bb0(%v: f32, %c: f32, %o: f32):
+    %0 = arith.mulf %v, %c : f32
+    linalg.yield %0 : f32
+  } -> tensor<?x3x4xf32>
+  return %y : tensor<?x3x4xf32>
+}

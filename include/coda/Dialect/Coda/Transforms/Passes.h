@@ -18,7 +18,8 @@ namespace coda {
 #define GEN_PASS_DECL
 #include "coda/Dialect/Coda/Transforms/Passes.h.inc"
 
-/// linalg contractions -> coda.gemm.
+/// linalg contractions -> coda.gemm (a batch sharing its rhs folded into M),
+/// and reshapes of GEMM results moved past their elementwise consumers.
 void populateConvertMatmulsPatterns(RewritePatternSet &patterns);
 /// Two GEMMs sharing lhs + elementwise combination -> pairwise epilogue.
 void populateFuseSwiGLUPatterns(RewritePatternSet &patterns);

@@ -10,10 +10,16 @@ def CodaConvertMatmuls : Pass<"coda-convert-matmuls"> {
   let description = [{
     Rewrites every contraction-shaped `linalg.generic` (and, through
     generalization, `linalg.matmul` / `linalg.batch_matmul` and their
-    transposed forms) into a `coda.gemm` with a trivial epilogue: M x K times
-    K x N or N x K, optionally batched, with the multiply-add in f32 (or a
-    low-precision output that the epilogue rounds to). A destination that is
-    not a zero fill becomes a `tile` input added to the accumulator.
+    transposed forms) into a `coda.gemm` with a trivial epilogue: M x K (or
+    K x M, `transpose_a`) times K x N or N x K (`transpose_b`), optionally
+    batched, with the multiply-add in f32 (or a low-precision output that the
+    epilogue rounds to). A destination that is not a zero fill becomes a
+    `tile` input added to the accumulator. A batch whose rhs has no batch
+    dimension is folded into M (`tensor.collapse_shape` of the lhs and the
+    destination, `tensor.expand_shape` of the result). Reshapes of GEMM
+    results then move past their elementwise consumers where the consumers
+    can run over the GEMM's M x N space, and the reshapes this puts on the
+    consumers' other operands are hoisted above the GEMM.
 
     ```mlir
     %z = linalg.fill ins(%zero : f32) outs(%e : tensor<4x6xf32>) -> tensor<4x6xf32>
