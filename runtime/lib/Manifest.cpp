@@ -2,7 +2,7 @@
 
 #include "coda/Runtime/Manifest.h"
 
-#include "Json.h"
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <fstream>
@@ -49,15 +49,57 @@ int64_t coda::runtime::dtypeBytes(DType dtype) {
   return 1;
 }
 
-static std::vector<int64_t> intList(const json::Value &v,
-                                    const std::string &context) {
-  if (v.type != json::Value::Type::array)
+using Json = nlohmann::json;
+
+namespace {
+
+/// Member `key` of the object `object` (`context` names it in errors).
+const Json &member(const Json &object, const char *key,
+                   const std::string &context) {
+  auto it = object.find(key);
+  if (it == object.end())
+    throw Error("manifest: " + context + " has no \"" + key + "\"");
+  return *it;
+}
+
+/// Member `key` of `object`, or null where it has none.
+const Json *optional(const Json &object, const char *key) {
+  auto it = object.find(key);
+  return it == object.end() ? nullptr : &*it;
+}
+
+std::string stringOf(const Json &value, const std::string &context) {
+  if (!value.is_string())
+    throw Error("manifest: " + context + " must be a string");
+  return value.get<std::string>();
+}
+
+int64_t integer(const Json &value, const std::string &context) {
+  if (!value.is_number_integer())
+    throw Error("manifest: " + context + " must be an integer");
+  return value.get<int64_t>();
+}
+
+bool boolean(const Json &value, const std::string &context) {
+  if (!value.is_boolean())
+    throw Error("manifest: " + context + " must be true or false");
+  return value.get<bool>();
+}
+
+const Json &list(const Json &value, const std::string &context) {
+  if (!value.is_array())
     throw Error("manifest: " + context + " must be a list");
+  return value;
+}
+
+std::vector<int64_t> intList(const Json &value, const std::string &context) {
   std::vector<int64_t> out;
-  for (const json::Value &e : v.array)
-    out.push_back(e.asInt(context));
+  for (const Json &e : list(value, context))
+    out.push_back(integer(e, context));
   return out;
 }
+
+} // namespace
 
 /// Whether two kernels take the same arguments: parameters of the same
 /// kinds, names, roles, sources, types and shapes (their TMA boxes may
@@ -77,40 +119,50 @@ static bool sameArguments(const KernelSpec &a, const KernelSpec &b) {
 }
 
 Manifest Manifest::parse(const std::string &text) {
-  json::Value root = json::parse(text);
+  Json root = Json::parse(text, /*cb=*/nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded())
+    throw Error("manifest: not valid JSON");
+  if (!root.is_object())
+    throw Error("manifest: not a JSON object");
   Manifest manifest;
-  if (root.at("format", "the manifest").asString("format") != "coda-kernels")
+  if (stringOf(member(root, "format", "the manifest"), "format") !=
+      "coda-kernels")
     throw Error("manifest: not a coda kernel manifest (format is not "
                 "\"coda-kernels\")");
-  if (root.at("version", "the manifest").asInt("version") != 1)
+  if (integer(member(root, "version", "the manifest"), "version") != 1)
     throw Error("manifest: unsupported version (this runtime reads version 1)");
-  manifest.chip = root.at("chip", "the manifest").asString("chip");
-  for (const json::Value &k : root.at("kernels", "the manifest").array) {
+  manifest.chip = stringOf(member(root, "chip", "the manifest"), "chip");
+  for (const Json &k :
+       list(member(root, "kernels", "the manifest"), "kernels")) {
+    if (!k.is_object())
+      throw Error("manifest: a kernel must be an object");
     KernelSpec kernel;
-    kernel.name = k.at("name", "a kernel").asString("kernel name");
+    kernel.name = stringOf(member(k, "name", "a kernel"), "kernel name");
     std::string ctx = "kernel " + kernel.name;
-    kernel.module = k.at("module", ctx).asString(ctx + " module");
-    kernel.function = k.at("function", ctx).asString(ctx + " function");
-    const std::string &kind = k.at("kind", ctx).asString(ctx + " kind");
+    kernel.module = stringOf(member(k, "module", ctx), ctx + " module");
+    kernel.function = stringOf(member(k, "function", ctx), ctx + " function");
+    const std::string kind = stringOf(member(k, "kind", ctx), ctx + " kind");
     if (kind == "reduce_partials") {
       kernel.kind = KernelSpec::Kind::reducePartials;
-      kernel.axis = k.at("axis", ctx).asString(ctx + " axis");
+      kernel.axis = stringOf(member(k, "axis", ctx), ctx + " axis");
       if (kernel.axis != "row" && kernel.axis != "col")
         throw Error("manifest: " + ctx + " axis must be row or col");
     } else if (kind == "gemm") {
-      std::vector<int64_t> tile = intList(k.at("tile", ctx), ctx + " tile");
+      std::vector<int64_t> tile =
+          intList(member(k, "tile", ctx), ctx + " tile");
       if (tile.size() != 3)
         throw Error("manifest: " + ctx + " tile must have 3 entries");
       kernel.tileM = tile[0];
       kernel.tileN = tile[1];
       kernel.tileK = tile[2];
-      kernel.stages = k.at("stages", ctx).asInt(ctx + " stages");
-      kernel.transposeB = k.at("transpose_b", ctx).boolean;
-      if (const json::Value *transposeA = k.find("transpose_a"))
-        kernel.transposeA = transposeA->boolean;
-      if (const json::Value *persistent = k.find("persistent"))
-        kernel.persistent = persistent->boolean;
-      if (const json::Value *cluster = k.find("cluster")) {
+      kernel.stages = integer(member(k, "stages", ctx), ctx + " stages");
+      kernel.transposeB =
+          boolean(member(k, "transpose_b", ctx), ctx + " transpose_b");
+      if (const Json *transposeA = optional(k, "transpose_a"))
+        kernel.transposeA = boolean(*transposeA, ctx + " transpose_a");
+      if (const Json *persistent = optional(k, "persistent"))
+        kernel.persistent = boolean(*persistent, ctx + " persistent");
+      if (const Json *cluster = optional(k, "cluster")) {
         std::vector<int64_t> dims = intList(*cluster, ctx + " cluster");
         if (dims.size() != 3 || dims[0] < 1 || dims[1] != 1 || dims[2] != 1)
           throw Error("manifest: " + ctx +
@@ -120,25 +172,32 @@ Manifest Manifest::parse(const std::string &text) {
     } else {
       throw Error("manifest: " + ctx + " has unknown kind '" + kind + "'");
     }
-    std::vector<int64_t> block = intList(k.at("block", ctx), ctx + " block");
+    std::vector<int64_t> block =
+        intList(member(k, "block", ctx), ctx + " block");
     if (block.size() != 3)
       throw Error("manifest: " + ctx + " block must have 3 entries");
     for (int i = 0; i < 3; ++i)
       kernel.block[i] = block[i];
-    kernel.sharedMemoryBytes =
-        k.at("shared_memory_bytes", ctx).asInt(ctx + " shared_memory_bytes");
-    if (const json::Value *v = k.find("variant_of"))
-      kernel.variantOf = v->asString(ctx + " variant_of");
-    if (const json::Value *v = k.find("max_k"))
-      kernel.maxK = v->asInt(ctx + " max_k");
+    kernel.sharedMemoryBytes = integer(member(k, "shared_memory_bytes", ctx),
+                                       ctx + " shared_memory_bytes");
+    if (const Json *v = optional(k, "variant_of"))
+      kernel.variantOf = stringOf(*v, ctx + " variant_of");
+    if (const Json *v = optional(k, "max_k"))
+      kernel.maxK = integer(*v, ctx + " max_k");
     if (kernel.maxK < 0 || (kernel.maxK > 0 && kernel.variantOf.empty()))
       throw Error("manifest: " + ctx +
                   " max_k must be positive and come with variant_of");
-    for (const json::Value &p : k.at("params", ctx).array) {
+    for (const Json &p : list(member(k, "params", ctx), ctx + " params")) {
+      if (!p.is_object())
+        throw Error("manifest: " + ctx +
+                    " has a parameter that is not an "
+                    "object");
       ParamSpec param;
-      param.name = p.at("name", ctx + " parameter").asString("name");
+      param.name = stringOf(member(p, "name", ctx + " parameter"),
+                            ctx + " parameter name");
       std::string pctx = ctx + " parameter " + param.name;
-      const std::string &kind = p.at("kind", pctx).asString(pctx + " kind");
+      const std::string kind =
+          stringOf(member(p, "kind", pctx), pctx + " kind");
       if (kind == "tensormap")
         param.kind = ParamSpec::Kind::tensormap;
       else if (kind == "index")
@@ -149,31 +208,35 @@ Manifest Manifest::parse(const std::string &text) {
         param.kind = ParamSpec::Kind::scalar;
       else
         throw Error("manifest: " + pctx + " has unknown kind '" + kind + "'");
-      if (const json::Value *v = p.find("operand"))
-        param.operand = v->asString(pctx + " operand");
-      if (const json::Value *v = p.find("role"))
-        param.role = v->asString(pctx + " role");
-      if (const json::Value *v = p.find("access")) {
-        const std::string &access = v->asString(pctx + " access");
+      if (const Json *v = optional(p, "operand"))
+        param.operand = stringOf(*v, pctx + " operand");
+      if (const Json *v = optional(p, "role"))
+        param.role = stringOf(*v, pctx + " role");
+      if (const Json *v = optional(p, "access")) {
+        const std::string access = stringOf(*v, pctx + " access");
         if (access != "load" && access != "store")
           throw Error("manifest: " + pctx + " has unknown access '" + access +
                       "'");
         param.store = access == "store";
       }
-      if (const json::Value *v = p.find("dtype"))
-        param.dtype = parseDType(v->asString(pctx + " dtype"));
-      if (const json::Value *v = p.find("rank"))
-        param.rank = v->asInt(pctx + " rank");
-      if (const json::Value *v = p.find("shape"))
+      if (const Json *v = optional(p, "dtype"))
+        param.dtype = parseDType(stringOf(*v, pctx + " dtype"));
+      if (const Json *v = optional(p, "rank"))
+        param.rank = integer(*v, pctx + " rank");
+      if (const Json *v = optional(p, "shape"))
         param.shape = intList(*v, pctx + " shape");
-      if (const json::Value *v = p.find("partial_tile"))
-        param.partialTile = v->asInt(pctx + " partial_tile");
-      if (const json::Value *v = p.find("box"))
+      if (const Json *v = optional(p, "partial_tile"))
+        param.partialTile = integer(*v, pctx + " partial_tile");
+      if (const Json *v = optional(p, "box"))
         param.box = intList(*v, pctx + " box");
-      if (const json::Value *v = p.find("source"))
-        param.source = v->type == json::Value::Type::number
-                           ? v->asInt(pctx + " source")
-                           : -1;
+      // A host function argument's position, or "temporary".
+      if (const Json *v = optional(p, "source")) {
+        if (v->is_string() && v->get<std::string>() == "temporary")
+          param.source = -1;
+        else
+          param.source = integer(*v, pctx + " source (an argument position or "
+                                            "\"temporary\")");
+      }
       kernel.params.push_back(std::move(param));
     }
     manifest.kernels.push_back(std::move(kernel));

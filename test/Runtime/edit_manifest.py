@@ -1,0 +1,27 @@
+"""Writes broken and escaped copies of a kernel manifest (argv[1]) next to
+argv[2] for manifest-json.test."""
+import json
+import sys
+
+text = open(sys.argv[1]).read()
+base = sys.argv[2]
+
+
+def write(suffix, content):
+    with open(f"{base}.{suffix}.json", "w") as f:
+        f.write(content)
+
+
+def edited(change):
+    manifest = json.loads(text)
+    kernel = next(k for k in manifest["kernels"] if k["name"] == "norm_gemm0")
+    change(kernel)
+    return json.dumps(manifest, indent=2)
+
+
+write("escaped", text.replace('"name": "norm_gemm0"', '"name": "norm\\u005fgemm0"', 1))
+write("fraction", edited(lambda k: k.update(stages=4.5)))
+write("flag", edited(lambda k: k.update(transpose_b="yes")))
+write("source", edited(lambda k: k["params"][0].update(source="host")))
+write("truncated", text[: len(text) // 2])
+write("missing", edited(lambda k: k.pop("shared_memory_bytes")))
