@@ -91,6 +91,17 @@ static cl::opt<int64_t> clusterM(
     cl::desc("CTAs per cluster along M (1 or 2; with --cooperative or --ping-pong) sharing "
              "the rhs tile through TMA multicast"),
     cl::init(1));
+static cl::opt<coda::RasterOrder> raster(
+    "raster",
+    cl::desc("the order in which persistent kernels take their tiles"),
+    cl::values(clEnumValN(coda::RasterOrder::alongN, "along-n",
+                          "bands of --swizzle tile rows, each walked along N"),
+               clEnumValN(coda::RasterOrder::alongM, "along-m",
+                          "bands of --swizzle tile columns, each walked "
+                          "down M")),
+    cl::init(coda::RasterOrder::alongN));
+static cl::opt<int64_t>
+    swizzle("swizzle", cl::desc("tiles across a raster band"), cl::init(8));
 static cl::opt<std::string> ptxasOptions("ptxas-options",
                                          cl::desc("extra ptxas options"),
                                          cl::init(""));
@@ -132,11 +143,14 @@ static int compile() {
   options.kernels.cooperative = cooperative;
   options.kernels.pingPong = pingPong;
   options.kernels.clusterM = clusterM;
+  options.kernels.raster = raster;
+  options.kernels.swizzle = swizzle;
   options.scheduleOptionsGiven =
       tileM.getNumOccurrences() || tileN.getNumOccurrences() ||
       stages.getNumOccurrences() || warpSpecialized.getNumOccurrences() ||
       persistent.getNumOccurrences() || cooperative.getNumOccurrences() ||
-      pingPong.getNumOccurrences() || clusterM.getNumOccurrences();
+      pingPong.getNumOccurrences() || clusterM.getNumOccurrences() ||
+      raster.getNumOccurrences() || swizzle.getNumOccurrences();
   if (selectConfig.getNumOccurrences())
     options.selectConfig = selectConfig;
   options.ptxasOptions = ptxasOptions;

@@ -163,7 +163,17 @@ def CodaToGPU : Pass<"coda-to-gpu", "ModuleOp"> {
     Option<"clusterM", "cluster-m", "int64_t", /*default=*/"1",
            "CTAs per cluster along M (1 or 2; cooperative and ping-pong kernels): the "
            "CTAs of a cluster share the rhs tile, each loading a part of it "
-           "and multicasting it to all">
+           "and multicasting it to all">,
+    Option<"raster", "raster", "::mlir::coda::RasterOrder",
+           /*default=*/"::mlir::coda::RasterOrder::alongN",
+           "the order in which persistent kernels take their tiles",
+           [{::llvm::cl::values(
+             clEnumValN(::mlir::coda::RasterOrder::alongN, "along-n",
+                        "bands of `swizzle` tile rows, each walked along N"),
+             clEnumValN(::mlir::coda::RasterOrder::alongM, "along-m",
+                        "bands of `swizzle` tile columns, each walked down M"))}]>,
+    Option<"swizzle", "swizzle", "int64_t", /*default=*/"8",
+           "tiles across a raster band (persistent kernels)">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

@@ -349,6 +349,8 @@ struct CodaToGPUPass : coda::impl::CodaToGPUBase<CodaToGPUPass> {
     options.cooperative = cooperative;
     options.pingPong = pingPong;
     options.clusterM = clusterM;
+    options.raster = raster;
+    options.swizzle = swizzle;
     SmallVector<GemmOp> gemms;
     module.walk([&](GemmOp op) { gemms.push_back(op); });
     std::unique_ptr<GemmTarget> target = getGemmTarget(chip);

@@ -66,7 +66,8 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
                                          int64_t tileM, int64_t tileN,
                                          int64_t stages, bool warpSpecialized,
                                          bool persistent, bool cooperative,
-                                         bool pingPong, int64_t clusterM) {
+                                         bool pingPong, int64_t clusterM,
+                                         RasterOrder raster, int64_t swizzle) {
   if (!op.hasPureBufferSemantics())
     return op.emitOpError("GPU lowering takes coda.gemm on memrefs; "
                           "bufferize first (one-shot-bufferize)");
@@ -182,6 +183,11 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
     config.tileM = 64;
   if (clusterM != 1 && clusterM != 2)
     return op.emitOpError("cluster M must be 1 or 2, got ") << clusterM;
+  if (swizzle < 1)
+    return op.emitOpError("raster swizzle must be at least 1 tile, got ")
+           << swizzle;
+  config.raster = raster;
+  config.rasterGroup = swizzle;
   // Said, not silent: a module-wide cluster option reaches only the GEMMs
   // that run the cooperative schedule.
   if (clusterM > 1 && !config.registerEpilogue())
@@ -250,10 +256,10 @@ mlir::coda::gpu_lowering::configureGemm(GemmOp op, const GemmTarget &target,
                                         const CodaToGPUOptions &options) {
   SmallVector<GemmConfigAttr> pinned = getPinnedGemmConfigs(op);
   if (pinned.empty()) {
-    FailureOr<GemmKernelConfig> config =
-        chooseConfig(op, target, options.tileM, options.tileN, options.stages,
-                     options.warpSpecialized, options.persistent,
-                     options.cooperative, options.pingPong, options.clusterM);
+    FailureOr<GemmKernelConfig> config = chooseConfig(
+        op, target, options.tileM, options.tileN, options.stages,
+        options.warpSpecialized, options.persistent, options.cooperative,
+        options.pingPong, options.clusterM, options.raster, options.swizzle);
     if (failed(config))
       return failure();
     return SmallVector<GemmVariant>{{*config, 0}};
@@ -266,7 +272,8 @@ mlir::coda::gpu_lowering::configureGemm(GemmOp op, const GemmTarget &target,
         /*warpSpecialized=*/schedule != Schedule::single,
         /*persistent=*/schedule == Schedule::staged,
         /*cooperative=*/schedule == Schedule::cooperative,
-        /*pingPong=*/schedule == Schedule::pingPong, attr.getClusterM());
+        /*pingPong=*/schedule == Schedule::pingPong, attr.getClusterM(),
+        attr.getRaster(), attr.getSwizzle());
     if (failed(config))
       return failure();
     // The epilogue may force another tile or schedule: said, as an error,
@@ -291,28 +298,37 @@ void mlir::coda::gpu_lowering::assignTile(ImplicitLocOpBuilder &b,
   auto idx = [&](int64_t v) -> Value {
     return arith::ConstantIndexOp::create(b, v);
   };
+  // The grid of cluster tiles: a cluster covers clusterM tile rows of one
+  // tile column, and its CTAs take the rows in rank order.
   Value tilesN = arith::CeilDivUIOp::create(b, frame.sizeN, idx(config.tileN));
-  // Rows of cluster tiles (clusterM tile rows each).
   Value tilesM = arith::CeilDivUIOp::create(
       b, frame.sizeM, idx(config.tileM * config.clusterM));
-  int64_t rasterGroup =
-      std::max<int64_t>(config.rasterGroup / config.clusterM, 1);
-  // Consecutive tiles go config.rasterGroup tile rows down M before moving
-  // along N, so that the tiles in flight share their lhs and rhs tiles in L2
-  // instead of streaming all of rhs once per row of tiles.
-  Value perGroup = arith::MulIOp::create(b, idx(rasterGroup), tilesN);
-  Value group = arith::DivUIOp::create(b, linear, perGroup);
-  Value firstRow = arith::MulIOp::create(b, group, idx(rasterGroup));
-  Value rows = arith::MinUIOp::create(
-      b, arith::SubIOp::create(b, tilesM, firstRow), idx(rasterGroup));
-  Value within = arith::RemUIOp::create(b, linear, perGroup);
-  frame.tileRow = arith::AddIOp::create(
-      b, firstRow, arith::RemUIOp::create(b, within, rows));
+  // Consecutive (cluster) tiles fill a band of the grid `group` wide across
+  // the band before moving on, so that the tiles in flight share their
+  // operand tiles in L2 instead of streaming the other operand once per
+  // row (column) of tiles. Along N, the band is rasterGroup tile rows
+  // (rasterGroup / clusterM cluster rows) walked along N; along M, it is
+  // rasterGroup tile columns walked down M.
+  bool alongN = config.raster == RasterOrder::alongN;
+  Value across = alongN ? tilesM : tilesN, along = alongN ? tilesN : tilesM;
+  int64_t width =
+      alongN ? config.rasterGroup / config.clusterM : config.rasterGroup;
+  width = std::max<int64_t>(width, 1);
+  Value perBand = arith::MulIOp::create(b, idx(width), along);
+  Value band = arith::DivUIOp::create(b, linear, perBand);
+  Value first = arith::MulIOp::create(b, band, idx(width));
+  Value inBand = arith::MinUIOp::create(
+      b, arith::SubIOp::create(b, across, first), idx(width));
+  Value within = arith::RemUIOp::create(b, linear, perBand);
+  Value acrossIndex = arith::AddIOp::create(
+      b, first, arith::RemUIOp::create(b, within, inBand));
+  Value alongIndex = arith::DivUIOp::create(b, within, inBand);
+  frame.tileRow = alongN ? acrossIndex : alongIndex;
+  frame.tileCol = alongN ? alongIndex : acrossIndex;
   if (config.clusterM > 1)
     frame.tileRow = arith::AddIOp::create(
         b, arith::MulIOp::create(b, frame.tileRow, idx(config.clusterM)),
         frame.clusterRank);
-  frame.tileCol = arith::DivUIOp::create(b, within, rows);
   frame.blockM = arith::MulIOp::create(b, frame.tileRow, idx(config.tileM));
   frame.blockN = arith::MulIOp::create(b, frame.tileCol, idx(config.tileN));
 }

@@ -43,8 +43,11 @@ struct GemmKernelConfig {
   /// Register budgets of the producer and consumer warpgroups (setmaxnreg);
   /// 0 keeps the launch's even split.
   int64_t producerRegisters = 0, consumerRegisters = 0;
-  /// Tiles a group of consecutive CTAs (or iterations) walks down M before
-  /// moving along N (grouped rasterization for L2 reuse).
+  /// The order in which persistent CTAs take the tiles (assignTile): bands
+  /// of rasterGroup tile rows walked along N, or of rasterGroup tile columns
+  /// walked down M, so that the tiles in flight share their operand tiles in
+  /// L2 (grouped rasterization).
+  RasterOrder raster = RasterOrder::alongN;
   int64_t rasterGroup = 8;
   /// CTAs per thread-block cluster, along M (1: no cluster). The CTAs of a
   /// cluster compute vertically adjacent tiles of the same columns, so that

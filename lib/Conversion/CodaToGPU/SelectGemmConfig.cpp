@@ -28,7 +28,8 @@ namespace {
 GemmConfigAttr makeConfig(MLIRContext *ctx, GemmSchedule schedule,
                           int64_t tileN, int64_t clusterM, int64_t maxK = 0) {
   return GemmConfigAttr::get(ctx, schedule, /*tile_m=*/128, tileN,
-                             /*stages=*/4, clusterM, maxK);
+                             /*stages=*/4, clusterM, RasterOrder::alongN,
+                             /*swizzle=*/8, maxK);
 }
 
 /// Ping-pong where K <= maxK, whose epilogue runs under the other consumer's

@@ -66,6 +66,33 @@ func.func @single(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf1
 
 // -----
 
+// The raster order: along M, consecutive cluster tiles fill a band of
+// `swizzle` tile columns (3 here) before moving down M, so the band's
+// width (3) scales the cluster-tile rows (M / 256) and the columns left
+// (N / 256 minus the band's first) bound it. Along N (the default, the
+// kernels above) the band is cluster-tile rows.
+
+// CHECK-LABEL: gpu.func @raster_gemm0(
+//  CHECK-SAME:   %{{[a-z0-9]+}}: !llvm.ptr, %{{[a-z0-9]+}}: !llvm.ptr, %[[M:[a-z0-9]+]]: index, %[[N:[a-z0-9]+]]: index,
+//       CHECK:   scf.for %[[TILE:[a-z0-9]+]] =
+//       CHECK:     %[[TILES_N:.+]] = arith.ceildivui %[[N]], %c256
+//       CHECK:     %[[TILES_M:.+]] = arith.ceildivui %[[M]], %c256
+//       CHECK:     %[[PER_BAND:.+]] = arith.muli %c3{{.*}}, %[[TILES_M]]
+//       CHECK:     %[[BAND:.+]] = arith.divui %[[TILE]], %[[PER_BAND]]
+//       CHECK:     %[[FIRST:.+]] = arith.muli %[[BAND]], %c3
+//       CHECK:     %[[LEFT:.+]] = arith.subi %[[TILES_N]], %[[FIRST]]
+//       CHECK:     arith.minui %[[LEFT]], %c3
+func.func @raster(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%y : memref<?x?xbf16>) attributes {coda.gemm_config = #coda.gemm_config<schedule = cooperative, tile_m = 128, tile_n = 256, stages = 4, cluster_m = 2, raster = along_m, swizzle = 3>} {
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
+
+// -----
+
 // A configuration the epilogue cannot take is an error, not a silent
 // change of kernel.
 func.func @too_wide(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %rs: memref<?x?xf32>) {
@@ -181,6 +208,18 @@ func.func @bad_sizes(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?x
   // expected-error @+1 {{'coda.gemm_config' needs positive sizes}}
   coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
       epilogue(%acc) outs(%y : memref<?x?xbf16>) attributes {coda.gemm_config = #coda.gemm_config<schedule = single, tile_m = 0, tile_n = 128, stages = 4>} {
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
+
+// -----
+
+func.func @bad_swizzle(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
+  // expected-error @+1 {{'coda.gemm_config' needs positive sizes}}
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%y : memref<?x?xbf16>) attributes {coda.gemm_config = #coda.gemm_config<schedule = cooperative, tile_m = 128, tile_n = 256, stages = 4, swizzle = 0>} {
     %t = arith.truncf %acc : f32 to bf16
     coda.yield %t : bf16
   }

@@ -3,6 +3,8 @@
 #ifndef CODA_CONVERSION_CODATOGPU_CODATOGPU_H
 #define CODA_CONVERSION_CODATOGPU_CODATOGPU_H
 
+#include "coda/Dialect/Coda/IR/Coda.h"
+
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Pass/Pass.h"
 

@@ -101,6 +101,26 @@ def Coda_GemmSchedule : I32EnumAttr<"GemmSchedule",
   let cppNamespace = "::mlir::coda";
 }
 
+def Coda_RasterOrder : I32EnumAttr<"RasterOrder",
+    "the order in which a persistent GPU kernel's CTAs take its output tiles", [
+      // Bands of `swizzle` tile rows, one after the other down M; within a
+      // band the tiles go down its rows, then along N (the band's lhs rows
+      // stay in L2 while the rhs streams through once per band).
+      I32EnumAttrCase<"alongN", 0, "along_n">,
+      // Bands of `swizzle` tile columns, one after the other along N;
+      // within a band the tiles go across its columns, then down M (the
+      // band's rhs columns stay in L2 while the lhs streams through once
+      // per band).
+      I32EnumAttrCase<"alongM", 1, "along_m">
+    ]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::coda";
+}
+
+def Coda_RasterOrderParameter : EnumParameter<Coda_RasterOrder> {
+  let defaultValue = "::mlir::coda::RasterOrder::alongN";
+}
+
 //===----------------------------------------------------------------------===//
 // Attributes
 //===----------------------------------------------------------------------===//
@@ -112,7 +132,10 @@ def Coda_GemmConfigAttr : AttrDef<Coda_Dialect, "GemmConfig"> {
     Attached to a `coda.gemm` as its discardable attribute
     `coda.gemm_config` (by `--coda-select-gemm-config` or by hand), it fixes
     the kernel that `--coda-to-gpu` generates for that GEMM: the schedule,
-    the output tile, the TMA ring's stages and the CTAs per cluster along M.
+    the output tile, the TMA ring's stages, the CTAs per cluster along M and,
+    for the persistent schedules, the order in which the CTAs take the tiles
+    (`raster`: bands of `swizzle` tile rows walked along N, `along_n`, or of
+    `swizzle` tile columns walked down M, `along_m`; defaults `along_n`, 8).
     The lowering reports a configuration the GEMM's epilogue cannot take
     (e.g. a register schedule with a row partial wider than its tile).
 
@@ -142,6 +165,8 @@ def Coda_GemmConfigAttr : AttrDef<Coda_Dialect, "GemmConfig"> {
     "int64_t":$tile_n,
     "int64_t":$stages,
     DefaultValuedParameter<"int64_t", "1">:$cluster_m,
+    Coda_RasterOrderParameter:$raster,
+    DefaultValuedParameter<"int64_t", "8">:$swizzle,
     DefaultValuedParameter<"int64_t", "0">:$max_k
   );
   let assemblyFormat = "`<` struct(params) `>`";
