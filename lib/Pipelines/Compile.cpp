@@ -7,6 +7,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Support/FileUtilities.h"
+#include "mlir/Support/Timing.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -47,6 +48,13 @@ mlir::coda::compileToDirectory(ModuleOp module, const CompileOptions &options,
   SmallVector<std::string> written;
 
   PassManager pm(module.getContext(), ModuleOp::getOperationName());
+  if (options.applyCommandLineOptions) {
+    if (failed(applyPassManagerCLOptions(pm))) {
+      log << "coda-compile: invalid pass manager options\n";
+      return failure();
+    }
+    applyDefaultTimingPassManagerCLOptions(pm);
+  }
   if (options.fuse) {
     std::string report = pathIn("fusion-report.txt");
     if (failed(parsePassPipeline("coda-fuse{report-file=" + report + "}",

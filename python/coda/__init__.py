@@ -5,8 +5,8 @@ The compiler entry points (needs the package built against MLIR 22):
     import coda
     text = coda.run_pipeline(source, "builtin.module(coda-lower-to-linalg)")
     coda.verify(source)   # raises coda.CompilerError with MLIR's diagnostics
-    coda.compile(source, "out/dir", fuse=True)   # cubins + manifest.json,
-                                                  # for the coda_runtime package
+    coda.compile(source, "out/dir")   # linalg fused first; cubins,
+                                      # manifest.json for coda_runtime
     coda.compile(source, "out/bw", derive_backward=True, save_for_backward=True,
                  persistent=True)                 # coda-compile's options
 """

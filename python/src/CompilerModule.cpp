@@ -132,7 +132,8 @@ compile(const std::string &source, const std::string &directory, bool fuse,
         std::optional<int64_t> tileN, std::optional<int64_t> stages,
         std::optional<bool> warpSpecialized, std::optional<bool> persistent,
         std::optional<bool> cooperative, std::optional<bool> pingPong,
-        std::optional<int64_t> clusterM, std::optional<bool> selectConfig,
+        std::optional<int64_t> clusterM, std::optional<std::string> raster,
+        std::optional<int64_t> swizzle, std::optional<bool> selectConfig,
         const std::string &ptxasOptions) {
   Session session;
   OwningOpRef<ModuleOp> module = session.parse(source);
@@ -159,6 +160,16 @@ compile(const std::string &source, const std::string &directory, bool fuse,
   take(options.kernels.cooperative, cooperative);
   take(options.kernels.pingPong, pingPong);
   take(options.kernels.clusterM, clusterM);
+  if (raster) {
+    if (*raster != "along-n" && *raster != "along-m")
+      session.fail("raster must be 'along-n' or 'along-m', got '" + *raster +
+                   "'");
+    std::optional<coda::RasterOrder> order = *raster == "along-m"
+                                                 ? coda::RasterOrder::alongM
+                                                 : coda::RasterOrder::alongN;
+    take(options.kernels.raster, order);
+  }
+  take(options.kernels.swizzle, swizzle);
   options.selectConfig = selectConfig;
   options.ptxasOptions = ptxasOptions;
   std::string log;
@@ -192,18 +203,19 @@ PYBIND11_MODULE(_coda_compiler, m) {
         "Parse `source`, run the textual pass pipeline (for example "
         "'builtin.module(coda-lower-to-linalg)') and return the printed IR.");
   m.def("compile", &compile, py::arg("source"), py::arg("directory"),
-        py::arg("fuse") = false, py::arg("derive_backward") = false,
+        py::arg("fuse") = true, py::arg("derive_backward") = false,
         py::arg("save_for_backward") = false, py::arg("chip") = "sm_90a",
         py::arg("format") = "bin", py::arg("tile_m") = py::none(),
         py::arg("tile_n") = py::none(), py::arg("stages") = py::none(),
         py::arg("warp_specialized") = py::none(),
-        py::arg("persistent") = py::none(),
-        py::arg("cooperative") = py::none(), py::arg("ping_pong") = py::none(),
-        py::arg("cluster_m") = py::none(),
+        py::arg("persistent") = py::none(), py::arg("cooperative") = py::none(),
+        py::arg("ping_pong") = py::none(), py::arg("cluster_m") = py::none(),
+        py::arg("raster") = py::none(), py::arg("swizzle") = py::none(),
         py::arg("select_config") = py::none(), py::arg("ptxas_options") = "",
         "Compile `source` for the GPU into `directory` (what coda-compile "
         "does, its options by the same names): GPU binaries, manifest.json, "
-        "host.mlir and, with fuse=True, fusion-report.txt; with "
+        "host.mlir and fusion-report.txt (fuse=False: the input as written, "
+        "where a linalg matrix product is an error); with "
         "derive_backward=True each function's backward program too "
         "(save_for_backward: the forward returns what the backward reads). "
         "Each GEMM takes the configuration of --coda-select-gemm-config's "

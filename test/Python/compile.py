@@ -12,7 +12,7 @@ import coda
 out, source = sys.argv[1], open(sys.argv[2]).read()
 written = coda.compile(source, out, format="isa")
 print(sorted(os.path.basename(p) for p in written))
-# CHECK: ['coda_kernels.ptx', 'host.mlir', 'manifest.json']
+# CHECK: ['coda_kernels.ptx', 'fusion-report.txt', 'host.mlir', 'manifest.json']
 
 # The backward program, saving for it, and persistent kernels, as
 # coda-compile --derive-backward --save-for-backward --persistent.
@@ -54,3 +54,13 @@ except coda.CompilerError as e:
 # CHECK: compilation failed
 # CHECK: coda-compile: compiling for sm_90a (isa)
 # CHECK: error: 'coda.gemm' op sm_90a lowering supports bf16 and f16 operands (f32 accumulation), got 'f32'
+
+# The raster order by coda-compile's names; anything else is refused.
+coda.compile(source, out + "/along-m", format="isa", raster="along-m", swizzle=4)
+print("along-m compiled")
+# CHECK: along-m compiled
+try:
+    coda.compile(source, out + "/bad-raster", format="isa", raster="diagonal")
+except coda.CompilerError as e:
+    print(e)
+# CHECK: raster must be 'along-n' or 'along-m', got 'diagonal'

@@ -1,10 +1,10 @@
 //===- coda-compile.cpp - ahead-of-time compiler for coda programs --------===//
 //
-// MLIR in (coda, or linalg to fuse with --fuse), a directory out: the GPU
+// MLIR in (linalg, fused first, or coda), a directory out: the GPU
 // binary of every gpu.module (<module>.cubin, or <module>.ptx with
 // --format=isa), manifest.json (the kernels' ABI, docs/KernelABI.md),
-// host.mlir (the lowered host code, which shows the launch order) and, with
-// --fuse, fusion-report.txt.
+// host.mlir (the lowered host code, which shows the launch order) and
+// fusion-report.txt (unless --fuse=false).
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +12,7 @@
 #include "coda/Pipelines/Compile.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/AsmState.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/InitAllDialects.h"
@@ -21,6 +22,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Support/FileUtilities.h"
+#include "mlir/Support/Timing.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 
 #include "llvm/Support/CommandLine.h"
@@ -33,64 +35,79 @@
 using namespace mlir;
 namespace cl = llvm::cl;
 
+/// coda-compile's own options, and MLIR's (timing, IR printing, crash
+/// reproducers, diagnostics): --help shows these two categories only
+/// (LLVM's own stay hidden, also from --help-hidden).
+static cl::OptionCategory codaCategory("coda-compile options");
+static cl::OptionCategory mlirCategory("MLIR options");
+
 static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input.mlir>"),
-                                      cl::Required);
+                                      cl::Required, cl::cat(codaCategory));
 static cl::opt<std::string> outputDir("o", cl::desc("output directory"),
-                                      cl::value_desc("dir"), cl::Required);
-static cl::opt<bool> fuse("fuse",
-                          cl::desc("run --coda-fuse first (linalg input)"));
-static cl::opt<bool> deriveBackward(
-    "derive-backward",
-    cl::desc("also compile each function's backward program "
-             "(--coda-derive-backward)"));
+                                      cl::value_desc("dir"), cl::Required,
+                                      cl::cat(codaCategory));
+static cl::opt<bool>
+    fuse("fuse",
+         cl::desc("run --coda-fuse first, turning linalg matrix products and "
+                  "the memory-bound ops around them into coda.gemm kernels "
+                  "(default; --fuse=false compiles the input as written, "
+                  "and a linalg matrix product left is then an error)"),
+         cl::init(true), cl::cat(codaCategory));
+static cl::opt<bool>
+    deriveBackward("derive-backward",
+                   cl::desc("also compile each function's backward program "
+                            "(--coda-derive-backward)"),
+                   cl::cat(codaCategory));
 static cl::opt<bool> saveForBackward(
     "save-for-backward",
     cl::desc("with --derive-backward: forward functions also return the "
              "intermediate results and accumulators their backward reads, "
-             "instead of it recomputing them (--coda-derive-backward=save=1)"));
+             "instead of it recomputing them (--coda-derive-backward=save=1)"),
+    cl::cat(codaCategory));
 static cl::opt<std::string> chip("chip", cl::desc("GPU architecture"),
-                                 cl::init("sm_90a"));
-static cl::opt<std::string>
-    format("format", cl::desc("bin (cubin), isa (PTX) or fatbin"),
-           cl::init("bin"));
+                                 cl::init("sm_90a"), cl::cat(codaCategory));
+static cl::opt<std::string> format("format",
+                                   cl::desc("bin (cubin), isa (PTX) or fatbin"),
+                                   cl::init("bin"), cl::cat(codaCategory));
 static cl::opt<int64_t> tileM("tile-m", cl::desc("GEMM tile rows"),
-                              cl::init(128));
+                              cl::init(128), cl::cat(codaCategory));
 static cl::opt<int64_t> tileN("tile-n", cl::desc("GEMM tile columns"),
-                              cl::init(256));
+                              cl::init(256), cl::cat(codaCategory));
 static cl::opt<int64_t> stages("stages", cl::desc("TMA ring slots"),
-                               cl::init(4));
+                               cl::init(4), cl::cat(codaCategory));
 static cl::opt<bool> warpSpecialized(
     "warp-specialized",
     cl::desc("128 x 256 tiles as a producer warpgroup + two consumer "
              "warpgroups per CTA"),
-    cl::init(true));
+    cl::init(true), cl::cat(codaCategory));
 static cl::opt<bool> persistent(
     "persistent",
     cl::desc("persistent warp-specialized kernels, producer warps running "
              "the epilogue (128 x 128 tiles)"),
-    cl::init(false));
+    cl::init(false), cl::cat(codaCategory));
 static cl::opt<bool> cooperative(
     "cooperative",
     cl::desc("persistent cooperative kernels, consumers running the epilogue "
              "from their registers"),
-    cl::init(false));
+    cl::init(false), cl::cat(codaCategory));
 static cl::opt<bool> pingPong(
     "ping-pong",
     cl::desc("persistent kernels whose two consumer warpgroups take 128 x 128 "
              "tiles in turn, one's epilogue under the other's K loop"),
-    cl::init(false));
+    cl::init(false), cl::cat(codaCategory));
 static cl::opt<bool> selectConfig(
     "select-config",
     cl::desc("choose each GEMM's kernel configuration by the measured rules "
              "of --coda-select-gemm-config (the default unless a tile, "
              "stages, schedule or cluster option is given; GEMMs the rules do "
              "not cover take those options)"),
-    cl::init(true));
-static cl::opt<int64_t> clusterM(
-    "cluster-m",
-    cl::desc("CTAs per cluster along M (1 or 2; with --cooperative or --ping-pong) sharing "
-             "the rhs tile through TMA multicast"),
-    cl::init(1));
+    cl::init(true), cl::cat(codaCategory));
+static cl::opt<int64_t>
+    clusterM("cluster-m",
+             cl::desc("CTAs per cluster along M (1 or 2; with --cooperative or "
+                      "--ping-pong) sharing "
+                      "the rhs tile through TMA multicast"),
+             cl::init(1), cl::cat(codaCategory));
 static cl::opt<coda::RasterOrder> raster(
     "raster",
     cl::desc("the order in which persistent kernels take their tiles"),
@@ -99,12 +116,13 @@ static cl::opt<coda::RasterOrder> raster(
                clEnumValN(coda::RasterOrder::alongM, "along-m",
                           "bands of --swizzle tile columns, each walked "
                           "down M")),
-    cl::init(coda::RasterOrder::alongN));
-static cl::opt<int64_t>
-    swizzle("swizzle", cl::desc("tiles across a raster band"), cl::init(8));
+    cl::init(coda::RasterOrder::alongN), cl::cat(codaCategory));
+static cl::opt<int64_t> swizzle("swizzle",
+                                cl::desc("tiles across a raster band"),
+                                cl::init(8), cl::cat(codaCategory));
 static cl::opt<std::string> ptxasOptions("ptxas-options",
                                          cl::desc("extra ptxas options"),
-                                         cl::init(""));
+                                         cl::init(""), cl::cat(codaCategory));
 
 static int compile() {
   DialectRegistry registry;
@@ -113,6 +131,13 @@ static int compile() {
   registerAllGPUToLLVMIRTranslations(registry);
   coda::registerCodaDialects(registry);
   MLIRContext context(registry);
+  // An error points at the op's line in the input; MLIR's "see current
+  // operation" note would add the op in generic form, its operands unnamed
+  // (--mlir-print-op-on-diagnostic asks for it).
+  if (!cl::getRegisteredOptions()
+           .lookup("mlir-print-op-on-diagnostic")
+           ->getNumOccurrences())
+    context.printOpOnDiagnostic(false);
 
   llvm::errs() << "coda-compile: reading " << inputFile << "\n";
   llvm::SourceMgr sourceMgr;
@@ -131,6 +156,7 @@ static int compile() {
 
   coda::CompileOptions options;
   options.fuse = fuse;
+  options.applyCommandLineOptions = true;
   options.deriveBackward = deriveBackward;
   options.saveForBackward = saveForBackward;
   options.format = format;
@@ -165,6 +191,14 @@ int main(int argc, char **argv) {
   coda::configureCudaToolkit();
   registerAllPasses();
   coda::registerCodaPasses();
+  registerMLIRContextCLOptions();
+  registerPassManagerCLOptions();
+  registerDefaultTimingManagerCLOptions();
+  registerAsmPrinterCLOptions();
+  for (auto &[name, option] : cl::getRegisteredOptions())
+    if (name.starts_with("mlir-"))
+      option->addCategory(mlirCategory);
+  cl::HideUnrelatedOptions({&codaCategory, &mlirCategory});
   cl::ParseCommandLineOptions(argc, argv,
                               "coda ahead-of-time compiler: MLIR to GPU "
                               "binaries and a kernel manifest\n");

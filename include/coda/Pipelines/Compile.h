@@ -18,7 +18,14 @@ namespace mlir::coda {
 
 struct CompileOptions {
   /// Run --coda-fuse first (linalg input) and write fusion-report.txt.
-  bool fuse = false;
+  /// Without it, a linalg matrix product left in the input is an error
+  /// (--coda-to-gpu refuses it rather than compile a loop kernel).
+  bool fuse = true;
+  /// Apply MLIR's pass manager and timing command-line options
+  /// (--mlir-timing, --mlir-print-ir-after-all, crash reproducers, ...): for
+  /// tools that registered them (registerPassManagerCLOptions,
+  /// registerDefaultTimingManagerCLOptions).
+  bool applyCommandLineOptions = false;
   /// Run --coda-derive-backward (after fusing): the kernels of each
   /// function's backward program too.
   bool deriveBackward = false;

@@ -26,6 +26,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
@@ -361,6 +362,21 @@ struct CodaToGPUPass : coda::impl::CodaToGPUBase<CodaToGPUPass> {
     }
     // Check every GEMM first so that one run reports every problem.
     bool failed = false;
+    // A matrix product still in linalg would become one of the loop
+    // kernels made from what is left, far slower than a GEMM: said, not
+    // compiled.
+    module.walk([&](linalg::LinalgOp op) {
+      if (op->getParentOfType<gpu::GPUModuleOp>() ||
+          !linalg::isaContractionOpInterface(op))
+        return;
+      op->emitError() << "'" << op->getName()
+                      << "' is a matrix product left in linalg, which the "
+                         "GPU lowering would run as a loop kernel, not a "
+                         "GEMM; --coda-fuse (coda-compile's default) makes "
+                         "matrix products coda.gemm, and its report lists "
+                         "what it could not";
+      failed = true;
+    });
     for (GemmOp op : gemms) {
       if (::mlir::failed(configureGemm(op, *target, options))) {
         failed = true;

@@ -89,6 +89,7 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
 
   // Block reductions fix the tile: a partial covers exactly one CTA's tile.
   std::optional<int64_t> rowTile, colTile;
+  Operation *rowReduce = nullptr, *colReduce = nullptr;
   for (Value value : op.getYieldOp().getValues()) {
     Operation *def = value.getDefiningOp();
     std::optional<int64_t> *slot = nullptr;
@@ -96,9 +97,11 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
     if (auto reduce = dyn_cast_or_null<RowReduceOp>(def)) {
       slot = &rowTile;
       tile = reduce.getTile();
+      rowReduce = def;
     } else if (auto reduce = dyn_cast_or_null<ColReduceOp>(def)) {
       slot = &colTile;
       tile = reduce.getTile();
+      colReduce = def;
       ++config.numColPartials;
     } else {
       continue;
@@ -224,10 +227,26 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
     }
   }
 
+  // A tile that a block reduction set and the kernel cannot take: the
+  // error names the reduction, in a note at its line.
+  auto noteReduction = [&](Operation *reduce, int64_t tile, StringRef what,
+                           StringRef legal) {
+    if (!reduce)
+      return;
+    op.getContext()->getDiagEngine().emit(reduce->getLoc(),
+                                          DiagnosticSeverity::Note)
+        << "the tile " << what << " comes from this reduction's tile " << tile
+        << ": its partials each cover one CTA tile (" << legal << ")";
+  };
   // The epilogue gives each row tileN / 8 consecutive lanes of one warp.
-  if (config.tileN != 64 && config.tileN != 128 && config.tileN != 256)
-    return op.emitOpError("tile N must be 64, 128 or 256, got ")
-           << config.tileN;
+  if (config.tileN != 64 && config.tileN != 128 && config.tileN != 256) {
+    op.emitOpError("tile N must be 64, 128 or 256, got ") << config.tileN;
+    noteReduction(config.tileN == config.rowPartialTile ? rowReduce : nullptr,
+                  config.tileN, "N",
+                  "row reductions take tiles of 8, 16, 32, 64, 128 or 256 "
+                  "columns");
+    return failure();
+  }
   if (stages < 2)
     return op.emitOpError("the TMA ring needs at least 2 stages, got ")
            << stages;
@@ -237,8 +256,13 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
              << *stride << " needs tile N to be a multiple of " << 2 * *stride
              << ", got " << config.tileN;
   }
-  if (failed(target.checkOperands(op, config)) ||
-      failed(checkTmaOperand(op, "lhs", op.getLhs())) ||
+  if (failed(target.checkOperands(op, config))) {
+    noteReduction(colTile && config.tileM == *colTile ? colReduce : nullptr,
+                  config.tileM, "M",
+                  "column reductions take tiles of 64 or 128 rows");
+    return failure();
+  }
+  if (failed(checkTmaOperand(op, "lhs", op.getLhs())) ||
       failed(checkTmaOperand(op, "rhs", op.getRhs())))
     return failure();
   if (!fitsSharedMemory(config))

@@ -86,7 +86,21 @@ func.func @odd_reduction_tile(%a: memref<?x64xbf16>, %b: memref<96x64xbf16>, %p:
   // expected-error @+1 {{tile N must be 64, 128 or 256, got 96}}
   coda.gemm %a, %b transpose_b : memref<?x64xbf16>, memref<96x64xbf16>
       epilogue(%acc) outs(%p : memref<?x1xf32>) {
+    // expected-note @+1 {{the tile N comes from this reduction's tile 96: its partials each cover one CTA tile (row reductions take tiles of 8, 16, 32, 64, 128 or 256 columns)}}
     %s = coda.row_reduce sum %acc tile 96 : f32
+    coda.yield %s : !coda.partial<f32>
+  }
+  return
+}
+
+// -----
+
+func.func @odd_column_reduction_tile(%a: memref<?x64xbf16>, %b: memref<256x64xbf16>, %p: memref<?x256xf32>) {
+  // expected-error @+1 {{tile M must be a multiple of 64}}
+  coda.gemm %a, %b transpose_b : memref<?x64xbf16>, memref<256x64xbf16>
+      epilogue(%acc) outs(%p : memref<?x256xf32>) {
+    // expected-note @+1 {{the tile M comes from this reduction's tile 96: its partials each cover one CTA tile (column reductions take tiles of 64 or 128 rows)}}
+    %s = coda.col_reduce sum %acc tile 96 : f32
     coda.yield %s : !coda.partial<f32>
   }
   return

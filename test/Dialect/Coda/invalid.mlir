@@ -60,6 +60,19 @@ func.func @contraction_size_mismatch(%a: tensor<64x32xf32>, %b: tensor<16x96xf32
 
 // -----
 
+// A weight stored N x K (as nn.Linear keeps it) without transpose_b: the
+// note names the fix.
+func.func @rhs_needs_transpose_b(%a: tensor<64x32xf32>, %b: tensor<96x32xf32>, %o: tensor<64x96xf32>) {
+  // expected-error @+2 {{'coda.gemm' op expects rhs (K x N) of shape 32x32, got 96x32}}
+  // expected-note @+1 {{lhs 64x32 and rhs 96x32 agree on K in the other layout: add transpose_b}}
+  %0 = coda.gemm %a, %b : tensor<64x32xf32>, tensor<96x32xf32> epilogue(%acc) outs(%o : tensor<64x96xf32>) {
+    coda.yield %acc : f32
+  }
+  return
+}
+
+// -----
+
 func.func @transposed_contraction_size_mismatch(%a: tensor<64x32xf32>, %b: tensor<96x16xf32>, %o: tensor<64x96xf32>) {
   // expected-error @+1 {{'coda.gemm' op expects rhs (N x K, transpose_b) of shape 96x32, got 96x16}}
   %0 = coda.gemm %a, %b transpose_b : tensor<64x32xf32>, tensor<96x16xf32> epilogue(%acc) outs(%o : tensor<64x96xf32>) {
@@ -699,7 +712,8 @@ func.func @pair_input_shape(%a: tensor<4x8xf32>, %b: tensor<8x6xf32>, %g: tensor
 // -----
 
 func.func @transposed_lhs_shape(%a: tensor<8x4xf32>, %b: tensor<4x6xf32>, %o: tensor<4x6xf32>) -> tensor<4x6xf32> {
-  // expected-error @+1 {{'coda.gemm' op expects rhs (K x N) of shape 8x6, got 4x6}}
+  // expected-error @+2 {{'coda.gemm' op expects rhs (K x N) of shape 8x6, got 4x6}}
+  // expected-note @+1 {{lhs 8x4 and rhs 4x6 agree on K in the other layout: drop transpose_a}}
   %y = coda.gemm %a, %b transpose_a : tensor<8x4xf32>, tensor<4x6xf32> epilogue(%acc) outs(%o : tensor<4x6xf32>) {
     coda.yield %acc : f32
   }

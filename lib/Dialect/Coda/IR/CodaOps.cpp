@@ -38,9 +38,11 @@ static std::string formatShape(ArrayRef<int64_t> shape) {
 }
 
 /// Checks that `type` has the rank of `expected` and that every static pair of
-/// sizes agrees. `what` names the operand in the message.
+/// sizes agrees. `what` names the operand in the message; `fix`, when given,
+/// is attached to it as a note.
 static LogicalResult checkShape(Operation *op, const Twine &what,
-                                ShapedType type, ArrayRef<int64_t> expected) {
+                                ShapedType type, ArrayRef<int64_t> expected,
+                                StringRef fix = {}) {
   bool ok = type.getRank() == static_cast<int64_t>(expected.size());
   for (unsigned i = 0; ok && i < expected.size(); ++i) {
     int64_t got = type.getDimSize(i);
@@ -50,9 +52,13 @@ static LogicalResult checkShape(Operation *op, const Twine &what,
   }
   if (ok)
     return success();
-  return op->emitOpError() << "expects " << what << " of shape "
-                           << formatShape(expected) << ", got "
-                           << formatShape(type.getShape());
+  InFlightDiagnostic diag = op->emitOpError()
+                            << "expects " << what << " of shape "
+                            << formatShape(expected) << ", got "
+                            << formatShape(type.getShape());
+  if (!fix.empty())
+    diag.attachNote() << fix;
+  return diag;
 }
 
 static int64_t ceilDivStatic(int64_t size, int64_t tile) {
@@ -276,10 +282,40 @@ LogicalResult GemmOp::verify() {
     expectedRhs.append({n, k});
   else
     expectedRhs.append({k, n});
-  if (failed(checkShape(*this,
-                        getTransposeB() ? "rhs (N x K, transpose_b)"
-                                        : "rhs (K x N)",
-                        rhsType, expectedRhs)))
+  // Where flipping transpose_a and/or transpose_b would make lhs and rhs
+  // agree on K, the fix is that flip: said in a note.
+  std::string fix;
+  auto kDims = [&](bool transposeA, bool transposeB) {
+    return std::pair{
+        lhsType.getDimSize(lhsType.getRank() - (transposeA ? 2 : 1)),
+        rhsType.getDimSize(rhsType.getRank() - (transposeB ? 1 : 2))};
+  };
+  auto [lhsK, rhsK] = kDims(getTransposeA(), getTransposeB());
+  bool kDisagrees = !ShapedType::isDynamic(lhsK) &&
+                    !ShapedType::isDynamic(rhsK) && lhsK != rhsK;
+  for (auto [flipA, flipB] :
+       {std::pair{false, true}, {true, false}, {true, true}}) {
+    if (!kDisagrees)
+      break;
+    auto [flippedLhsK, flippedRhsK] =
+        kDims(getTransposeA() != flipA, getTransposeB() != flipB);
+    if (ShapedType::isDynamic(flippedLhsK) || flippedLhsK != flippedRhsK)
+      continue;
+    auto flip = [](bool set, StringRef name) {
+      return ((set ? "drop " : "add ") + name).str();
+    };
+    fix = "lhs " + formatShape(lhsType.getShape()) + " and rhs " +
+          formatShape(rhsType.getShape()) +
+          " agree on K in the other layout: " +
+          (flipA && flipB ? flip(getTransposeA(), "transpose_a") + " and " +
+                                flip(getTransposeB(), "transpose_b")
+           : flipA ? flip(getTransposeA(), "transpose_a")
+                   : flip(getTransposeB(), "transpose_b"));
+    break;
+  }
+  if (failed(checkShape(
+          *this, getTransposeB() ? "rhs (N x K, transpose_b)" : "rhs (K x N)",
+          rhsType, expectedRhs, fix)))
     return failure();
 
   // Epilogue inputs.
