@@ -156,7 +156,8 @@ func.func @f32_output(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?
 // -----
 
 // A 16-bit tile input enters through the same buffer: per row of each quad,
-// 8 chunks of 16 bytes into it, then each lane reads its 32 pairs. In an
+// 8 chunks of 16 bytes into it, then each lane reads its 32 pairs as 8
+// ldmatrix of four 8 x 8 matrices (the fragment's layout). In an
 // interior tile the chunks of both of the lane's rows are loaded in the K
 // loop's prologue, once k-tile 0's WGMMAs are issued (not before them: the
 // tensor cores would wait while the loads enter the memory pipeline), and
@@ -174,7 +175,8 @@ func.func @f32_output(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?
 //       CHECK:     vector.store %[[CHUNKS]]#0, %{{.*}} : memref<2112xbf16, #gpu.address_space<workgroup>>, vector<8xbf16>
 // CHECK-COUNT-7:   vector.store %[[CHUNKS]]#{{[1-7]}},
 //       CHECK:   nvvm.bar.warp.sync
-// CHECK-COUNT-32:   vector.load %{{.*}} : memref<2112xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
+//   CHECK-NOT:   memref<2112xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
+// CHECK-COUNT-8:   nvgpu.ldmatrix %{{.*}} {numTiles = 4 : i32, transpose = false} : memref<2112xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
 //       CHECK:   nvvm.bar.warp.sync
 //       CHECK:   arith.extf %{{.*}} : bf16 to f32
 //       CHECK:   vector.store %{{.*}} : memref<2112xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
