@@ -20,6 +20,7 @@ config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%shlibext", config.shlib_ext))
 config.substitutions.append(("%coda_src_root", config.coda_src_root))
 config.substitutions.append(("%coda_obj_root", config.coda_obj_root))
+config.substitutions.append(("%coda_tools_dir", config.coda_tools_dir))
 
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
