@@ -9,6 +9,7 @@
 #include <sstream>
 
 using namespace coda::runtime;
+namespace abi = coda::abi;
 
 DType coda::runtime::parseDType(const std::string &name) {
   static const std::pair<const char *, DType> names[] = {
@@ -99,6 +100,17 @@ std::vector<int64_t> intList(const Json &value, const std::string &context) {
   return out;
 }
 
+/// A field holding one of the names of `E` (coda/ABI/KernelAbi.h).
+template <typename E> E vocabulary(const Json &v, const std::string &ctx) {
+  const std::string text =
+      stringOf(v, ctx + " " + std::string(abi::Vocabulary<E>::field));
+  if (std::optional<E> value = abi::parse<E>(text))
+    return *value;
+  throw Error("manifest: " + ctx + " has unknown " +
+              std::string(abi::Vocabulary<E>::field) + " '" + text +
+              "' (one of " + abi::names<E>() + ")");
+}
+
 } // namespace
 
 /// Whether two kernels take the same arguments: parameters of the same
@@ -126,11 +138,13 @@ Manifest Manifest::parse(const std::string &text) {
     throw Error("manifest: not a JSON object");
   Manifest manifest;
   if (stringOf(member(root, "format", "the manifest"), "format") !=
-      "coda-kernels")
+      abi::kFormat)
     throw Error("manifest: not a coda kernel manifest (format is not "
                 "\"coda-kernels\")");
-  if (integer(member(root, "version", "the manifest"), "version") != 1)
-    throw Error("manifest: unsupported version (this runtime reads version 1)");
+  if (integer(member(root, "version", "the manifest"), "version") !=
+      abi::kVersion)
+    throw Error("manifest: unsupported version (this runtime reads version " +
+                std::to_string(abi::kVersion) + ")");
   manifest.chip = stringOf(member(root, "chip", "the manifest"), "chip");
   for (const Json &k :
        list(member(root, "kernels", "the manifest"), "kernels")) {
@@ -141,13 +155,12 @@ Manifest Manifest::parse(const std::string &text) {
     std::string ctx = "kernel " + kernel.name;
     kernel.module = stringOf(member(k, "module", ctx), ctx + " module");
     kernel.function = stringOf(member(k, "function", ctx), ctx + " function");
-    const std::string kind = stringOf(member(k, "kind", ctx), ctx + " kind");
-    if (kind == "reduce_partials") {
-      kernel.kind = KernelSpec::Kind::reducePartials;
+    kernel.kind = vocabulary<abi::KernelKind>(member(k, "kind", ctx), ctx);
+    if (kernel.kind == KernelSpec::Kind::reducePartials) {
       kernel.axis = stringOf(member(k, "axis", ctx), ctx + " axis");
       if (kernel.axis != "row" && kernel.axis != "col")
         throw Error("manifest: " + ctx + " axis must be row or col");
-    } else if (kind == "gemm") {
+    } else {
       std::vector<int64_t> tile =
           intList(member(k, "tile", ctx), ctx + " tile");
       if (tile.size() != 3)
@@ -169,8 +182,6 @@ Manifest Manifest::parse(const std::string &text) {
                       " cluster must be [n, 1, 1] with n >= 1");
         kernel.cluster[0] = dims[0];
       }
-    } else {
-      throw Error("manifest: " + ctx + " has unknown kind '" + kind + "'");
     }
     std::vector<int64_t> block =
         intList(member(k, "block", ctx), ctx + " block");
@@ -196,28 +207,23 @@ Manifest Manifest::parse(const std::string &text) {
       param.name = stringOf(member(p, "name", ctx + " parameter"),
                             ctx + " parameter name");
       std::string pctx = ctx + " parameter " + param.name;
-      const std::string kind =
-          stringOf(member(p, "kind", pctx), pctx + " kind");
-      if (kind == "tensormap")
-        param.kind = ParamSpec::Kind::tensormap;
-      else if (kind == "index")
-        param.kind = ParamSpec::Kind::index;
-      else if (kind == "memref")
-        param.kind = ParamSpec::Kind::memref;
-      else if (kind == "scalar")
-        param.kind = ParamSpec::Kind::scalar;
-      else
-        throw Error("manifest: " + pctx + " has unknown kind '" + kind + "'");
+      param.kind = vocabulary<abi::ParamKind>(member(p, "kind", pctx), pctx);
       if (const Json *v = optional(p, "operand"))
         param.operand = stringOf(*v, pctx + " operand");
       if (const Json *v = optional(p, "role"))
         param.role = stringOf(*v, pctx + " role");
-      if (const Json *v = optional(p, "access")) {
-        const std::string access = stringOf(*v, pctx + " access");
-        if (access != "load" && access != "store")
-          throw Error("manifest: " + pctx + " has unknown access '" + access +
-                      "'");
-        param.store = access == "store";
+      if (const Json *v = optional(p, "access"))
+        param.store = vocabulary<abi::Access>(*v, pctx) == abi::Access::store;
+      // A descriptor's encoding: every field, as the compiler wrote it.
+      if (param.kind == ParamSpec::Kind::tensormap) {
+        param.swizzle =
+            vocabulary<abi::Swizzle>(member(p, "swizzle", pctx), pctx);
+        param.l2Promotion =
+            vocabulary<abi::L2Promotion>(member(p, "l2_promotion", pctx), pctx);
+        param.oobFill =
+            vocabulary<abi::OobFill>(member(p, "oob_fill", pctx), pctx);
+        param.interleave =
+            vocabulary<abi::Interleave>(member(p, "interleave", pctx), pctx);
       }
       if (const Json *v = optional(p, "dtype"))
         param.dtype = parseDType(stringOf(*v, pctx + " dtype"));

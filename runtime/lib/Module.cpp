@@ -4,19 +4,71 @@
 
 #include "CudaDriver.h"
 
+#include <array>
+
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <tuple>
 
 using namespace coda::runtime;
+namespace abi = coda::abi;
 using namespace coda::runtime::cuda;
 
 namespace {
-/// A TMA descriptor is fixed by the tensor's address, layout and the box.
+/// A TMA descriptor is fixed by the tensor's address, layout, the box and
+/// the encoding (swizzle, L2 promotion, out-of-bounds fill, interleave).
 using DescriptorKey =
     std::tuple<uint64_t, std::vector<int64_t>, std::vector<int64_t>, int,
-               std::vector<int64_t>>;
+               std::vector<int64_t>, std::array<int, 4>>;
+
+/// The driver's values for the manifest's encoding fields.
+int driverValue(abi::Swizzle swizzle) {
+  switch (swizzle) {
+  case abi::Swizzle::none:
+    return CU_TENSOR_MAP_SWIZZLE_NONE;
+  case abi::Swizzle::bytes32:
+    return CU_TENSOR_MAP_SWIZZLE_32B;
+  case abi::Swizzle::bytes64:
+    return CU_TENSOR_MAP_SWIZZLE_64B;
+  case abi::Swizzle::bytes128:
+    return CU_TENSOR_MAP_SWIZZLE_128B;
+  }
+  throw Error("unknown swizzle");
+}
+int driverValue(abi::L2Promotion promotion) {
+  switch (promotion) {
+  case abi::L2Promotion::none:
+    return CU_TENSOR_MAP_L2_PROMOTION_NONE;
+  case abi::L2Promotion::bytes64:
+    return CU_TENSOR_MAP_L2_PROMOTION_L2_64B;
+  case abi::L2Promotion::bytes128:
+    return CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
+  case abi::L2Promotion::bytes256:
+    return CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+  }
+  throw Error("unknown L2 promotion");
+}
+int driverValue(abi::OobFill fill) {
+  switch (fill) {
+  case abi::OobFill::zero:
+    return CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE;
+  case abi::OobFill::nan:
+    return CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA;
+  }
+  throw Error("unknown out-of-bounds fill");
+}
+int driverValue(abi::Interleave interleave) {
+  switch (interleave) {
+  case abi::Interleave::none:
+    return CU_TENSOR_MAP_INTERLEAVE_NONE;
+  case abi::Interleave::bytes16:
+    return CU_TENSOR_MAP_INTERLEAVE_16B;
+  case abi::Interleave::bytes32:
+    return CU_TENSOR_MAP_INTERLEAVE_32B;
+  }
+  throw Error("unknown interleave");
+}
 
 int tensorMapType(DType dtype) {
   switch (dtype) {
@@ -96,7 +148,11 @@ struct Module::Impl {
     // need aligned outputs) and gets null.
     if (p.store && !tmaAddressable(t))
       return 0;
-    DescriptorKey key{t.data, t.sizes, t.strides, int(t.dtype), p.box};
+    std::array<int, 4> encoding = {
+        driverValue(p.swizzle), driverValue(p.l2Promotion),
+        driverValue(p.oobFill), driverValue(p.interleave)};
+    DescriptorKey key{t.data,       t.sizes, t.strides,
+                      int(t.dtype), p.box,   encoding};
     auto it = descriptors.find(key);
     if (it != descriptors.end())
       return it->second;
@@ -107,12 +163,10 @@ struct Module::Impl {
     uint32_t box[2] = {uint32_t(p.box[0]), uint32_t(p.box[1])};
     uint32_t elementStrides[2] = {1, 1};
     CUtensorMap map;
-    check(d.cuTensorMapEncodeTiled(
-              &map, tensorMapType(t.dtype), 2,
-              reinterpret_cast<void *>(t.data), dims, strides, box,
-              elementStrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+    check(d.cuTensorMapEncodeTiled(&map, tensorMapType(t.dtype), 2,
+                                   reinterpret_cast<void *>(t.data), dims,
+                                   strides, box, elementStrides, encoding[3],
+                                   encoding[0], encoding[1], encoding[2]),
           "encoding the " + p.operand + " TMA descriptor");
     CUdeviceptr buffer = 0;
     check(d.cuMemAlloc(&buffer, sizeof(CUtensorMap)), "cuMemAlloc");

@@ -9,6 +9,7 @@
 
 #include "GemmKernel.h"
 
+#include "coda/ABI/KernelAbi.h"
 #include "coda/Dialect/Coda/IR/Coda.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -17,7 +18,15 @@ using namespace mlir;
 using namespace mlir::coda;
 using namespace mlir::coda::gpu_lowering;
 
+namespace abi = ::coda::abi;
+
 namespace {
+
+/// The manifest's name of an ABI value (coda/ABI/KernelAbi.h).
+template <typename E> StringAttr abiName(OpBuilder &b, E value) {
+  std::string_view text = abi::name(value);
+  return b.getStringAttr(StringRef(text.data(), text.size()));
+}
 
 std::string typeName(Type type) {
   std::string s;
@@ -51,7 +60,7 @@ DictionaryAttr memrefParam(OpBuilder &b, func::FuncOp host, StringRef name,
       b.getNamedAttr("name", b.getStringAttr(name)),
       b.getNamedAttr("role", b.getStringAttr(role)),
       b.getNamedAttr("source", sourceAttr(b, host, v)),
-      b.getNamedAttr("kind", b.getStringAttr("memref")),
+      b.getNamedAttr("kind", abiName(b, abi::ParamKind::memref)),
       b.getNamedAttr("dtype", b.getStringAttr(typeName(type.getElementType()))),
       b.getNamedAttr("rank", b.getI64IntegerAttr(type.getRank())),
       b.getNamedAttr("shape", shapeAttr(b, v)),
@@ -71,31 +80,31 @@ DictionaryAttr mlir::coda::gpu_lowering::buildGemmKernelAbi(
   // `access`: "load" (an operand, read by the mainloop) or "store" (an
   // output, written by the interior epilogue where its rows are 16-byte
   // aligned; the runtime passes a null descriptor where they are not).
-  auto tensorMap = [&](StringRef operand, StringRef access, Value v,
+  auto tensorMap = [&](StringRef operand, abi::Access access, Value v,
                        ArrayRef<int64_t> box) {
     params.push_back(b.getDictionaryAttr({
         b.getNamedAttr("name", str((operand + "_tensormap").str())),
-        b.getNamedAttr("kind", str("tensormap")),
+        b.getNamedAttr("kind", abiName(b, abi::ParamKind::tensormap)),
         b.getNamedAttr("operand", str(operand)),
-        b.getNamedAttr("access", str(access)),
+        b.getNamedAttr("access", abiName(b, access)),
         b.getNamedAttr("source", sourceArg(v)),
         b.getNamedAttr(
             "dtype",
             str(typeName(cast<MemRefType>(v.getType()).getElementType()))),
         b.getNamedAttr("shape", shapeOf(v)),
         b.getNamedAttr("box", i64s(box)),
-        b.getNamedAttr("swizzle", str("128B")),
-        b.getNamedAttr("l2_promotion", str("256B")),
-        b.getNamedAttr("oob_fill", str("zero")),
-        b.getNamedAttr("interleave", str("none")),
+        b.getNamedAttr("swizzle", abiName(b, abi::Swizzle::bytes128)),
+        b.getNamedAttr("l2_promotion", abiName(b, abi::L2Promotion::bytes256)),
+        b.getNamedAttr("oob_fill", abiName(b, abi::OobFill::zero)),
+        b.getNamedAttr("interleave", abiName(b, abi::Interleave::none)),
     }));
   };
-  tensorMap("lhs", "load", op.getLhs(), target.getLhsBox(config));
-  tensorMap("rhs", "load", op.getRhs(), target.getRhsBox(config));
+  tensorMap("lhs", abi::Access::load, op.getLhs(), target.getLhsBox(config));
+  tensorMap("rhs", abi::Access::load, op.getRhs(), target.getRhsBox(config));
   for (StringRef size : {"M", "N", "K"})
     params.push_back(b.getDictionaryAttr({
         b.getNamedAttr("name", str(size)),
-        b.getNamedAttr("kind", str("index")),
+        b.getNamedAttr("kind", abiName(b, abi::ParamKind::index)),
     }));
   auto shaped = [&](std::string name, StringRef role, Value v) {
     if (isa<MemRefType>(v.getType())) {
@@ -106,7 +115,7 @@ DictionaryAttr mlir::coda::gpu_lowering::buildGemmKernelAbi(
         b.getNamedAttr("name", str(name)),
         b.getNamedAttr("role", str(role)),
         b.getNamedAttr("source", sourceArg(v)),
-        b.getNamedAttr("kind", str("scalar")),
+        b.getNamedAttr("kind", abiName(b, abi::ParamKind::scalar)),
         b.getNamedAttr("dtype", str(typeName(v.getType()))),
     }));
   };
@@ -129,8 +138,8 @@ DictionaryAttr mlir::coda::gpu_lowering::buildGemmKernelAbi(
     }
   }
   for (unsigned i : tmaStoredOutputs(op, config))
-    tensorMap("output" + std::to_string(i), "store", op.getOutputs()[i],
-              target.getOutputBox());
+    tensorMap("output" + std::to_string(i), abi::Access::store,
+              op.getOutputs()[i], target.getOutputBox());
 
   std::string gridX = "ceildiv(N, " + std::to_string(config.tileN) + ")";
   std::string gridY = "ceildiv(M, " + std::to_string(config.tileM) + ")";
@@ -145,7 +154,7 @@ DictionaryAttr mlir::coda::gpu_lowering::buildGemmKernelAbi(
     gridY = "1";
   }
   return b.getDictionaryAttr({
-      b.getNamedAttr("kind", str("gemm")),
+      b.getNamedAttr("kind", abiName(b, abi::KernelKind::gemm)),
       b.getNamedAttr("function", str(host.getSymName())),
       b.getNamedAttr("tile", i64s({config.tileM, config.tileN, config.tileK})),
       b.getNamedAttr("stages", b.getI64IntegerAttr(config.stages)),
@@ -167,7 +176,7 @@ DictionaryAttr mlir::coda::gpu_lowering::buildGemmKernelAbi(
 DictionaryAttr mlir::coda::gpu_lowering::buildReducePartialsAbi(
     OpBuilder &b, ReducePartialsOp op, func::FuncOp host, int64_t threads) {
   return b.getDictionaryAttr({
-      b.getNamedAttr("kind", b.getStringAttr("reduce_partials")),
+      b.getNamedAttr("kind", abiName(b, abi::KernelKind::reducePartials)),
       b.getNamedAttr("function", b.getStringAttr(host.getSymName())),
       b.getNamedAttr("reduction",
                      b.getStringAttr(stringifyReductionKind(op.getKind()))),

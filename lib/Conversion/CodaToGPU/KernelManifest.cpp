@@ -1,5 +1,6 @@
 //===- KernelManifest.cpp - the coda kernels' ABI as JSON -----------------===//
 
+#include "coda/ABI/KernelAbi.h"
 #include "coda/Conversion/CodaToGPU/CodaToGPU.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -43,7 +44,8 @@ llvm::json::Value toJson(Attribute attr) {
 }
 
 struct CodaExportKernelManifestPass
-    : coda::impl::CodaExportKernelManifestBase<CodaExportKernelManifestPass> {
+    : mlir::coda::impl::CodaExportKernelManifestBase<
+          CodaExportKernelManifestPass> {
   using Base::Base;
 
   void runOnOperation() override {
@@ -58,8 +60,8 @@ struct CodaExportKernelManifestPass
           kernel->getParentOfType<gpu::GPUModuleOp>().getName().str();
       kernels.push_back(std::move(entry));
     });
-    llvm::json::Object manifest{{"format", "coda-kernels"},
-                                {"version", 1},
+    llvm::json::Object manifest{{"format", std::string(::coda::abi::kFormat)},
+                                {"version", ::coda::abi::kVersion},
                                 {"chip", chip},
                                 {"kernels", std::move(kernels)}};
     std::string error;

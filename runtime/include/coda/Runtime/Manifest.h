@@ -7,6 +7,8 @@
 #ifndef CODA_RUNTIME_MANIFEST_H
 #define CODA_RUNTIME_MANIFEST_H
 
+#include "coda/ABI/KernelAbi.h"
+
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -30,7 +32,8 @@ int64_t dtypeBytes(DType dtype);
 
 /// One kernel parameter before the memref expansion.
 struct ParamSpec {
-  enum class Kind { tensormap, index, memref, scalar } kind;
+  using Kind = abi::ParamKind;
+  Kind kind = Kind::scalar;
   std::string name;
   /// tensormap: "lhs"/"rhs"/"output<i>"; memref/scalar: access form or
   /// output role.
@@ -39,6 +42,11 @@ struct ParamSpec {
   /// runtime encodes only where the output's rows are 16-byte aligned (null
   /// otherwise: the kernel then writes that output without TMA).
   bool store = false;
+  /// tensormap: how the descriptor is encoded, as the compiler chose it.
+  abi::Swizzle swizzle = abi::Swizzle::bytes128;
+  abi::L2Promotion l2Promotion = abi::L2Promotion::bytes256;
+  abi::OobFill oobFill = abi::OobFill::zero;
+  abi::Interleave interleave = abi::Interleave::none;
   DType dtype = DType::f32;
   int64_t rank = 0;
   std::vector<int64_t> shape; // -1: dynamic
@@ -51,7 +59,8 @@ struct ParamSpec {
 
 struct KernelSpec {
   /// A GEMM with its epilogue, or the finish of block-reduction partials.
-  enum class Kind { gemm, reducePartials } kind = Kind::gemm;
+  using Kind = abi::KernelKind;
+  Kind kind = Kind::gemm;
   std::string name, module, function;
   /// reduce_partials: "row" (M x T -> M) or "col" (T x N -> N).
   std::string axis;

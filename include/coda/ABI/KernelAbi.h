@@ -1,0 +1,122 @@
+//===- KernelAbi.h - the names manifest.json uses, for both sides -*- C++
+//-*-===//
+//
+// The vocabulary of the kernel manifest (docs/KernelABI.md), defined once:
+// the compiler writes these names (lib/Conversion/CodaToGPU) and the runtime
+// reads them back (runtime/lib), so that neither can use a value the other
+// does not know. Plain C++17, no MLIR and no CUDA: the runtime builds on the
+// GPU machine without either.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CODA_ABI_KERNELABI_H
+#define CODA_ABI_KERNELABI_H
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace coda::abi {
+
+/// manifest.json's "format" and the "version" this vocabulary describes.
+inline constexpr std::string_view kFormat = "coda-kernels";
+inline constexpr int kVersion = 1;
+
+/// A kernel: a GEMM with its epilogue, or the finish of block-reduction
+/// partials.
+enum class KernelKind { gemm, reducePartials };
+/// A kernel parameter: a TMA descriptor, one of M / N / K, a memref, or a
+/// scalar.
+enum class ParamKind { tensormap, index, memref, scalar };
+/// A TMA descriptor read by the mainloop (an operand) or written by the
+/// epilogue (an output's store descriptor).
+enum class Access { load, store };
+/// The TMA descriptor's encoding (CUtensorMapSwizzle, ...L2promotion,
+/// ...FloatOOBfill, ...Interleave).
+enum class Swizzle { none, bytes32, bytes64, bytes128 };
+enum class L2Promotion { none, bytes64, bytes128, bytes256 };
+enum class OobFill { zero, nan };
+enum class Interleave { none, bytes16, bytes32 };
+
+/// Each value with its name in the manifest, in declaration order.
+template <typename E> struct Vocabulary;
+template <> struct Vocabulary<KernelKind> {
+  static constexpr std::string_view field = "kind";
+  static constexpr std::pair<KernelKind, std::string_view> names[] = {
+      {KernelKind::gemm, "gemm"},
+      {KernelKind::reducePartials, "reduce_partials"}};
+};
+template <> struct Vocabulary<ParamKind> {
+  static constexpr std::string_view field = "kind";
+  static constexpr std::pair<ParamKind, std::string_view> names[] = {
+      {ParamKind::tensormap, "tensormap"},
+      {ParamKind::index, "index"},
+      {ParamKind::memref, "memref"},
+      {ParamKind::scalar, "scalar"}};
+};
+template <> struct Vocabulary<Access> {
+  static constexpr std::string_view field = "access";
+  static constexpr std::pair<Access, std::string_view> names[] = {
+      {Access::load, "load"}, {Access::store, "store"}};
+};
+template <> struct Vocabulary<Swizzle> {
+  static constexpr std::string_view field = "swizzle";
+  static constexpr std::pair<Swizzle, std::string_view> names[] = {
+      {Swizzle::none, "none"},
+      {Swizzle::bytes32, "32B"},
+      {Swizzle::bytes64, "64B"},
+      {Swizzle::bytes128, "128B"}};
+};
+template <> struct Vocabulary<L2Promotion> {
+  static constexpr std::string_view field = "l2_promotion";
+  static constexpr std::pair<L2Promotion, std::string_view> names[] = {
+      {L2Promotion::none, "none"},
+      {L2Promotion::bytes64, "64B"},
+      {L2Promotion::bytes128, "128B"},
+      {L2Promotion::bytes256, "256B"}};
+};
+template <> struct Vocabulary<OobFill> {
+  static constexpr std::string_view field = "oob_fill";
+  static constexpr std::pair<OobFill, std::string_view> names[] = {
+      {OobFill::zero, "zero"}, {OobFill::nan, "nan"}};
+};
+template <> struct Vocabulary<Interleave> {
+  static constexpr std::string_view field = "interleave";
+  static constexpr std::pair<Interleave, std::string_view> names[] = {
+      {Interleave::none, "none"},
+      {Interleave::bytes16, "16B"},
+      {Interleave::bytes32, "32B"}};
+};
+
+/// The manifest's name of `value`.
+template <typename E> constexpr std::string_view name(E value) {
+  for (const auto &[v, n] : Vocabulary<E>::names)
+    if (v == value)
+      return n;
+  return {};
+}
+
+/// The value the manifest names `text`, or nothing.
+template <typename E> std::optional<E> parse(std::string_view text) {
+  for (const auto &[v, n] : Vocabulary<E>::names)
+    if (n == text)
+      return v;
+  return std::nullopt;
+}
+
+/// "a, b or c": the names a field takes, for error messages.
+template <typename E> std::string names() {
+  std::string out;
+  constexpr size_t count = std::size(Vocabulary<E>::names);
+  for (size_t i = 0; i < count; ++i) {
+    if (i)
+      out += i + 1 == count ? " or " : ", ";
+    out += Vocabulary<E>::names[i].second;
+  }
+  return out;
+}
+
+} // namespace coda::abi
+
+#endif // CODA_ABI_KERNELABI_H
