@@ -234,9 +234,10 @@ gpu::GPUFuncOp buildGemmKernel(OpBuilder &kb, GemmOp op, func::FuncOp host,
   frame.outputMaps.assign(numOutputs, Value());
   for (auto [n, i] : llvm::enumerate(tmaStored))
     frame.outputMaps[i] = entry.getArgument(5 + numInputs + numOutputs + n);
-  auto prefetch = [&](ImplicitLocOpBuilder &eb, const KernelFrame &tileFrame) {
+  auto prefetch = [&](ImplicitLocOpBuilder &eb, const KernelFrame &tileFrame,
+                      int64_t part, int64_t parts) {
     return prefetchEpilogue(eb, op, config, tileFrame, epilogueInputs,
-                            epilogueOutputs);
+                            epilogueOutputs, part, parts);
   };
   auto emit = [&](ImplicitLocOpBuilder &eb, const KernelFrame &tileFrame) {
     emitEpilogue(eb, op, config, tileFrame, epilogueInputs, epilogueOutputs);

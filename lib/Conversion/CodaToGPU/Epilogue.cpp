@@ -262,8 +262,10 @@ public:
   /// pair or interleaved one (with both copies, cross-entropy's partials
   /// and SwiGLU's pairs measured slower; docs/performance.md).
   bool interiorPays() const { return interiorPaysFor(roles); }
-  /// The loads of prefetchEpilogue, where prefetchCounts takes some.
-  EpiloguePrefetch prefetch(ImplicitLocOpBuilder &b) const;
+  /// The loads of prefetchEpilogue, where prefetchCounts takes some: part
+  /// `part` of `parts`.
+  EpiloguePrefetch prefetch(ImplicitLocOpBuilder &b, int64_t part,
+                            int64_t parts) const;
   /// In an interior tile, the chunks of input `k` that `frame.prefetched`
   /// holds (see prefetchCounts); else none.
   ArrayRef<Value> prefetchedChunks(unsigned k) const;
@@ -2227,24 +2229,42 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
     finishColumnPartials(b, colAccs);
 }
 
-EpiloguePrefetch EpilogueBuilder::prefetch(ImplicitLocOpBuilder &b) const {
+EpiloguePrefetch EpilogueBuilder::prefetch(ImplicitLocOpBuilder &b,
+                                           int64_t part, int64_t parts) const {
   EpiloguePrefetch result;
   result.interior = interiorCondition(b);
   SmallVector<int64_t> counts = prefetchCounts(op, config);
+  // This part's loads: [first, last) of all of them in order.
+  int64_t total = 0;
+  for (int64_t count : counts)
+    total += count;
+  int64_t first = total * part / parts, last = total * (part + 1) / parts;
+  SmallVector<int64_t> taken(counts.size(), 0);
   SmallVector<Type> types;
+  int64_t position = 0;
   for (auto [k, input] : llvm::enumerate(inputs)) {
     if (!counts[k])
       continue;
     auto type = cast<MemRefType>(input.getType());
     int64_t lanes = 16 * 8 / type.getElementTypeBitWidth();
-    types.append(counts[k], VectorType::get({lanes}, type.getElementType()));
+    for (int64_t i = 0; i < counts[k]; ++i, ++position) {
+      if (position < first || position >= last)
+        continue;
+      ++taken[k];
+      types.push_back(VectorType::get({lanes}, type.getElementType()));
+    }
   }
   auto ifOp = scf::IfOp::create(b, types, result.interior, /*withElse=*/true);
   {
     auto tb = ImplicitLocOpBuilder::atBlockBegin(b.getLoc(),
                                                  &ifOp.getThenRegion().front());
     SmallVector<Value> loaded;
+    position = 0;
     auto load = [&](Value input, ValueRange indices) {
+      bool mine = position >= first && position < last;
+      ++position;
+      if (!mine)
+        return;
       loaded.push_back(vector::LoadOp::create(
           tb, cast<VectorType>(types[loaded.size()]), input, indices,
           /*nontemporal=*/false, llvm::MaybeAlign(16)));
@@ -2255,9 +2275,10 @@ EpiloguePrefetch EpilogueBuilder::prefetch(ImplicitLocOpBuilder &b) const {
     for (auto [k, input] : llvm::enumerate(inputs)) {
       if (!counts[k])
         continue;
+      auto type = cast<MemRefType>(input.getType());
       if (GemmOp(op).getInputForm(k) == AccessForm::col) {
         // Pass i's chunk of the tile's columns, as stageInputRows copies it.
-        int64_t chunk = cast<VectorType>(types[loaded.size()]).getNumElements();
+        int64_t chunk = 16 * 8 / type.getElementTypeBitWidth();
         for (int64_t i = 0; i < counts[k]; ++i)
           load(input, arith::AddIOp::create(tb, frame.blockN,
                                             columnChunkStart(tb, i, chunk))
@@ -2289,7 +2310,7 @@ EpiloguePrefetch EpilogueBuilder::prefetch(ImplicitLocOpBuilder &b) const {
   }
   // The results, input by input.
   ValueRange results = ifOp.getResults();
-  for (int64_t count : counts) {
+  for (int64_t count : taken) {
     result.chunks.emplace_back(results.take_front(count));
     results = results.drop_front(count);
   }
@@ -2391,11 +2412,28 @@ void mlir::coda::gpu_lowering::finishEpilogue(ImplicitLocOpBuilder &b,
 
 EpiloguePrefetch mlir::coda::gpu_lowering::prefetchEpilogue(
     ImplicitLocOpBuilder &b, GemmOp op, const GemmKernelConfig &config,
-    const KernelFrame &frame, ValueRange inputs, ValueRange outputs) {
+    const KernelFrame &frame, ValueRange inputs, ValueRange outputs,
+    int64_t part, int64_t parts) {
   if (llvm::all_of(prefetchCounts(op, config),
                    [](int64_t n) { return n == 0; }))
     return {};
-  return EpilogueBuilder(op, config, frame, inputs, outputs).prefetch(b);
+  return EpilogueBuilder(op, config, frame, inputs, outputs)
+      .prefetch(b, part, parts);
+}
+
+EpiloguePrefetch
+mlir::coda::gpu_lowering::mergePrefetches(ArrayRef<EpiloguePrefetch> parts) {
+  EpiloguePrefetch merged;
+  for (const EpiloguePrefetch &part : parts) {
+    if (!part.interior)
+      continue;
+    if (!merged.interior)
+      merged.interior = part.interior;
+    merged.chunks.resize(std::max(merged.chunks.size(), part.chunks.size()));
+    for (auto [k, chunks] : llvm::enumerate(part.chunks))
+      llvm::append_range(merged.chunks[k], chunks);
+  }
+  return merged;
 }
 
 static SmallVector<int64_t> prefetchCounts(GemmOp op,

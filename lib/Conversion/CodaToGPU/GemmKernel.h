@@ -240,8 +240,10 @@ struct KernelFrame {
 /// register schedule after the tile is assigned and before its mainloop
 /// (its result goes to `frame.prefetched`), and `emit`, after the mainloop.
 struct EpilogueEmitter {
+  /// Part `part` of `parts` of the prefetch loads (see prefetchEpilogue).
   function_ref<EpiloguePrefetch(ImplicitLocOpBuilder &b,
-                                const KernelFrame &frame)>
+                                const KernelFrame &frame, int64_t part,
+                                int64_t parts)>
       prefetch;
   function_ref<void(ImplicitLocOpBuilder &b, const KernelFrame &frame)> emit;
   /// Emitted by a register schedule's epilogue threads after their last
@@ -307,11 +309,16 @@ std::optional<int64_t> staticPeriod(GemmOp op, unsigned k, int64_t tileN);
 /// chunks of its staged tile and column inputs, where registers allow (at
 /// most kPrefetchRegisters per thread, held through the K loop beside the
 /// accumulators), in an interior tile. An empty prefetch where it takes
-/// none.
+/// none. With `parts` > 1, only part `part` of them (the loads in order,
+/// split into `parts` runs), so that a schedule can issue them over several
+/// k-tiles; mergePrefetches joins the parts.
 EpiloguePrefetch prefetchEpilogue(ImplicitLocOpBuilder &b, GemmOp op,
                                   const GemmKernelConfig &config,
                                   const KernelFrame &frame, ValueRange inputs,
-                                  ValueRange outputs);
+                                  ValueRange outputs, int64_t part = 0,
+                                  int64_t parts = 1);
+/// The prefetch of all `parts`, each input's chunks in order.
+EpiloguePrefetch mergePrefetches(ArrayRef<EpiloguePrefetch> parts);
 
 /// Emits the epilogue of the tile that `frame` describes: reads the
 /// accumulators from `frame.accFragments` or else `frame.accTile`, the

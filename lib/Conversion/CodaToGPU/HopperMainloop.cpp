@@ -45,6 +45,9 @@ constexpr int64_t kWgmmaM = 64;
 constexpr int64_t kSwizzleBytes = 128;
 /// MN-major rhs tiles are loaded as chunks this many bytes wide along N.
 constexpr int64_t kChunkBytes = kSwizzleBytes;
+/// The cooperative kernels issue their epilogue's prefetch loads in this
+/// many parts, one after each of the first k-tiles' WGMMAs.
+constexpr int64_t kPrefetchParts = 8;
 
 Attribute workgroupSpace(MLIRContext *ctx) {
   return gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
@@ -503,18 +506,21 @@ public:
   }
 
   /// The K loop: k-tile 0 peeled (so that it can start the accumulators
-  /// with scale-d 0), then `step` for k-tiles 1..numK-1; `afterFirst`, when
-  /// given, runs between them (k-tile 0's WGMMAs issued, and still running
-  /// in the tensor cores). With no k-tile the
+  /// with scale-d 0), then `step` for k-tiles 1..numK-1. `afterStep`, when
+  /// given, runs after each of the first `peeled` k-tiles p (its WGMMAs
+  /// issued, and still running in the tensor cores), those k-tiles peeled
+  /// out of the loop (each but the first guarded by p < numK). With no
+  /// k-tile the
   /// accumulators are zero: the zeros join the WGMMA results before the
   /// loop, so that the epilogue reads the WGMMA registers themselves (a
   /// select after the loop made ptxas copy all of them out, and spill).
-  SmallVector<Value> kLoop(
-      int64_t numFragments,
-      function_ref<SmallVector<Value>(ImplicitLocOpBuilder &, Value, ValueRange,
-                                      bool)>
-          step,
-      function_ref<void(ImplicitLocOpBuilder &)> afterFirst = {}) {
+  SmallVector<Value>
+  kLoop(int64_t numFragments,
+        function_ref<SmallVector<Value>(ImplicitLocOpBuilder &, Value,
+                                        ValueRange, bool)>
+            step,
+        function_ref<void(ImplicitLocOpBuilder &, int64_t)> afterStep = {},
+        int64_t peeled = 1) {
     SmallVector<Type> types(numFragments, fragmentType);
     Value any = arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, numK,
                                       index(b, 0));
@@ -530,10 +536,26 @@ public:
       b.setInsertionPointToStart(first.elseBlock());
       scf::YieldOp::create(b, zeroFragments(numFragments));
     }
-    if (afterFirst)
-      afterFirst(b);
+    SmallVector<Value> accs(first.getResults());
+    if (afterStep)
+      afterStep(b, 0);
+    for (int64_t p = 1; afterStep && p < peeled; ++p) {
+      Value inRange = arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, numK,
+                                            index(b, p));
+      auto next = scf::IfOp::create(b, types, inRange, /*withElseRegion=*/true);
+      {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(next.thenBlock());
+        scf::YieldOp::create(b, step(b, index(b, p), accs, false));
+        b.setInsertionPointToStart(next.elseBlock());
+        scf::YieldOp::create(b, accs);
+      }
+      accs.assign(next.getResults().begin(), next.getResults().end());
+      afterStep(b, p);
+    }
+    int64_t loopStart = afterStep ? std::max<int64_t>(peeled, 1) : 1;
     auto loop = scf::ForOp::create(
-        b, index(b, 1), numK, index(b, 1), first.getResults(),
+        b, index(b, loopStart), numK, index(b, 1), accs,
         [&](OpBuilder &ob, Location loc, Value kt, ValueRange accs) {
           ImplicitLocOpBuilder lb(loc, ob);
           scf::YieldOp::create(lb, step(lb, kt, accs, false));
@@ -608,18 +630,18 @@ public:
   }
 
   /// A persistent consumer warpgroup's K loop over its `iteration`-th tile
-  /// (its fragments `rowUnits` down, when given), at `b`: waits for each slot, releases
-  /// the previous one once its group has retired (`isReleaser`: one
+  /// (its fragments `rowUnits` down, when given), at `b`: waits for each slot,
+  /// releases the previous one once its group has retired (`isReleaser`: one
   /// arrival per warpgroup), and after the last wait the last slot. Returns
   /// the accumulators (see kLoop). `issued`, when
   /// given, runs once every WGMMA of the tile is issued, before the wait for
   /// the last ones: another warpgroup's K loop can then queue behind them.
-  /// `afterFirst`: see kLoop.
-  SmallVector<Value>
-  consumeTile(Value full, Value empty, Value iteration, Value rowUnits,
-              Value isReleaser,
-              function_ref<void(ImplicitLocOpBuilder &)> issued = {},
-              function_ref<void(ImplicitLocOpBuilder &)> afterFirst = {}) {
+  /// `afterStep`, `peeled`: see kLoop.
+  SmallVector<Value> consumeTile(
+      Value full, Value empty, Value iteration, Value rowUnits,
+      Value isReleaser, function_ref<void(ImplicitLocOpBuilder &)> issued = {},
+      function_ref<void(ImplicitLocOpBuilder &, int64_t)> afterStep = {},
+      int64_t peeled = 1) {
     auto release = [&](ImplicitLocOpBuilder &lb, Value g) {
       scf::IfOp::create(lb, isReleaser, [&](OpBuilder &rb, Location rloc) {
         ImplicitLocOpBuilder ib(rloc, rb);
@@ -648,7 +670,7 @@ public:
             release(lb, arith::SubIOp::create(lb, g, index(lb, 1)));
           return next;
         },
-        afterFirst);
+        afterStep, peeled);
     if (issued)
       issued(b);
     NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
@@ -1098,16 +1120,19 @@ void emitRegisterEpilogueSchedule(ImplicitLocOpBuilder &b, KernelFrame &frame,
     assignTile(b, consumer, c, tile);
     // The epilogue's loads ahead of the K loop. A ping-pong consumer issues
     // them before it waits for its turn, under the other consumer's K loop;
-    // a cooperative one once k-tile 0's WGMMAs are issued, so that the
-    // tensor cores do not wait while the loads enter the memory pipeline.
-    auto prefetch = [&](ImplicitLocOpBuilder &pb) {
-      consumer.prefetched = epilogue.prefetch(pb, consumer);
+    // a cooperative one a part after each of the first kPrefetchParts
+    // k-tiles' WGMMAs are issued, so that the tensor cores do not wait while
+    // the loads enter the memory pipeline and the loads do not arrive all
+    // at once beside the operand tiles.
+    SmallVector<EpiloguePrefetch> parts(kPrefetchParts);
+    auto prefetchPart = [&](ImplicitLocOpBuilder &pb, int64_t part) {
+      parts[part] = epilogue.prefetch(pb, consumer, part, kPrefetchParts);
     };
-    function_ref<void(ImplicitLocOpBuilder &)> prefetchAfterFirst;
+    function_ref<void(ImplicitLocOpBuilder &, int64_t)> prefetchAfterStep;
     if (epilogue.prefetch && pingPong)
-      prefetch(b);
+      consumer.prefetched = epilogue.prefetch(b, consumer, 0, 1);
     else if (epilogue.prefetch)
-      prefetchAfterFirst = prefetch;
+      prefetchAfterStep = prefetchPart;
     if (pingPong) {
       // The other consumer has issued the K loop of the previous tile.
       Value previous = arith::SubIOp::create(b, iteration, m.index(b, 1));
@@ -1133,9 +1158,11 @@ void emitRegisterEpilogueSchedule(ImplicitLocOpBuilder &b, KernelFrame &frame,
     function_ref<void(ImplicitLocOpBuilder &)> issued;
     if (pingPong)
       issued = passTurn;
-    SmallVector<Value> accs = m.consumeTile(full, empty, iteration, rowUnits,
-                                            isReleaser, issued,
-                                            prefetchAfterFirst);
+    SmallVector<Value> accs = m.consumeTile(
+        full, empty, iteration, rowUnits, isReleaser, issued, prefetchAfterStep,
+        prefetchAfterStep ? kPrefetchParts : 1);
+    if (prefetchAfterStep)
+      consumer.prefetched = mergePrefetches(parts);
     consumer.accFragments = accs;
     if (c.clusterM == 1) {
       epilogue.emit(b, consumer);

@@ -157,23 +157,40 @@ func.func @f32_output(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?
 
 // A 16-bit tile input enters through the same buffer: per row of each quad,
 // 8 chunks of 16 bytes into it, then each lane reads its 32 pairs as 8
-// ldmatrix of four 8 x 8 matrices (the fragment's layout). In an
-// interior tile the chunks of both of the lane's rows are loaded in the K
-// loop's prologue, once k-tile 0's WGMMAs are issued (not before them: the
-// tensor cores would wait while the loads enter the memory pipeline), and
-// stored into the buffer after the loop with no global load.
+// ldmatrix of four 8 x 8 matrices (the fragment's layout). In an interior
+// tile the lane's 16 chunks are loaded in the K loop's prologue, two after
+// each of the first 8 k-tiles' WGMMAs are issued (not before them: the
+// tensor cores would wait while the loads enter the memory pipeline; not
+// all at once: they would arrive beside the operand tiles in one burst),
+// those k-tiles peeled out of the loop, and stored into the buffer after
+// the loop with no global load.
 // CHECK-LABEL: gpu.func @residual_gemm0
 //       CHECK:   nvvm.wgmma.mma_async
 //       CHECK:   nvvm.wgmma.wait.group.sync.aligned 1
 //   CHECK-NOT:   scf.for
-//       CHECK:   %[[CHUNKS:.*]]:16 = scf.if %[[INSIDE:.*]] -> (vector<8xbf16>,
-// CHECK-COUNT-16:   vector.load %{{.*}} : memref<?x?xbf16>, vector<8xbf16>
+//       CHECK:   %[[P0:.*]]:2 = scf.if %{{.*}} -> (vector<8xbf16>, vector<8xbf16>)
+// CHECK-COUNT-2:   vector.load %{{.*}} : memref<?x?xbf16>, vector<8xbf16>
+//       CHECK:   nvvm.wgmma.mma_async
+//       CHECK:   %[[P1:.*]]:2 = scf.if %{{.*}} -> (vector<8xbf16>, vector<8xbf16>)
+//       CHECK:   nvvm.wgmma.mma_async
+//       CHECK:   %[[P2:.*]]:2 = scf.if %{{.*}} -> (vector<8xbf16>, vector<8xbf16>)
+//       CHECK:   nvvm.wgmma.mma_async
+//       CHECK:   %[[P3:.*]]:2 = scf.if %{{.*}} -> (vector<8xbf16>, vector<8xbf16>)
+// CHECK-COUNT-4:   = scf.if %{{.*}} -> (vector<8xbf16>, vector<8xbf16>)
+//   CHECK-NOT:   = scf.if %{{.*}} -> (vector<8xbf16>
+//       CHECK:   scf.for
 //       CHECK:   nvvm.wgmma.mma_async
 //       CHECK:   nvvm.wgmma.wait.group.sync.aligned 0
-//       CHECK:   scf.if %[[INSIDE]] {
+//       CHECK:   scf.if
 //   CHECK-NOT:     memref<?x?xbf16>, vector<8xbf16>
-//       CHECK:     vector.store %[[CHUNKS]]#0, %{{.*}} : memref<2112xbf16, #gpu.address_space<workgroup>>, vector<8xbf16>
-// CHECK-COUNT-7:   vector.store %[[CHUNKS]]#{{[1-7]}},
+//       CHECK:     vector.store %[[P0]]#0, %{{.*}} : memref<2112xbf16, #gpu.address_space<workgroup>>, vector<8xbf16>
+//       CHECK:     vector.store %[[P0]]#1,
+//       CHECK:     vector.store %[[P1]]#0,
+//       CHECK:     vector.store %[[P1]]#1,
+//       CHECK:     vector.store %[[P2]]#0,
+//       CHECK:     vector.store %[[P2]]#1,
+//       CHECK:     vector.store %[[P3]]#0,
+//       CHECK:     vector.store %[[P3]]#1,
 //       CHECK:   nvvm.bar.warp.sync
 //   CHECK-NOT:   memref<2112xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
 // CHECK-COUNT-8:   nvgpu.ldmatrix %{{.*}} {numTiles = 4 : i32, transpose = false} : memref<2112xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
