@@ -95,8 +95,9 @@ def CodaToGPU : Pass<"coda-to-gpu", "ModuleOp"> {
     `gpu.module` and, in its place, host code that creates the lhs and rhs TMA
     descriptors (`nvgpu.tma.create.descriptor`) and launches the kernel
     (`gpu.launch_func`). One CTA computes a tile of the output, or with
-    `persistent` loops over tiles (CTAs walk the tiles in groups of 8 tile
-    rows, for L2 reuse):
+    `persistent` loops over tiles (CTAs walk the tiles in bands of `swizzle`
+    tile rows along N, or with `raster=along-m` bands of tile columns down
+    M, for L2 reuse):
 
     - mainloop (sm_90a): TMA loads of lhs and rhs tiles into a ring of
       `stages` shared-memory slots with 128-byte swizzle, each guarded by an
@@ -123,7 +124,11 @@ def CodaToGPU : Pass<"coda-to-gpu", "ModuleOp"> {
     tile N to be a multiple of t (a CTA writes tile N / t partials per row;
     otherwise tile N becomes t), a `col_reduce tile t` sets tile M to t.
     Unsupported operand types, misaligned static strides (TMA needs 16-byte
-    aligned rows) and impossible tiles are reported on the op.
+    aligned rows) and impossible tiles are reported on the op (a tile that a
+    block reduction set, with a note at the reduction). A matrix product
+    still in linalg is an error: the later lowering of leftover linalg would
+    make it a loop kernel, not a GEMM (`--coda-fuse` makes it a
+    `coda.gemm`).
 
     A GEMM with a pinned `coda.gemm_config` takes that configuration in
     place of the options; with an array of them (bounded by `max_k`), it
