@@ -83,6 +83,13 @@ def case(name, m, n, k, a, b, acc):
     raise ValueError(name)
 
 
+def check(checks):
+    """Each (kernel output, float32 reference) pair of `case` agrees."""
+    for got, want in checks:
+        torch.testing.assert_close(got.float(), want, rtol=2e-2,
+                                   atol=2e-2 * want.abs().max().item())
+
+
 def vendor(name, a, b, coda_args):
     """cuBLAS with its own epilogue for the primitives it has one for
     (addmm's beta = 1 input and its bias), or None."""
@@ -135,9 +142,7 @@ def main():
                 (kernel,) = mod.kernels_of(name)
                 mod.launch(kernel, coda_args, stream)
                 torch.cuda.synchronize()
-                for got, want in checks:
-                    torch.testing.assert_close(got.float(), want, rtol=2e-2,
-                                               atol=2e-2 * want.abs().max().item())
+                check(checks)
                 fns[variant] = lambda mod=mod, kernel=kernel: mod.launch(kernel, coda_args, stream)
             times = interleaved_ms(fns)
             row = {"case": "epilogue", "epilogue": name, "shape": {"M": m, "N": n, "K": k},

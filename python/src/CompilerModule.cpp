@@ -25,6 +25,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -161,12 +162,13 @@ compile(const std::string &source, const std::string &directory, bool fuse,
   take(options.kernels.pingPong, pingPong);
   take(options.kernels.clusterM, clusterM);
   if (raster) {
-    if (*raster != "along-n" && *raster != "along-m")
+    // coda-compile's spelling (along-n) of the attribute's (along_n).
+    std::string name = *raster;
+    std::replace(name.begin(), name.end(), '-', '_');
+    std::optional<coda::RasterOrder> order = coda::symbolizeRasterOrder(name);
+    if (!order || raster->find('_') != std::string::npos)
       session.fail("raster must be 'along-n' or 'along-m', got '" + *raster +
                    "'");
-    std::optional<coda::RasterOrder> order = *raster == "along-m"
-                                                 ? coda::RasterOrder::alongM
-                                                 : coda::RasterOrder::alongN;
     take(options.kernels.raster, order);
   }
   take(options.kernels.swizzle, swizzle);

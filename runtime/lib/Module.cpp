@@ -22,52 +22,24 @@ using DescriptorKey =
     std::tuple<uint64_t, std::vector<int64_t>, std::vector<int64_t>, int,
                std::vector<int64_t>, std::array<int, 4>>;
 
-/// The driver's values for the manifest's encoding fields.
-int driverValue(abi::Swizzle swizzle) {
-  switch (swizzle) {
-  case abi::Swizzle::none:
-    return CU_TENSOR_MAP_SWIZZLE_NONE;
-  case abi::Swizzle::bytes32:
-    return CU_TENSOR_MAP_SWIZZLE_32B;
-  case abi::Swizzle::bytes64:
-    return CU_TENSOR_MAP_SWIZZLE_64B;
-  case abi::Swizzle::bytes128:
-    return CU_TENSOR_MAP_SWIZZLE_128B;
-  }
-  throw Error("unknown swizzle");
-}
-int driverValue(abi::L2Promotion promotion) {
-  switch (promotion) {
-  case abi::L2Promotion::none:
-    return CU_TENSOR_MAP_L2_PROMOTION_NONE;
-  case abi::L2Promotion::bytes64:
-    return CU_TENSOR_MAP_L2_PROMOTION_L2_64B;
-  case abi::L2Promotion::bytes128:
-    return CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
-  case abi::L2Promotion::bytes256:
-    return CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
-  }
-  throw Error("unknown L2 promotion");
-}
-int driverValue(abi::OobFill fill) {
-  switch (fill) {
-  case abi::OobFill::zero:
-    return CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE;
-  case abi::OobFill::nan:
-    return CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA;
-  }
-  throw Error("unknown out-of-bounds fill");
-}
-int driverValue(abi::Interleave interleave) {
-  switch (interleave) {
-  case abi::Interleave::none:
-    return CU_TENSOR_MAP_INTERLEAVE_NONE;
-  case abi::Interleave::bytes16:
-    return CU_TENSOR_MAP_INTERLEAVE_16B;
-  case abi::Interleave::bytes32:
-    return CU_TENSOR_MAP_INTERLEAVE_32B;
-  }
-  throw Error("unknown interleave");
+/// The driver's value of each of the manifest's encoding values, in the
+/// order coda/ABI/KernelAbi.h declares them.
+constexpr int kSwizzles[] = {
+    CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_SWIZZLE_32B,
+    CU_TENSOR_MAP_SWIZZLE_64B, CU_TENSOR_MAP_SWIZZLE_128B};
+constexpr int kL2Promotions[] = {
+    CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_64B,
+    CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B};
+constexpr int kOobFills[] = {CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA};
+constexpr int kInterleaves[] = {CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                CU_TENSOR_MAP_INTERLEAVE_16B,
+                                CU_TENSOR_MAP_INTERLEAVE_32B};
+template <typename E, size_t N>
+int driverValue(E value, const int (&values)[N]) {
+  static_assert(N == std::size(abi::Vocabulary<E>::names),
+                "one driver value per manifest value");
+  return values[static_cast<size_t>(value)];
 }
 
 int tensorMapType(DType dtype) {
@@ -148,9 +120,10 @@ struct Module::Impl {
     // need aligned outputs) and gets null.
     if (p.store && !tmaAddressable(t))
       return 0;
-    std::array<int, 4> encoding = {
-        driverValue(p.swizzle), driverValue(p.l2Promotion),
-        driverValue(p.oobFill), driverValue(p.interleave)};
+    std::array<int, 4> encoding = {driverValue(p.swizzle, kSwizzles),
+                                   driverValue(p.l2Promotion, kL2Promotions),
+                                   driverValue(p.oobFill, kOobFills),
+                                   driverValue(p.interleave, kInterleaves)};
     DescriptorKey key{t.data,       t.sizes, t.strides,
                       int(t.dtype), p.box,   encoding};
     auto it = descriptors.find(key);

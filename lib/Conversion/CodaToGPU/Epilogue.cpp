@@ -2259,12 +2259,15 @@ EpiloguePrefetch EpilogueBuilder::prefetch(ImplicitLocOpBuilder &b,
     auto tb = ImplicitLocOpBuilder::atBlockBegin(b.getLoc(),
                                                  &ifOp.getThenRegion().front());
     SmallVector<Value> loaded;
+    // Whether the next load is this part's (its address is built only
+    // then).
     position = 0;
-    auto load = [&](Value input, ValueRange indices) {
+    auto takes = [&] {
       bool mine = position >= first && position < last;
       ++position;
-      if (!mine)
-        return;
+      return mine;
+    };
+    auto load = [&](Value input, ValueRange indices) {
       loaded.push_back(vector::LoadOp::create(
           tb, cast<VectorType>(types[loaded.size()]), input, indices,
           /*nontemporal=*/false, llvm::MaybeAlign(16)));
@@ -2280,9 +2283,10 @@ EpiloguePrefetch EpilogueBuilder::prefetch(ImplicitLocOpBuilder &b,
         // Pass i's chunk of the tile's columns, as stageInputRows copies it.
         int64_t chunk = 16 * 8 / type.getElementTypeBitWidth();
         for (int64_t i = 0; i < counts[k]; ++i)
-          load(input, arith::AddIOp::create(tb, frame.blockN,
-                                            columnChunkStart(tb, i, chunk))
-                          .getResult());
+          if (takes())
+            load(input, arith::AddIOp::create(tb, frame.blockN,
+                                              columnChunkStart(tb, i, chunk))
+                            .getResult());
         continue;
       }
       // Each chunk of each fragment row as loadStaged copies it.
@@ -2291,6 +2295,8 @@ EpiloguePrefetch EpilogueBuilder::prefetch(ImplicitLocOpBuilder &b,
         Value firstRow = arith::AddIOp::create(
             tb, warpRow, index(tb, fragmentRowOffset(r / 2, r % 2)));
         for (int64_t t = 0; t < copies; ++t) {
+          if (!takes())
+            continue;
           StagingCopy copy =
               stagingCopy(tb, firstRow, frame.blockN, config.tileN, t);
           load(input, ValueRange{copy.row, copy.col});

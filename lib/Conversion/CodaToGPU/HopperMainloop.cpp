@@ -509,7 +509,8 @@ public:
   /// with scale-d 0), then `step` for k-tiles 1..numK-1. `afterStep`, when
   /// given, runs after each of the first `peeled` k-tiles p (its WGMMAs
   /// issued, and still running in the tensor cores), those k-tiles peeled
-  /// out of the loop (each but the first guarded by p < numK). With no
+  /// out of the loop (each but the first guarded by p < numK; `peeled` >=
+  /// 1). With no
   /// k-tile the
   /// accumulators are zero: the zeros join the WGMMA results before the
   /// loop, so that the epilogue reads the WGMMA registers themselves (a
@@ -553,9 +554,8 @@ public:
       accs.assign(next.getResults().begin(), next.getResults().end());
       afterStep(b, p);
     }
-    int64_t loopStart = afterStep ? std::max<int64_t>(peeled, 1) : 1;
     auto loop = scf::ForOp::create(
-        b, index(b, loopStart), numK, index(b, 1), accs,
+        b, index(b, afterStep ? peeled : 1), numK, index(b, 1), accs,
         [&](OpBuilder &ob, Location loc, Value kt, ValueRange accs) {
           ImplicitLocOpBuilder lb(loc, ob);
           scf::YieldOp::create(lb, step(lb, kt, accs, false));
