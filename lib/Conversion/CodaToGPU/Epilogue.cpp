@@ -545,8 +545,14 @@ private:
   struct StagingCopy {
     Value row, col, at;
   };
+  /// `lane`: the lane's index (frame.lane unless given).
   StagingCopy stagingCopy(ImplicitLocOpBuilder &b, Value firstRow,
-                          Value firstCol, int64_t rowElements, int64_t t) const;
+                          Value firstCol, int64_t rowElements, int64_t t,
+                          Value lane = {}) const;
+  /// `value` (an index below 2^32) through an opaque move: LLVM cannot
+  /// hoist what is derived from it out of the loop it is made in, where
+  /// holding those values through the K loop would spill.
+  Value opaqueIndex(ImplicitLocOpBuilder &b, Value value) const;
   /// `values` with each consecutive pair narrowed from f32 together (one
   /// packed cvt.rn.{bf16,f16}x2.f32) where both are scalar truncations of
   /// f32. A scalar cvt reading a WGMMA accumulator makes ptxas serialize
@@ -923,13 +929,15 @@ Value EpilogueBuilder::stagingBuffer(ImplicitLocOpBuilder &b,
 
 EpilogueBuilder::StagingCopy
 EpilogueBuilder::stagingCopy(ImplicitLocOpBuilder &b, Value firstRow,
-                             Value firstCol, int64_t rowElements,
-                             int64_t t) const {
+                             Value firstCol, int64_t rowElements, int64_t t,
+                             Value lane) const {
+  if (!lane)
+    lane = frame.lane;
   int64_t chunksPerRow = rowElements / kStagingChunk;
   int64_t rowsPerCopy = 32 / chunksPerRow;
-  Value myChunk = arith::RemUIOp::create(b, frame.lane, index(b, chunksPerRow));
+  Value myChunk = arith::RemUIOp::create(b, lane, index(b, chunksPerRow));
   Value r = arith::AddIOp::create(
-      b, arith::DivUIOp::create(b, frame.lane, index(b, chunksPerRow)),
+      b, arith::DivUIOp::create(b, lane, index(b, chunksPerRow)),
       index(b, t * rowsPerCopy));
   Value chunkStart = arith::MulIOp::create(b, myChunk, index(b, kStagingChunk));
   return {
@@ -942,6 +950,18 @@ EpilogueBuilder::stagingCopy(ImplicitLocOpBuilder &b, Value firstRow,
           chunkStart)};
 }
 
+Value EpilogueBuilder::opaqueIndex(ImplicitLocOpBuilder &b, Value value) const {
+  Type i32 = b.getI32Type();
+  Value moved =
+      LLVM::InlineAsmOp::create(
+          b, i32, ValueRange{arith::IndexCastUIOp::create(b, i32, value)},
+          "mov.b32 $0, $1;", "=r,r", /*has_side_effects=*/true,
+          /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+          LLVM::AsmDialectAttr(), ArrayAttr())
+          .getResult(0);
+  return arith::IndexCastUIOp::create(b, b.getIndexType(), moved);
+}
+
 SmallVector<SmallVector<Value>>
 EpilogueBuilder::loadStaged(ImplicitLocOpBuilder &b, Value input, Value row,
                             ArrayRef<Value> prefetched) const {
@@ -949,7 +969,11 @@ EpilogueBuilder::loadStaged(ImplicitLocOpBuilder &b, Value input, Value row,
   Type element = cast<MemRefType>(input.getType()).getElementType();
   Value stage = stagingBuffer(b, rowElements, element);
   int64_t rowStride = GemmKernelConfig::stagingRowStride(rowElements);
-  Value quadRow = arith::DivUIOp::create(b, frame.lane, index(b, 4));
+  // The lane's buffer offsets are the same for every row; made from an
+  // opaque copy of the lane index, they are computed where used instead of
+  // held through the K loop.
+  Value lane = opaqueIndex(b, frame.lane);
+  Value quadRow = arith::DivUIOp::create(b, lane, index(b, 4));
   Value firstRow = arith::SubIOp::create(b, row, quadRow);
   awaitStagingBuffer(b);
   // Elements beyond M or N are left as they are: whatever the epilogue
@@ -957,20 +981,69 @@ EpilogueBuilder::loadStaged(ImplicitLocOpBuilder &b, Value input, Value row,
   Value room, aligned;
   if (!interior) {
     room = columnsLeft(
-        b, stagingCopy(b, firstRow, frame.blockN, rowElements, 0).col,
+        b, stagingCopy(b, firstRow, frame.blockN, rowElements, 0, lane).col,
         frame.sizeN);
     aligned = rowsAligned(b, input, 16);
   }
-  for (int64_t t = 0, e = stagingCopies(rowElements); t < e; ++t) {
-    StagingCopy copy = stagingCopy(b, firstRow, frame.blockN, rowElements, t);
-    if (!prefetched.empty()) {
-      vector::StoreOp::create(b, prefetched[t], stage, ValueRange{copy.at},
-                              /*nontemporal=*/false, llvm::MaybeAlign(16));
-      continue;
+  int64_t copies = stagingCopies(rowElements);
+  // The lane's 16-byte loads, all issued before their stores so that their
+  // latencies overlap instead of adding up chunk after chunk.
+  auto loadWhole = [&](ImplicitLocOpBuilder &wb) {
+    auto chunkType = VectorType::get({kStagingChunk}, element);
+    SmallVector<std::pair<Value, Value>> chunks;
+    for (int64_t t = 0; t < copies; ++t) {
+      StagingCopy copy =
+          stagingCopy(wb, firstRow, frame.blockN, rowElements, t, lane);
+      chunks.push_back(
+          {prefetched.empty()
+               ? vector::LoadOp::create(
+                     wb, chunkType, input, ValueRange{copy.row, copy.col},
+                     /*nontemporal=*/false, llvm::MaybeAlign(16))
+                     .getResult()
+               : prefetched[t],
+           copy.at});
     }
-    copyStaged(b, input, {copy.row, copy.col}, stage, copy.at, kStagingChunk,
-               interior ? Value() : rowRoom(b, copy.row, room), aligned,
-               /*load=*/true);
+    for (auto [value, at] : chunks)
+      vector::StoreOp::create(wb, value, stage, ValueRange{at},
+                              /*nontemporal=*/false, llvm::MaybeAlign(16));
+  };
+  if (interior || !prefetched.empty()) {
+    loadWhole(b);
+  } else {
+    // One warp-uniform branch: the batched copy where the warp's rows lie
+    // whole inside the input and are aligned, else chunk by chunk with
+    // bounds.
+    Value whole = arith::AndIOp::create(
+        b, aligned,
+        arith::AndIOp::create(
+            b,
+            arith::CmpIOp::create(
+                b, arith::CmpIPredicate::ule,
+                arith::AddIOp::create(b, frame.blockN, index(b, config.tileN)),
+                frame.sizeN),
+            arith::CmpIOp::create(
+                b, arith::CmpIPredicate::ule,
+                arith::AddIOp::create(b, firstRow,
+                                      index(b, GemmKernelConfig::stagingRows)),
+                frame.sizeM)));
+    scf::IfOp::create(
+        b, whole,
+        [&](OpBuilder &ob, Location loc) {
+          ImplicitLocOpBuilder wb(loc, ob);
+          loadWhole(wb);
+          scf::YieldOp::create(wb);
+        },
+        [&](OpBuilder &ob, Location loc) {
+          ImplicitLocOpBuilder eb(loc, ob);
+          for (int64_t t = 0; t < copies; ++t) {
+            StagingCopy copy =
+                stagingCopy(eb, firstRow, frame.blockN, rowElements, t, lane);
+            copyStaged(eb, input, {copy.row, copy.col}, stage, copy.at,
+                       kStagingChunk, rowRoom(eb, copy.row, room), aligned,
+                       /*load=*/true);
+          }
+          scf::YieldOp::create(eb);
+        });
   }
   Value allLanes = arith::ConstantIntOp::create(b, b.getI32Type(), -1);
   NVVM::SyncWarpOp::create(b, allLanes);
@@ -993,8 +1066,8 @@ EpilogueBuilder::loadStaged(ImplicitLocOpBuilder &b, Value input, Value row,
         fragmentPos[run[1].group][run[1].lane] == std::pair{j, int64_t(1)};
   }
   if (wholeMatrices) {
-    Value matrixRow = arith::RemUIOp::create(b, frame.lane, index(b, 8));
-    Value matrix = arith::DivUIOp::create(b, frame.lane, index(b, 8));
+    Value matrixRow = arith::RemUIOp::create(b, lane, index(b, 8));
+    Value matrix = arith::DivUIOp::create(b, lane, index(b, 8));
     Value laneRowStart = arith::AddIOp::create(
         b, arith::MulIOp::create(b, matrixRow, index(b, rowStride)),
         arith::MulIOp::create(b, matrix, index(b, 8)));

@@ -194,3 +194,40 @@ func.func @col_bias(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %bias: memref<?x
   }
   return
 }
+
+// -----
+
+// An epilogue that writes an interleaved output takes no interior copy, so
+// each row of its 16-bit tile inputs is staged with bounds: one branch per
+// warp and row, whose whole-rows side issues the lane's four 16-byte loads
+// before their four stores (their latencies overlap), the other copying
+// chunk by chunk with bounds. The lane's buffer offsets come from an opaque
+// copy of the lane index, made per row (not held through the K loop).
+// CHECK-LABEL: gpu.func @swiglu_backward_gemm0
+//       CHECK:   nvvm.wgmma.wait.group.sync.aligned 0
+//       CHECK:   llvm.inline_asm has_side_effects "mov.b32 $0, $1;"
+//       CHECK:   scf.if
+// CHECK-COUNT-4:     vector.load %{{.*}} : memref<?x?xbf16>, vector<8xbf16>
+// CHECK-COUNT-4:     vector.store %{{.*}} : memref<{{.*}}xbf16, #gpu.address_space<workgroup>>, vector<8xbf16>
+//       CHECK:   } else {
+//       CHECK:     scf.if
+//       CHECK:       vector.load %{{.*}} : memref<?x?xbf16>, vector<8xbf16>
+//       CHECK:     } else {
+//       CHECK:       scf.for
+//       CHECK:   nvgpu.ldmatrix
+func.func @swiglu_backward(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %g: memref<?x?xbf16>,
+                           %u: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
+  coda.gemm %a, %b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, tile %gv = %g : memref<?x?xbf16>, tile %uv = %u : memref<?x?xbf16>)
+      outs(%y : memref<?x?xbf16>) {
+    %gf = arith.extf %gv : bf16 to f32
+    %uf = arith.extf %uv : bf16 to f32
+    %dg = arith.mulf %acc, %uf : f32
+    %du = arith.mulf %acc, %gf : f32
+    %e = arith.truncf %dg : f32 to bf16
+    %o = arith.truncf %du : f32 to bf16
+    %both = coda.interleave %e, %o : bf16
+    coda.yield %both : !coda.interleaved<bf16>
+  }
+  return
+}
