@@ -33,21 +33,19 @@ GemmConfigAttr makeConfig(MLIRContext *ctx, GemmSchedule schedule,
 }
 
 /// Ping-pong where K <= maxK, whose epilogue runs under the other consumer's
-/// K loop, else the cooperative kernel, whose mainloop is faster. With K
-/// static that is one configuration; else both, dispatched at launch (the
-/// kernels are shape-generic).
-Attribute pingPongUpTo(GemmOp op, int64_t maxK) {
+/// K loop, else `beyond` (by default the cooperative kernel in clusters of
+/// two, whose mainloop is faster). With K static that is one configuration;
+/// else both, dispatched at launch (the kernels are shape-generic).
+Attribute pingPongUpTo(GemmOp op, int64_t maxK, GemmConfigAttr beyond = {}) {
   MLIRContext *ctx = op.getContext();
-  GemmConfigAttr cooperative =
-      makeConfig(ctx, GemmSchedule::cooperative, 256, 2);
+  if (!beyond)
+    beyond = makeConfig(ctx, GemmSchedule::cooperative, 256, 2);
   int64_t k =
       cast<MemRefType>(op.getLhs().getType()).getDimSize(op.getLhsKDim());
   if (!ShapedType::isDynamic(k))
-    return k <= maxK ? makeConfig(ctx, GemmSchedule::pingPong, 128, 1)
-                     : cooperative;
+    return k <= maxK ? makeConfig(ctx, GemmSchedule::pingPong, 128, 1) : beyond;
   return ArrayAttr::get(
-      ctx,
-      {makeConfig(ctx, GemmSchedule::pingPong, 128, 1, maxK), cooperative});
+      ctx, {makeConfig(ctx, GemmSchedule::pingPong, 128, 1, maxK), beyond});
 }
 
 /// The configuration for `op` (a #coda.gemm_config or an array of them
@@ -112,6 +110,8 @@ Attribute selectConfig(GemmOp op) {
     rowInputs += form == AccessForm::row;
     pairInput |= form == AccessForm::pair;
   }
+  if (tileInputs > 1 && pairs)
+    return pingPongUpTo(op, 4096, warpSpecialized);
   if (tileInputs > 1 || (pairInput && numInputs > 1))
     return warpSpecialized;
   // Epilogues that keep more per column live beside the cooperative

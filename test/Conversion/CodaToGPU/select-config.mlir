@@ -8,7 +8,9 @@
 // inputs or partials, a pair input alone and more than two row inputs
 // ping-pong; RoPE's strided pairs cooperative where its tables' period is
 // static, else the warp-specialized kernel, as are two tile inputs and a
-// pair input beside others; column partials and pinned GEMMs keep theirs.
+// pair input beside others; two tile inputs beside an interleaved output
+// (SwiGLU's saved backward) ping-pong up to K = 4096 and warp-specialized
+// beyond; column partials and pinned GEMMs keep theirs.
 
 // CHECK-LABEL: func.func @plain
 //       CHECK:   coda.gemm
@@ -245,6 +247,46 @@ func.func @pinned(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf1
       epilogue(%acc) outs(%y : memref<?x?xbf16>) attributes {coda.gemm_config = #coda.gemm_config<schedule = staged, tile_m = 128, tile_n = 128, stages = 3>} {
     %t = arith.truncf %acc : f32 to bf16
     coda.yield %t : bf16
+  }
+  return
+}
+
+// SwiGLU's backward from saved pre-activations: two tile inputs (gate and
+// up) and the interleaved gradient. Ping-pong up to K = 4096 (its epilogue
+// under the other consumer's K loop; no spill there), the warp-specialized
+// kernel beyond (the cooperative one spills with two tile inputs).
+// CHECK-LABEL: func.func @swiglu_saved_backward
+//       CHECK:   attributes {coda.gemm_config = [#coda.gemm_config<schedule = ping_pong, tile_m = 128, tile_n = 128, stages = 4, max_k = 4096>, #coda.gemm_config<schedule = warp_specialized, tile_m = 128, tile_n = 256, stages = 4>]}
+func.func @swiglu_saved_backward(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %g: memref<?x?xbf16>,
+                                 %u: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
+  coda.gemm %a, %b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, tile %gv = %g : memref<?x?xbf16>, tile %uv = %u : memref<?x?xbf16>)
+      outs(%y : memref<?x?xbf16>) {
+    %gf = arith.extf %gv : bf16 to f32
+    %uf = arith.extf %uv : bf16 to f32
+    %dg = arith.mulf %acc, %uf : f32
+    %du = arith.mulf %acc, %gf : f32
+    %e = arith.truncf %dg : f32 to bf16
+    %o = arith.truncf %du : f32 to bf16
+    %both = coda.interleave %e, %o : bf16
+    coda.yield %both : !coda.interleaved<bf16>
+  }
+  return
+}
+
+// The same with K static: one configuration.
+// CHECK-LABEL: func.func @swiglu_saved_backward_long_k
+//       CHECK:   attributes {coda.gemm_config = #coda.gemm_config<schedule = warp_specialized, tile_m = 128, tile_n = 256, stages = 4>}
+func.func @swiglu_saved_backward_long_k(%a: memref<?x8192xbf16>, %b: memref<8192x?xbf16>, %g: memref<?x?xbf16>,
+                                        %u: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
+  coda.gemm %a, %b : memref<?x8192xbf16>, memref<8192x?xbf16>
+      epilogue(%acc, tile %gv = %g : memref<?x?xbf16>, tile %uv = %u : memref<?x?xbf16>)
+      outs(%y : memref<?x?xbf16>) {
+    %gf = arith.extf %gv : bf16 to f32
+    %dg = arith.mulf %acc, %gf : f32
+    %e = arith.truncf %dg : f32 to bf16
+    %both = coda.interleave %e, %e : bf16
+    coda.yield %both : !coda.interleaved<bf16>
   }
   return
 }

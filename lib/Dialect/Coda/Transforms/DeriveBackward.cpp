@@ -103,14 +103,25 @@ public:
       return success();
     Value y = primal.lookup(op->getResult(0));
     auto in = [&](unsigned i) { return primal.lookup(op->getOperand(i)); };
+    // The derivative is computed to the precision the op was: an op that
+    // allows approximate functions (`afn`: a SwiGLU's exponential and
+    // division) passes that flag to the arithmetic of its rule, whose
+    // divisions then lower to div.approx instead of IEEE division.
+    arith::FastMathFlags fastMath = arith::FastMathFlags::none;
+    if (auto flags = dyn_cast<arith::ArithFastMathInterface>(op))
+      if (arith::FastMathFlagsAttr attr = flags.getFastMathFlagsAttr())
+        fastMath = attr.getValue() & arith::FastMathFlags::afn;
     auto mul = [&](Value x, Value z) -> Value {
-      return arith::MulFOp::create(b, loc, x, z);
+      return arith::MulFOp::create(b, loc, x, z, fastMath);
     };
     auto div = [&](Value x, Value z) -> Value {
-      return arith::DivFOp::create(b, loc, x, z);
+      return arith::DivFOp::create(b, loc, x, z, fastMath);
     };
     auto neg = [&](Value x) -> Value {
-      return arith::NegFOp::create(b, loc, x);
+      return arith::NegFOp::create(b, loc, x, fastMath);
+    };
+    auto add = [&](Value x, Value z) -> Value {
+      return arith::AddFOp::create(b, loc, x, z, fastMath);
     };
     auto constant = [&](double v) -> Value {
       return arith::ConstantOp::create(
@@ -172,13 +183,12 @@ public:
           return success();
         })
         .Case<math::ExpOp>([&](auto) {
-          accumulate(op->getOperand(0), scaleUnlessZero(g, y));
+          accumulate(op->getOperand(0), scaleUnlessZero(g, y, fastMath));
           return success();
         })
         .Case<math::ExpM1Op>([&](auto) {
           accumulate(op->getOperand(0),
-                     scaleUnlessZero(
-                         g, arith::AddFOp::create(b, loc, y, constant(1.0))));
+                     scaleUnlessZero(g, add(y, constant(1.0)), fastMath));
           return success();
         })
         .Case<math::LogOp>([&](auto) {
@@ -186,9 +196,7 @@ public:
           return success();
         })
         .Case<math::Log1pOp>([&](auto) {
-          accumulate(op->getOperand(0),
-                     div(g, arith::AddFOp::create(b, loc, in(0),
-                                                  constant(1.0))));
+          accumulate(op->getOperand(0), div(g, add(in(0), constant(1.0))));
           return success();
         })
         .Case<math::SqrtOp>([&](auto) {
@@ -203,14 +211,15 @@ public:
         })
         .Case<math::TanhOp>([&](auto) {
           Value one = constant(1.0);
-          accumulate(op->getOperand(0),
-                     mul(g, arith::SubFOp::create(b, loc, one, mul(y, y))));
+          accumulate(
+              op->getOperand(0),
+              mul(g, arith::SubFOp::create(b, loc, one, mul(y, y), fastMath)));
           return success();
         })
         .Case<math::ErfOp>([&](auto) {
           // d erf(a) = 2 / sqrt(pi) exp(-a^2) da.
           Value a = in(0);
-          Value e = math::ExpOp::create(b, loc, neg(mul(a, a)));
+          Value e = math::ExpOp::create(b, loc, neg(mul(a, a)), fastMath);
           accumulate(op->getOperand(0),
                      mul(g, mul(e, constant(llvm::numbers::inv_sqrtpi * 2.0))));
           return success();
@@ -314,12 +323,13 @@ public:
   /// meets a gradient that underflowed to 0 in saturated activations
   /// (x / (1 + exp(-x)) for very negative x), where the true product tends
   /// to 0, not NaN.
-  Value scaleUnlessZero(Value g, Value factor) {
+  Value scaleUnlessZero(Value g, Value factor, arith::FastMathFlags fastMath) {
     Value zero = arith::ConstantOp::create(b, loc, b.getFloatAttr(g.getType(), 0.0));
     Value isZero =
         arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, g, zero);
     return arith::SelectOp::create(
-        b, loc, isZero, zero, arith::MulFOp::create(b, loc, g, factor));
+        b, loc, isZero, zero,
+        arith::MulFOp::create(b, loc, g, factor, fastMath));
   }
 
   /// `v` as `type` (f32 <-> bf16/f16).

@@ -164,3 +164,34 @@ func.func @flag(%x: tensor<8x4xf32>, %w: tensor<6x4xf32>, %f: tensor<6xf32>) -> 
   }
   return %y : tensor<8x6xf32>
 }
+
+// -----
+
+// An op that allows approximate functions passes `afn` to the arithmetic of
+// its derivative (the divisions lower to div.approx, as the forward's do);
+// other flags stay with the forward op.
+// CHECK-LABEL: func.func @silu_approx_backward
+//       CHECK:   %[[EXP:.*]] = math.exp %{{.*}} fastmath<afn> : f32
+//       CHECK:   %[[DEN:.*]] = arith.addf %[[EXP]]
+//       CHECK:   %[[Y:.*]] = arith.divf %{{.*}}, %[[DEN]] fastmath<arcp,afn> : f32
+//       CHECK:   arith.divf %{{.*}}, %[[DEN]] fastmath<afn> : f32
+//       CHECK:   %[[P:.*]] = arith.mulf %{{.*}}, %[[Y]] fastmath<afn> : f32
+//       CHECK:   arith.divf %[[P]], %[[DEN]] fastmath<afn> : f32
+//       CHECK:   arith.mulf %{{.*}}, %[[EXP]] fastmath<afn> : f32
+func.func @silu_approx(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>) -> tensor<?x?xbf16> {
+  %c0 = arith.constant 0 : index
+  %m = tensor.dim %x, %c0 : tensor<?x?xbf16>
+  %n = tensor.dim %w, %c0 : tensor<?x?xbf16>
+  %e = tensor.empty(%m, %n) : tensor<?x?xbf16>
+  %y = coda.gemm %x, %w transpose_b : tensor<?x?xbf16>, tensor<?x?xbf16>
+      epilogue(%acc) outs(%e : tensor<?x?xbf16>) {
+    %one = arith.constant 1.0 : f32
+    %neg = arith.negf %acc : f32
+    %ex = math.exp %neg fastmath<afn> : f32
+    %den = arith.addf %ex, %one : f32
+    %s = arith.divf %acc, %den fastmath<arcp,afn> : f32
+    %t = arith.truncf %s : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return %y : tensor<?x?xbf16>
+}
