@@ -549,10 +549,19 @@ private:
   StagingCopy stagingCopy(ImplicitLocOpBuilder &b, Value firstRow,
                           Value firstCol, int64_t rowElements, int64_t t,
                           Value lane = {}) const;
-  /// `value` (an index below 2^32) through an opaque move: LLVM cannot
-  /// hoist what is derived from it out of the loop it is made in, where
-  /// holding those values through the K loop would spill.
+  /// A 32-bit `value` through an opaque move: LLVM cannot hoist what is
+  /// derived from it out of the loop it is made in, where holding those
+  /// values through the K loop would spill.
+  Value opaque(ImplicitLocOpBuilder &b, Value value) const;
+  /// The same for an index below 2^32.
   Value opaqueIndex(ImplicitLocOpBuilder &b, Value value) const;
+  /// Whether `extent` elements from `origin` lie below `size`.
+  Value within(ImplicitLocOpBuilder &b, Value origin, int64_t extent,
+               Value size) const {
+    return arith::CmpIOp::create(
+        b, arith::CmpIPredicate::ule,
+        arith::AddIOp::create(b, origin, index(b, extent)), size);
+  }
   /// `values` with each consecutive pair narrowed from f32 together (one
   /// packed cvt.rn.{bf16,f16}x2.f32) where both are scalar truncations of
   /// f32. A scalar cvt reading a WGMMA accumulator makes ptxas serialize
@@ -950,15 +959,18 @@ EpilogueBuilder::stagingCopy(ImplicitLocOpBuilder &b, Value firstRow,
           chunkStart)};
 }
 
+Value EpilogueBuilder::opaque(ImplicitLocOpBuilder &b, Value value) const {
+  return LLVM::InlineAsmOp::create(
+             b, value.getType(), ValueRange{value}, "mov.b32 $0, $1;", "=r,r",
+             /*has_side_effects=*/true,
+             /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+             LLVM::AsmDialectAttr(), ArrayAttr())
+      .getResult(0);
+}
+
 Value EpilogueBuilder::opaqueIndex(ImplicitLocOpBuilder &b, Value value) const {
-  Type i32 = b.getI32Type();
   Value moved =
-      LLVM::InlineAsmOp::create(
-          b, i32, ValueRange{arith::IndexCastUIOp::create(b, i32, value)},
-          "mov.b32 $0, $1;", "=r,r", /*has_side_effects=*/true,
-          /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
-          LLVM::AsmDialectAttr(), ArrayAttr())
-          .getResult(0);
+      opaque(b, arith::IndexCastUIOp::create(b, b.getI32Type(), value));
   return arith::IndexCastUIOp::create(b, b.getIndexType(), moved);
 }
 
@@ -1016,16 +1028,8 @@ EpilogueBuilder::loadStaged(ImplicitLocOpBuilder &b, Value input, Value row,
     Value whole = arith::AndIOp::create(
         b, aligned,
         arith::AndIOp::create(
-            b,
-            arith::CmpIOp::create(
-                b, arith::CmpIPredicate::ule,
-                arith::AddIOp::create(b, frame.blockN, index(b, config.tileN)),
-                frame.sizeN),
-            arith::CmpIOp::create(
-                b, arith::CmpIPredicate::ule,
-                arith::AddIOp::create(b, firstRow,
-                                      index(b, GemmKernelConfig::stagingRows)),
-                frame.sizeM)));
+            b, within(b, frame.blockN, config.tileN, frame.sizeN),
+            within(b, firstRow, GemmKernelConfig::stagingRows, frame.sizeM)));
     scf::IfOp::create(
         b, whole,
         [&](OpBuilder &ob, Location loc) {
@@ -1191,20 +1195,14 @@ void EpilogueBuilder::storeStagedWithTma(ImplicitLocOpBuilder &b, unsigned i,
   // The buffer's address passes through an opaque move each row: the
   // addresses derived from it (loop-invariant, 12 of them) would otherwise
   // be hoisted out of the tile loop and held through it, which spills.
-  Value address =
-      LLVM::InlineAsmOp::create(
+  Value address = opaque(
+      b,
+      arith::IndexCastUIOp::create(
           b, i32,
-          ValueRange{arith::IndexCastUIOp::create(
-              b, i32,
-              arith::AddIOp::create(
-                  b,
-                  memref::ExtractAlignedPointerAsIndexOp::create(b,
-                                                                 frame.shared),
-                  warpStagingBase(b)))},
-          "mov.b32 $0, $1;", "=r,r", /*has_side_effects=*/true,
-          /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
-          LLVM::AsmDialectAttr(), ArrayAttr())
-          .getResult(0);
+          arith::AddIOp::create(
+              b,
+              memref::ExtractAlignedPointerAsIndexOp::create(b, frame.shared),
+              warpStagingBase(b))));
   Value lane = arith::IndexCastUIOp::create(b, i32, frame.lane);
   Value rowInBox = arith::AndIOp::create(b, lane, c32(7));
   Value matrix = arith::ShRUIOp::create(b, lane, c32(3));
@@ -2403,14 +2401,9 @@ ArrayRef<Value> EpilogueBuilder::prefetchedChunks(unsigned k) const {
 }
 
 Value EpilogueBuilder::interiorCondition(ImplicitLocOpBuilder &b) const {
-  auto within = [&](Value origin, int64_t extent, Value size) -> Value {
-    return arith::CmpIOp::create(
-        b, arith::CmpIPredicate::ule,
-        arith::AddIOp::create(b, origin, index(b, extent)), size);
-  };
   Value condition = arith::AndIOp::create(
-      b, within(frame.blockM, config.tileM, frame.sizeM),
-      within(frame.blockN, config.tileN, frame.sizeN));
+      b, within(b, frame.blockM, config.tileM, frame.sizeM),
+      within(b, frame.blockN, config.tileN, frame.sizeN));
   auto aligned = [&](Value memref) {
     condition =
         arith::AndIOp::create(b, condition, rowsAligned(b, memref, 16));
