@@ -163,9 +163,12 @@ constexpr int64_t kSharedTileRowsUnrolled = 4;
 constexpr int64_t kStagingLoadsInFlight = 8;
 /// 16-bit elements in a staging buffer's 16-byte chunk.
 constexpr int64_t kStagingChunk = 8;
-/// Registers per thread that the chunks a register epilogue prefetches may
+/// Registers per thread that the values a register epilogue prefetches may
 /// take (held through the K loop beside the 128 accumulator registers).
 constexpr int64_t kPrefetchRegisters = 64;
+/// Of those, what one column input may take: an f32 bias's 64 (all 256
+/// columns of a cooperative tile) spilled 4 bytes, 48 none (ptxas -v).
+constexpr int64_t kColumnPrefetchRegisters = 48;
 /// WGMMA fragments: 64 rows, 8-column groups of 2 columns per lane.
 constexpr int64_t kFragmentRows = 64;
 /// A register epilogue thread's rows are 64 f + 16 w + l / 4 (+ 8 h) for
@@ -220,15 +223,32 @@ mlir::coda::gpu_lowering::tmaStoredOutputs(GemmOp op,
   return stored;
 }
 
-/// Per epilogue input, the 16-byte chunks a thread of a register epilogue
-/// loads for it before the K loop (EpiloguePrefetch::chunks, input by
-/// input): a staged tile input's chunks of the thread's fragment rows, a
-/// staged column input's share of the tile's columns (whole 32-lane
-/// passes). Inputs are taken in order while their registers fit in
-/// kPrefetchRegisters; the others take none. All 0 where no interior tile
-/// is emitted.
-static SmallVector<int64_t> prefetchCounts(GemmOp op,
-                                           const GemmKernelConfig &config);
+/// How a thread of a register epilogue loads epilogue input `k` before the
+/// K loop (EpiloguePrefetch::values, input by input).
+struct InputPrefetch {
+  enum Kind {
+    /// Not prefetched.
+    none,
+    /// In the fragment layout, the lane's two columns 8j + 2q, + 1 per
+    /// load: a staged tile input's for each of the thread's fragment rows
+    /// (the values it computes with, so that the interior epilogue does
+    /// not move them through its staging buffer), a column input's for
+    /// the first `loads` j (the same for every row).
+    fragments,
+    /// 16-byte chunks of a staged column input's row (whole 32-lane
+    /// passes) that the epilogue stores into the warp's row buffer.
+    rowChunks,
+  } kind = none;
+  /// Vector loads per thread, and elements per load.
+  int64_t loads = 0, lanes = 0;
+};
+
+/// The prefetch of each epilogue input: inputs are taken in order while
+/// their registers fit in kPrefetchRegisters, a column input at most
+/// kColumnPrefetchRegisters of them; the others take none. None at all
+/// where no interior tile is emitted.
+static SmallVector<InputPrefetch> prefetchPlan(GemmOp op,
+                                               const GemmKernelConfig &config);
 
 namespace {
 
@@ -262,13 +282,13 @@ public:
   /// pair or interleaved one (with both copies, cross-entropy's partials
   /// and SwiGLU's pairs measured slower; docs/performance.md).
   bool interiorPays() const { return interiorPaysFor(roles); }
-  /// The loads of prefetchEpilogue, where prefetchCounts takes some: part
+  /// The loads of prefetchEpilogue, where prefetchPlan takes some: part
   /// `part` of `parts`.
   EpiloguePrefetch prefetch(ImplicitLocOpBuilder &b, int64_t part,
                             int64_t parts) const;
-  /// In an interior tile, the chunks of input `k` that `frame.prefetched`
-  /// holds (see prefetchCounts); else none.
-  ArrayRef<Value> prefetchedChunks(unsigned k) const;
+  /// In an interior tile, the values of input `k` that `frame.prefetched`
+  /// holds (see prefetchPlan); else none.
+  ArrayRef<Value> prefetchedValues(unsigned k) const;
   /// Where the lane's chunk of pass `i` over a column input's row starts,
   /// in elements from the tile's first column: chunk lane + 32 i of
   /// `chunk` elements each.
@@ -477,6 +497,23 @@ private:
   /// stores the boxes and commits them as one bulk group.
   void storeStagedWithTma(ImplicitLocOpBuilder &b, unsigned i, Value row,
                           ArrayRef<Value> packed) const;
+  /// Fragments: the 8-column group j of `run` (a run is the lane's two
+  /// columns 8j + 2q, + 1 of one group).
+  int64_t groupOf8(const Run &run) const {
+    return fragmentPos[run.front().group][run.front().lane].first;
+  }
+  /// The values of `run` in `loaded`, vectors of the lane's two columns of
+  /// each 8-column group (see InputPrefetch::fragments).
+  SmallVector<Value> fragmentValues(ImplicitLocOpBuilder &b,
+                                    ArrayRef<Value> loaded,
+                                    const Run &run) const {
+    auto [j, e] = fragmentPos[run.front().group][run.front().lane];
+    SmallVector<Value> values;
+    for (int64_t i = 0, n = run.size(); i < n; ++i)
+      values.push_back(
+          vector::ExtractOp::create(b, loaded[j], ArrayRef<int64_t>{e + i}));
+    return values;
+  }
   /// 16 w: the first of the warp's rows in each fragment (see
   /// fragmentRowOffset).
   Value warpFragmentRow(ImplicitLocOpBuilder &b) const {
@@ -532,11 +569,8 @@ private:
   /// staging buffer, the reverse of storeStaged: each lane copies 16 bytes
   /// of one of the warp's 8 rows into the buffer, then reads its own
   /// runs. Returns the values of `runs`' slots, run by run.
-  /// `prefetched`: the lane's chunks of the row, loaded before the
-  /// mainloop (see prefetch), which it stores instead of loading them.
   SmallVector<SmallVector<Value>> loadStaged(ImplicitLocOpBuilder &b,
-                                             Value input, Value row,
-                                             ArrayRef<Value> prefetched) const;
+                                             Value input, Value row) const;
   /// One lane's share of copying the warp's stagingRows rows from
   /// `firstRow` between a matrix and the staging buffer, `rowElements`
   /// 16-bit elements each from column `firstCol`: copy `t` (of
@@ -975,8 +1009,8 @@ Value EpilogueBuilder::opaqueIndex(ImplicitLocOpBuilder &b, Value value) const {
 }
 
 SmallVector<SmallVector<Value>>
-EpilogueBuilder::loadStaged(ImplicitLocOpBuilder &b, Value input, Value row,
-                            ArrayRef<Value> prefetched) const {
+EpilogueBuilder::loadStaged(ImplicitLocOpBuilder &b, Value input,
+                            Value row) const {
   int64_t rowElements = config.tileN;
   Type element = cast<MemRefType>(input.getType()).getElementType();
   Value stage = stagingBuffer(b, rowElements, element);
@@ -1007,19 +1041,16 @@ EpilogueBuilder::loadStaged(ImplicitLocOpBuilder &b, Value input, Value row,
       StagingCopy copy =
           stagingCopy(wb, firstRow, frame.blockN, rowElements, t, lane);
       chunks.push_back(
-          {prefetched.empty()
-               ? vector::LoadOp::create(
-                     wb, chunkType, input, ValueRange{copy.row, copy.col},
-                     /*nontemporal=*/false, llvm::MaybeAlign(16))
-                     .getResult()
-               : prefetched[t],
+          {vector::LoadOp::create(wb, chunkType, input,
+                                  ValueRange{copy.row, copy.col},
+                                  /*nontemporal=*/false, llvm::MaybeAlign(16)),
            copy.at});
     }
     for (auto [value, at] : chunks)
       vector::StoreOp::create(wb, value, stage, ValueRange{at},
                               /*nontemporal=*/false, llvm::MaybeAlign(16));
   };
-  if (interior || !prefetched.empty()) {
+  if (interior) {
     loadWhole(b);
   } else {
     // One warp-uniform branch: the batched copy where the warp's rows lie
@@ -1459,7 +1490,7 @@ void EpilogueBuilder::stageInputRows(ImplicitLocOpBuilder &b, unsigned k,
   // A column input's chunks loaded before the K loop (chunk lane + 32 i of
   // the row, whole passes): stored, once the warp's lanes are done reading
   // what the buffer held.
-  if (ArrayRef<Value> prefetched = prefetchedChunks(k); !prefetched.empty()) {
+  if (ArrayRef<Value> prefetched = prefetchedValues(k); !prefetched.empty()) {
     NVVM::SyncWarpOp::create(b, allLanes);
     for (auto [i, value] : llvm::enumerate(prefetched))
       vector::StoreOp::create(b, value, stage,
@@ -1784,13 +1815,16 @@ SmallVector<Value> EpilogueBuilder::emitRow(
   SmallVector<Value> shared(inputs.size());
   for (auto [k, input] : llvm::enumerate(inputs)) {
     AccessForm form = op.getInputForm(k);
-    if (stagedInput(k)) {
-      // The row's chunks where they were prefetched.
-      ArrayRef<Value> prefetched = prefetchedChunks(k);
-      int64_t copies = stagingCopies(config.tileN);
-      if (!prefetched.empty())
-        prefetched = prefetched.slice(fragmentRow * copies, copies);
-      stagedValues[k] = loadStaged(lb, input, row, prefetched);
+    if (ArrayRef<Value> prefetched = prefetchedValues(k);
+        stagedInput(k) && !prefetched.empty()) {
+      // The row's runs as they were prefetched (each run is the lane's
+      // two columns of one 8-column group).
+      int64_t perRow = config.tileN / 8;
+      prefetched = prefetched.slice(fragmentRow * perRow, perRow);
+      for (const Run &run : runs)
+        stagedValues[k].push_back(fragmentValues(lb, prefetched, run));
+    } else if (stagedInput(k)) {
+      stagedValues[k] = loadStaged(lb, input, row);
     } else if (form == AccessForm::row) {
       shared[k] = memref::LoadOp::create(lb, input, ValueRange{rowClamped});
     } else if (form == AccessForm::scalar) {
@@ -1851,6 +1885,15 @@ SmallVector<Value> EpilogueBuilder::emitRow(
       case AccessForm::col:
         for (unsigned r : runsOfGroupRun[gr]) {
           const Run &run = runs[r];
+          // A column input's runs of the groups it prefetched.
+          if (ArrayRef<Value> prefetched = prefetchedValues(k);
+              form == AccessForm::col && !prefetched.empty() &&
+              groupOf8(run) < int64_t(prefetched.size())) {
+            for (auto [slot, value] :
+                 llvm::zip_equal(run, fragmentValues(lb, prefetched, run)))
+              mappingOf(slot).map(arg, value);
+            continue;
+          }
           Slot head = run.front();
           SmallVector<Value> at;
           if (form == AccessForm::tile)
@@ -2304,25 +2347,22 @@ EpiloguePrefetch EpilogueBuilder::prefetch(ImplicitLocOpBuilder &b,
                                            int64_t part, int64_t parts) const {
   EpiloguePrefetch result;
   result.interior = interiorCondition(b);
-  SmallVector<int64_t> counts = prefetchCounts(op, config);
+  SmallVector<InputPrefetch> plan = prefetchPlan(op, config);
   // This part's loads: [first, last) of all of them in order.
   int64_t total = 0;
-  for (int64_t count : counts)
-    total += count;
+  for (const InputPrefetch &input : plan)
+    total += input.loads;
   int64_t first = total * part / parts, last = total * (part + 1) / parts;
-  SmallVector<int64_t> taken(counts.size(), 0);
+  SmallVector<int64_t> taken(plan.size(), 0);
   SmallVector<Type> types;
   int64_t position = 0;
   for (auto [k, input] : llvm::enumerate(inputs)) {
-    if (!counts[k])
-      continue;
-    auto type = cast<MemRefType>(input.getType());
-    int64_t lanes = 16 * 8 / type.getElementTypeBitWidth();
-    for (int64_t i = 0; i < counts[k]; ++i, ++position) {
+    auto element = cast<MemRefType>(input.getType()).getElementType();
+    for (int64_t i = 0; i < plan[k].loads; ++i, ++position) {
       if (position < first || position >= last)
         continue;
       ++taken[k];
-      types.push_back(VectorType::get({lanes}, type.getElementType()));
+      types.push_back(VectorType::get({plan[k].lanes}, element));
     }
   }
   auto ifOp = scf::IfOp::create(b, types, result.interior, /*withElse=*/true);
@@ -2339,39 +2379,53 @@ EpiloguePrefetch EpilogueBuilder::prefetch(ImplicitLocOpBuilder &b,
       return mine;
     };
     auto load = [&](Value input, ValueRange indices) {
+      auto type = cast<VectorType>(types[loaded.size()]);
       loaded.push_back(vector::LoadOp::create(
-          tb, cast<VectorType>(types[loaded.size()]), input, indices,
-          /*nontemporal=*/false, llvm::MaybeAlign(16)));
+          tb, type, input, indices,
+          /*nontemporal=*/false,
+          llvm::MaybeAlign(type.getNumElements() *
+                           type.getElementTypeBitWidth() / 8)));
     };
-    // The warp's rows, as in build (loadStaged adds l / 4).
-    Value warpRow =
-        arith::AddIOp::create(tb, frame.blockM, warpFragmentRow(tb));
+    // The lane's first row and column in the fragment layout (see
+    // layOutFragments; build's rows are 16 w + l / 4 on).
+    Value laneRow = arith::AddIOp::create(
+        tb, arith::AddIOp::create(tb, frame.blockM, warpFragmentRow(tb)),
+        arith::DivUIOp::create(tb, frame.lane, index(tb, 4)));
+    Value laneCol = arith::AddIOp::create(
+        tb, frame.blockN,
+        arith::MulIOp::create(
+            tb, arith::RemUIOp::create(tb, frame.lane, index(tb, 4)),
+            index(tb, 2)));
+    auto column = [&](int64_t j) -> Value {
+      return arith::AddIOp::create(tb, laneCol, index(tb, 8 * j));
+    };
     for (auto [k, input] : llvm::enumerate(inputs)) {
-      if (!counts[k])
-        continue;
-      auto type = cast<MemRefType>(input.getType());
-      if (GemmOp(op).getInputForm(k) == AccessForm::col) {
+      const InputPrefetch &p = plan[k];
+      if (p.kind == InputPrefetch::rowChunks) {
         // Pass i's chunk of the tile's columns, as stageInputRows copies it.
-        int64_t chunk = 16 * 8 / type.getElementTypeBitWidth();
-        for (int64_t i = 0; i < counts[k]; ++i)
+        for (int64_t i = 0; i < p.loads; ++i)
           if (takes())
             load(input, arith::AddIOp::create(tb, frame.blockN,
-                                              columnChunkStart(tb, i, chunk))
+                                              columnChunkStart(tb, i, p.lanes))
                             .getResult());
         continue;
       }
-      // Each chunk of each fragment row as loadStaged copies it.
-      int64_t copies = stagingCopies(config.tileN);
-      for (int64_t r = 0; r < counts[k] / copies; ++r) {
-        Value firstRow = arith::AddIOp::create(
-            tb, warpRow, index(tb, fragmentRowOffset(r / 2, r % 2)));
-        for (int64_t t = 0; t < copies; ++t) {
-          if (!takes())
-            continue;
-          StagingCopy copy =
-              stagingCopy(tb, firstRow, frame.blockN, config.tileN, t);
-          load(input, ValueRange{copy.row, copy.col});
-        }
+      if (p.kind != InputPrefetch::fragments)
+        continue;
+      if (GemmOp(op).getInputForm(k) == AccessForm::col) {
+        for (int64_t j = 0; j < p.loads; ++j)
+          if (takes())
+            load(input, column(j));
+        continue;
+      }
+      // A tile input: fragment row by fragment row.
+      int64_t perRow = config.tileN / 8;
+      for (int64_t r = 0; r < p.loads / perRow; ++r) {
+        Value row = arith::AddIOp::create(
+            tb, laneRow, index(tb, fragmentRowOffset(r / 2, r % 2)));
+        for (int64_t j = 0; j < perRow; ++j)
+          if (takes())
+            load(input, ValueRange{row, column(j)});
       }
     }
     scf::YieldOp::create(tb, loaded);
@@ -2388,16 +2442,16 @@ EpiloguePrefetch EpilogueBuilder::prefetch(ImplicitLocOpBuilder &b,
   // The results, input by input.
   ValueRange results = ifOp.getResults();
   for (int64_t count : taken) {
-    result.chunks.emplace_back(results.take_front(count));
+    result.values.emplace_back(results.take_front(count));
     results = results.drop_front(count);
   }
   return result;
 }
 
-ArrayRef<Value> EpilogueBuilder::prefetchedChunks(unsigned k) const {
-  if (!interior || frame.prefetched.chunks.empty())
+ArrayRef<Value> EpilogueBuilder::prefetchedValues(unsigned k) const {
+  if (!interior || frame.prefetched.values.empty())
     return {};
-  return frame.prefetched.chunks[k];
+  return frame.prefetched.values[k];
 }
 
 Value EpilogueBuilder::interiorCondition(ImplicitLocOpBuilder &b) const {
@@ -2486,8 +2540,9 @@ EpiloguePrefetch mlir::coda::gpu_lowering::prefetchEpilogue(
     ImplicitLocOpBuilder &b, GemmOp op, const GemmKernelConfig &config,
     const KernelFrame &frame, ValueRange inputs, ValueRange outputs,
     int64_t part, int64_t parts) {
-  if (llvm::all_of(prefetchCounts(op, config),
-                   [](int64_t n) { return n == 0; }))
+  if (llvm::all_of(prefetchPlan(op, config), [](const InputPrefetch &p) {
+        return p.kind == InputPrefetch::none;
+      }))
     return {};
   return EpilogueBuilder(op, config, frame, inputs, outputs)
       .prefetch(b, part, parts);
@@ -2501,40 +2556,62 @@ mlir::coda::gpu_lowering::mergePrefetches(ArrayRef<EpiloguePrefetch> parts) {
       continue;
     if (!merged.interior)
       merged.interior = part.interior;
-    merged.chunks.resize(std::max(merged.chunks.size(), part.chunks.size()));
-    for (auto [k, chunks] : llvm::enumerate(part.chunks))
-      llvm::append_range(merged.chunks[k], chunks);
+    merged.values.resize(std::max(merged.values.size(), part.values.size()));
+    for (auto [k, values] : llvm::enumerate(part.values))
+      llvm::append_range(merged.values[k], values);
   }
   return merged;
 }
 
-static SmallVector<int64_t> prefetchCounts(GemmOp op,
-                                           const GemmKernelConfig &config) {
+static SmallVector<InputPrefetch> prefetchPlan(GemmOp op,
+                                               const GemmKernelConfig &config) {
   unsigned numInputs = op.getEpilogueInputs().size();
-  SmallVector<int64_t> counts(numInputs, 0);
+  SmallVector<InputPrefetch> plan(numInputs);
   if (!config.registerEpilogue() ||
       !EpilogueBuilder(op, config, KernelFrame(), ValueRange(), ValueRange())
            .interiorPays())
-    return counts;
+    return plan;
   int64_t registers = 0;
   for (unsigned k = 0; k < numInputs; ++k) {
-    int64_t chunks = 0;
-    if (config.stagedTiles && stagesInput(op, k)) {
-      chunks = 2 * config.fragmentsPerConsumer() * stagingCopies(config.tileN);
-    } else if (config.stagedInputRowBytes &&
-               op.getInputForm(k) == AccessForm::col &&
-               stagesInputRows(op, k, config.tileN)) {
-      int64_t bytes = cast<MemRefType>(op.getEpilogueInputs()[k].getType())
-                          .getElementTypeBitWidth() /
-                      8;
-      int64_t rowChunks = config.tileN * bytes / 16;
-      if (rowChunks % 32 == 0)
-        chunks = rowChunks / 32;
-    }
-    if (registers + 4 * chunks > kPrefetchRegisters)
+    auto type = dyn_cast<MemRefType>(op.getEpilogueInputs()[k].getType());
+    if (!type)
       continue;
-    registers += 4 * chunks;
-    counts[k] = chunks;
+    int64_t bits = type.getElementTypeBitWidth();
+    InputPrefetch p;
+    int64_t perLoad = 0;
+    if (config.stagedTiles && stagesInput(op, k)) {
+      // All of the thread's fragment rows, or nothing.
+      p = {InputPrefetch::fragments,
+           2 * config.fragmentsPerConsumer() * config.tileN / 8, 2};
+      perLoad = 2 * bits / 32;
+      if (registers + perLoad * p.loads > kPrefetchRegisters)
+        continue;
+    } else if (op.getInputForm(k) == AccessForm::col &&
+               config.stagedInputRowBytes &&
+               stagesInputRows(op, k, config.tileN)) {
+      int64_t rowChunks = config.tileN * bits / 8 / 16;
+      if (rowChunks % 32)
+        continue;
+      p = {InputPrefetch::rowChunks, rowChunks / 32, 128 / bits};
+      perLoad = 4;
+      if (registers + perLoad * p.loads > kPrefetchRegisters)
+        continue;
+    } else if (op.getInputForm(k) == AccessForm::col &&
+               !config.stagedInputRowBytes && (bits == 16 || bits == 32) &&
+               isa<FloatType>(type.getElementType())) {
+      // The first groups that fit.
+      perLoad = 2 * bits / 32;
+      int64_t room =
+          std::min(kColumnPrefetchRegisters, kPrefetchRegisters - registers);
+      p = {InputPrefetch::fragments, std::min(config.tileN / 8, room / perLoad),
+           2};
+      if (!p.loads)
+        continue;
+    } else {
+      continue;
+    }
+    registers += perLoad * p.loads;
+    plan[k] = p;
   }
-  return counts;
+  return plan;
 }

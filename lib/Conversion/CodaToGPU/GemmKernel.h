@@ -202,11 +202,13 @@ struct EpiloguePrefetch {
   /// Whether the tile takes the interior epilogue (null: nothing
   /// prefetched; the epilogue decides).
   Value interior;
-  /// Per epilogue input, the 16-byte chunks the thread copies into its
-  /// staging buffers (loaded in an interior tile only; none for an input
-  /// not prefetched): a tile input's fragment row by fragment row, copy by
-  /// copy; a column input's passes over the tile's columns.
-  SmallVector<SmallVector<Value>> chunks;
+  /// Per epilogue input, the vectors the thread loaded (in an interior tile
+  /// only; none for an input not prefetched): a tile input's two columns
+  /// of each 8-column group, fragment row by fragment row; a column
+  /// input's two columns of each of its first groups, or its 16-byte
+  /// chunks of the tile's columns where the epilogue stages them in a row
+  /// buffer.
+  SmallVector<SmallVector<Value>> values;
 };
 
 /// Values every part of the kernel body uses.
@@ -305,8 +307,8 @@ bool stagesInputRows(GemmOp op, unsigned k, int64_t tileN);
 std::optional<int64_t> staticPeriod(GemmOp op, unsigned k, int64_t tileN);
 
 /// Emits, for the tile `frame` describes (assigned, its mainloop not yet
-/// run), the loads a register epilogue of `op` takes before the K loop: the
-/// chunks of its staged tile and column inputs, where registers allow (at
+/// run), the loads a register epilogue of `op` takes before the K loop: its
+/// staged tile inputs and its column inputs, where registers allow (at
 /// most kPrefetchRegisters per thread, held through the K loop beside the
 /// accumulators), in an interior tile. An empty prefetch where it takes
 /// none. With `parts` > 1, only part `part` of them (the loads in order,
@@ -317,12 +319,12 @@ EpiloguePrefetch prefetchEpilogue(ImplicitLocOpBuilder &b, GemmOp op,
                                   const KernelFrame &frame, ValueRange inputs,
                                   ValueRange outputs, int64_t part = 0,
                                   int64_t parts = 1);
-/// The prefetch of all `parts`, each input's chunks in order.
+/// The prefetch of all `parts`, each input's values in order.
 EpiloguePrefetch mergePrefetches(ArrayRef<EpiloguePrefetch> parts);
 
 /// Emits the epilogue of the tile that `frame` describes: reads the
 /// accumulators from `frame.accFragments` or else `frame.accTile`, the
-/// kernel's epilogue `inputs` (the chunks of `frame.prefetched` where
+/// kernel's epilogue `inputs` (the values of `frame.prefetched` where
 /// given) and writes its `outputs`.
 void emitEpilogue(ImplicitLocOpBuilder &b, GemmOp op,
                   const GemmKernelConfig &config, const KernelFrame &frame,

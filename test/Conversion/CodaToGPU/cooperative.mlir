@@ -155,43 +155,38 @@ func.func @f32_output(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?
 
 // -----
 
-// A 16-bit tile input enters through the same buffer: per row of each quad,
-// 8 chunks of 16 bytes into it, then each lane reads its 32 pairs as 8
-// ldmatrix of four 8 x 8 matrices (the fragment's layout). In an interior
-// tile the lane's 16 chunks are loaded in the K loop's prologue, two after
-// each of the first 8 k-tiles' WGMMAs are issued (not before them: the
-// tensor cores would wait while the loads enter the memory pipeline; not
-// all at once: they would arrive beside the operand tiles in one burst),
-// those k-tiles peeled out of the loop, and stored into the buffer after
-// the loop with no global load.
+// A 16-bit tile input in an interior tile is loaded straight into the
+// fragment layout: the lane's two columns of each 8-column group of each of
+// its rows, 64 four-byte loads, issued in the K loop's prologue, eight after
+// each of the first 8 k-tiles' WGMMAs (not before them: the tensor cores
+// would wait while the loads enter the memory pipeline; not all at once:
+// they would arrive beside the operand tiles in one burst), those k-tiles
+// peeled out of the loop; after the loop the epilogue computes with them
+// without a global load or the staging buffer. A tile at the edge enters
+// through the buffer: per row of each quad, 8 chunks of 16 bytes into it,
+// then each lane reads its 32 pairs as 8 ldmatrix of four 8 x 8 matrices.
 // CHECK-LABEL: gpu.func @residual_gemm0
 //       CHECK:   nvvm.wgmma.mma_async
 //       CHECK:   nvvm.wgmma.wait.group.sync.aligned 1
 //   CHECK-NOT:   scf.for
-//       CHECK:   %[[P0:.*]]:2 = scf.if %{{.*}} -> (vector<8xbf16>, vector<8xbf16>)
-// CHECK-COUNT-2:   vector.load %{{.*}} : memref<?x?xbf16>, vector<8xbf16>
+//       CHECK:   %[[P0:.*]]:8 = scf.if %{{.*}} -> (vector<2xbf16>, vector<2xbf16>, vector<2xbf16>, vector<2xbf16>, vector<2xbf16>, vector<2xbf16>, vector<2xbf16>, vector<2xbf16>)
+// CHECK-COUNT-8:   vector.load %{{.*}} {alignment = 4 : i64} : memref<?x?xbf16>, vector<2xbf16>
 //       CHECK:   nvvm.wgmma.mma_async
-//       CHECK:   %[[P1:.*]]:2 = scf.if %{{.*}} -> (vector<8xbf16>, vector<8xbf16>)
-//       CHECK:   nvvm.wgmma.mma_async
-//       CHECK:   %[[P2:.*]]:2 = scf.if %{{.*}} -> (vector<8xbf16>, vector<8xbf16>)
-//       CHECK:   nvvm.wgmma.mma_async
-//       CHECK:   %[[P3:.*]]:2 = scf.if %{{.*}} -> (vector<8xbf16>, vector<8xbf16>)
-// CHECK-COUNT-4:   = scf.if %{{.*}} -> (vector<8xbf16>, vector<8xbf16>)
-//   CHECK-NOT:   = scf.if %{{.*}} -> (vector<8xbf16>
+//       CHECK:   %[[P1:.*]]:8 = scf.if %{{.*}} -> (vector<2xbf16>,
+// CHECK-COUNT-6:   = scf.if %{{.*}} -> (vector<2xbf16>,
+//   CHECK-NOT:   = scf.if %{{.*}} -> (vector<2xbf16>
 //       CHECK:   scf.for
 //       CHECK:   nvvm.wgmma.mma_async
 //       CHECK:   nvvm.wgmma.wait.group.sync.aligned 0
 //       CHECK:   scf.if
-//   CHECK-NOT:     memref<?x?xbf16>, vector<8xbf16>
-//       CHECK:     vector.store %[[P0]]#0, %{{.*}} : memref<2112xbf16, #gpu.address_space<workgroup>>, vector<8xbf16>
-//       CHECK:     vector.store %[[P0]]#1,
-//       CHECK:     vector.store %[[P1]]#0,
-//       CHECK:     vector.store %[[P1]]#1,
-//       CHECK:     vector.store %[[P2]]#0,
-//       CHECK:     vector.store %[[P2]]#1,
-//       CHECK:     vector.store %[[P3]]#0,
-//       CHECK:     vector.store %[[P3]]#1,
-//       CHECK:   nvvm.bar.warp.sync
+//   CHECK-NOT:     memref<?x?xbf16>, vector<
+//   CHECK-NOT:     nvgpu.ldmatrix
+//       CHECK:     vector.extract %[[P0]]#0[0] : bf16 from vector<2xbf16>
+//       CHECK:     vector.extract %[[P0]]#0[1] : bf16 from vector<2xbf16>
+//       CHECK:     vector.extract %[[P1]]#0[0] : bf16 from vector<2xbf16>
+//       CHECK:     arith.extf %{{.*}} : bf16 to f32
+//       CHECK:   } else {
+//       CHECK:     nvvm.bar.warp.sync
 //   CHECK-NOT:   memref<2112xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
 // CHECK-COUNT-8:   nvgpu.ldmatrix %{{.*}} {numTiles = 4 : i32, transpose = false} : memref<2112xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
 //       CHECK:   nvvm.bar.warp.sync
@@ -244,15 +239,26 @@ func.func @rope_static(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %cos: memref<
 // A column input (a bias): its rows (1 KiB per warp) do not fit beside the
 // ring, the tile staging buffers and the alignment slack (231424 bytes of
 // dynamic shared memory, 96 of static mbarriers, the limit 232448), so they
-// are neither staged nor prefetched: each run reads global memory.
+// are not staged. In an interior tile each lane loads its two columns of the
+// tile's first 24 8-column groups into the fragment layout before the K loop
+// (48 registers, kColumnPrefetchRegisters), three after each of the first 8
+// k-tiles' WGMMAs, and reads global memory for the last 8 groups only.
 // CHECK-LABEL: func.func @col_bias
 //       CHECK:   dynamic_shared_memory_size %c231424_i32
 // CHECK-LABEL: gpu.func @col_bias_gemm0
-//   CHECK-NOT:   scf.if %{{.*}} -> (vector<4xf32>)
 //   CHECK-NOT:   memref<256xf32, #gpu.address_space<workgroup>>
+//       CHECK:   %[[B0:.*]]:3 = scf.if %{{.*}} -> (vector<2xf32>, vector<2xf32>, vector<2xf32>)
+// CHECK-COUNT-3:   vector.load %{{.*}} {alignment = 8 : i64} : memref<?xf32>, vector<2xf32>
+// CHECK-COUNT-7:   = scf.if %{{.*}} -> (vector<2xf32>, vector<2xf32>, vector<2xf32>)
+//   CHECK-NOT:   = scf.if %{{.*}} -> (vector<2xf32>
 //       CHECK:   nvvm.wgmma.wait.group.sync.aligned 0
 //   CHECK-NOT:   memref<256xf32, #gpu.address_space<workgroup>>
-//       CHECK:   vector.load %{{.*}} : memref<?xf32>, vector<2xf32>
+//       CHECK:   scf.if
+//   CHECK-NOT:     memref<?xf32>, vector<2xf32>
+//       CHECK:     vector.extract %[[B0]]#0[0] : f32 from vector<2xf32>
+//   CHECK-NOT:     memref<?xf32>, vector<2xf32>
+//       CHECK:     vector.extract %[[B0]]#0[1] : f32 from vector<2xf32>
+// CHECK-COUNT-8:   vector.load %{{.*}} {alignment = 8 : i64} : memref<?xf32>, vector<2xf32>
 //   CHECK-NOT:   memref<256xf32, #gpu.address_space<workgroup>>
 //       CHECK:   gpu.return
 func.func @col_bias(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %bias: memref<?xf32>,
