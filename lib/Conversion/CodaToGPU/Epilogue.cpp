@@ -2365,6 +2365,11 @@ EpiloguePrefetch EpilogueBuilder::prefetch(ImplicitLocOpBuilder &b,
       types.push_back(VectorType::get({plan[k].lanes}, element));
     }
   }
+  // A part with no loads (fewer loads than parts).
+  if (types.empty()) {
+    result.values.resize(plan.size());
+    return result;
+  }
   auto ifOp = scf::IfOp::create(b, types, result.interior, /*withElse=*/true);
   {
     auto tb = ImplicitLocOpBuilder::atBlockBegin(b.getLoc(),

@@ -47,7 +47,7 @@ constexpr int64_t kSwizzleBytes = 128;
 constexpr int64_t kChunkBytes = kSwizzleBytes;
 /// The cooperative kernels issue their epilogue's prefetch loads in this
 /// many parts, one after each of the first k-tiles' WGMMAs.
-constexpr int64_t kPrefetchParts = 8;
+constexpr int64_t kPrefetchParts = 16;
 
 Attribute workgroupSpace(MLIRContext *ctx) {
   return gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);

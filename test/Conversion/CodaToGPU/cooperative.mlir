@@ -157,8 +157,8 @@ func.func @f32_output(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?
 
 // A 16-bit tile input in an interior tile is loaded straight into the
 // fragment layout: the lane's two columns of each 8-column group of each of
-// its rows, 64 four-byte loads, issued in the K loop's prologue, eight after
-// each of the first 8 k-tiles' WGMMAs (not before them: the tensor cores
+// its rows, 64 four-byte loads, issued in the K loop's prologue, four after
+// each of the first 16 k-tiles' WGMMAs (not before them: the tensor cores
 // would wait while the loads enter the memory pipeline; not all at once:
 // they would arrive beside the operand tiles in one burst), those k-tiles
 // peeled out of the loop; after the loop the epilogue computes with them
@@ -169,11 +169,11 @@ func.func @f32_output(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?
 //       CHECK:   nvvm.wgmma.mma_async
 //       CHECK:   nvvm.wgmma.wait.group.sync.aligned 1
 //   CHECK-NOT:   scf.for
-//       CHECK:   %[[P0:.*]]:8 = scf.if %{{.*}} -> (vector<2xbf16>, vector<2xbf16>, vector<2xbf16>, vector<2xbf16>, vector<2xbf16>, vector<2xbf16>, vector<2xbf16>, vector<2xbf16>)
-// CHECK-COUNT-8:   vector.load %{{.*}} {alignment = 4 : i64} : memref<?x?xbf16>, vector<2xbf16>
+//       CHECK:   %[[P0:.*]]:4 = scf.if %{{.*}} -> (vector<2xbf16>, vector<2xbf16>, vector<2xbf16>, vector<2xbf16>)
+// CHECK-COUNT-4:   vector.load %{{.*}} {alignment = 4 : i64} : memref<?x?xbf16>, vector<2xbf16>
 //       CHECK:   nvvm.wgmma.mma_async
-//       CHECK:   %[[P1:.*]]:8 = scf.if %{{.*}} -> (vector<2xbf16>,
-// CHECK-COUNT-6:   = scf.if %{{.*}} -> (vector<2xbf16>,
+//       CHECK:   %[[P1:.*]]:4 = scf.if %{{.*}} -> (vector<2xbf16>,
+// CHECK-COUNT-14:   = scf.if %{{.*}} -> (vector<2xbf16>,
 //   CHECK-NOT:   = scf.if %{{.*}} -> (vector<2xbf16>
 //       CHECK:   scf.for
 //       CHECK:   nvvm.wgmma.mma_async
@@ -241,23 +241,27 @@ func.func @rope_static(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %cos: memref<
 // dynamic shared memory, 96 of static mbarriers, the limit 232448), so they
 // are not staged. In an interior tile each lane loads its two columns of the
 // tile's first 24 8-column groups into the fragment layout before the K loop
-// (48 registers, kColumnPrefetchRegisters), three after each of the first 8
-// k-tiles' WGMMAs, and reads global memory for the last 8 groups only.
+// (48 registers, kColumnPrefetchRegisters), one or two after each of the
+// first 16 k-tiles' WGMMAs, and reads global memory for the last 8 groups
+// only.
 // CHECK-LABEL: func.func @col_bias
 //       CHECK:   dynamic_shared_memory_size %c231424_i32
 // CHECK-LABEL: gpu.func @col_bias_gemm0
 //   CHECK-NOT:   memref<256xf32, #gpu.address_space<workgroup>>
-//       CHECK:   %[[B0:.*]]:3 = scf.if %{{.*}} -> (vector<2xf32>, vector<2xf32>, vector<2xf32>)
-// CHECK-COUNT-3:   vector.load %{{.*}} {alignment = 8 : i64} : memref<?xf32>, vector<2xf32>
-// CHECK-COUNT-7:   = scf.if %{{.*}} -> (vector<2xf32>, vector<2xf32>, vector<2xf32>)
+//       CHECK:   %[[B0:.*]] = scf.if %{{.*}} -> (vector<2xf32>) {
+//       CHECK:   vector.load %{{.*}} {alignment = 8 : i64} : memref<?xf32>, vector<2xf32>
+//       CHECK:   %[[B1:.*]]:2 = scf.if %{{.*}} -> (vector<2xf32>, vector<2xf32>)
+// CHECK-COUNT-14:   = scf.if %{{.*}} -> (vector<2xf32>
 //   CHECK-NOT:   = scf.if %{{.*}} -> (vector<2xf32>
 //       CHECK:   nvvm.wgmma.wait.group.sync.aligned 0
 //   CHECK-NOT:   memref<256xf32, #gpu.address_space<workgroup>>
 //       CHECK:   scf.if
 //   CHECK-NOT:     memref<?xf32>, vector<2xf32>
-//       CHECK:     vector.extract %[[B0]]#0[0] : f32 from vector<2xf32>
+//       CHECK:     vector.extract %[[B0]][0] : f32 from vector<2xf32>
 //   CHECK-NOT:     memref<?xf32>, vector<2xf32>
-//       CHECK:     vector.extract %[[B0]]#0[1] : f32 from vector<2xf32>
+//       CHECK:     vector.extract %[[B0]][1] : f32 from vector<2xf32>
+//   CHECK-NOT:     memref<?xf32>, vector<2xf32>
+//       CHECK:     vector.extract %[[B1]]#1[0] : f32 from vector<2xf32>
 // CHECK-COUNT-8:   vector.load %{{.*}} {alignment = 8 : i64} : memref<?xf32>, vector<2xf32>
 //   CHECK-NOT:   memref<256xf32, #gpu.address_space<workgroup>>
 //       CHECK:   gpu.return
