@@ -92,6 +92,9 @@ Value buildAccumulator(OpBuilder &b, Location loc, GemmOp op,
                                    dynamicSizes);
   Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
   init = access.fill(b, loc, zero, init);
+  // An epilogue that does not read the accumulator needs no product.
+  if (op.getAccumulatorArg().use_empty())
+    return init;
 
   // Loops (b, m, n, k) or (m, n, k).
   unsigned numLoops = batched ? 4 : 3;

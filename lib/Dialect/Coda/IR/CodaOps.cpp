@@ -747,6 +747,94 @@ LogicalResult PairMapOp::verifyRegions() {
   return success();
 }
 
+namespace {
+/// Drops the results nobody reads, then the operands whose two region
+/// arguments the remaining body no longer reads (while one is left): a
+/// derived adjoint computes every operand's gradient, and an unread
+/// gradient would keep the accumulator read (and its GEMM) alive.
+struct EraseUnusedPairMapValues : OpRewritePattern<PairMapOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(PairMapOp op,
+                                PatternRewriter &rewriter) const override {
+    SmallVector<unsigned> results;
+    for (OpResult result : op->getResults())
+      if (!result.use_empty())
+        results.push_back(result.getResultNumber());
+    if (results.empty())
+      return rewriter.notifyMatchFailure(op, "dead: left to DCE");
+    Block &block = op.getBody().front();
+    auto yield = cast<YieldOp>(block.getTerminator());
+    // The arguments the body still reads once the unread results' values
+    // are no longer yielded (their computation goes with DCE).
+    llvm::DenseSet<Value> live;
+    for (unsigned r : results)
+      for (unsigned lane = 0; lane < 2; ++lane)
+        live.insert(yield.getValues()[2 * r + lane]);
+    SmallVector<Value> pending(live.begin(), live.end());
+    while (!pending.empty()) {
+      Value value = pending.pop_back_val();
+      Operation *def = value.getDefiningOp();
+      if (!def)
+        continue;
+      for (Value operand : def->getOperands())
+        if (live.insert(operand).second)
+          pending.push_back(operand);
+    }
+    SmallVector<unsigned> operands;
+    for (unsigned i = 0, e = op.getNumOperands(); i < e; ++i)
+      if (live.contains(block.getArgument(2 * i)) ||
+          live.contains(block.getArgument(2 * i + 1)))
+        operands.push_back(i);
+    if (operands.empty())
+      operands.push_back(0);
+    if (results.size() == op.getNumResults() &&
+        operands.size() == op.getNumOperands())
+      return rewriter.notifyMatchFailure(op, "every value is read");
+    SmallVector<Value> kept;
+    for (unsigned i : operands)
+      kept.push_back(op.getOperand(i));
+    SmallVector<Type> types;
+    for (unsigned r : results)
+      types.push_back(op->getResult(r).getType());
+    auto rebuilt = PairMapOp::create(rewriter, op.getLoc(), types, kept,
+                                     op.getStrideAttr());
+    rewriter.inlineRegionBefore(op.getBody(), rebuilt.getBody(),
+                                rebuilt.getBody().end());
+    Block &body = rebuilt.getBody().front();
+    SmallVector<Value> yields;
+    for (unsigned r : results)
+      for (unsigned lane = 0; lane < 2; ++lane)
+        yields.push_back(yield.getValues()[2 * r + lane]);
+    rewriter.setInsertionPoint(yield);
+    rewriter.replaceOpWithNewOp<YieldOp>(yield, yields);
+    // The ops no kept value reads first (users before their operands), so
+    // that the dropped arguments have no uses left.
+    SmallVector<Operation *> unread;
+    for (Operation &inner : body.without_terminator())
+      if (llvm::none_of(inner.getResults(),
+                        [&](Value v) { return live.contains(v); }))
+        unread.push_back(&inner);
+    for (Operation *inner : llvm::reverse(unread))
+      rewriter.eraseOp(inner);
+    llvm::BitVector erased(body.getNumArguments(), true);
+    for (unsigned i : operands)
+      erased.reset(2 * i, 2 * i + 2);
+    body.eraseArguments(erased);
+    for (auto [newIndex, oldIndex] : llvm::enumerate(results))
+      rewriter.replaceAllUsesWith(op->getResult(oldIndex),
+                                  rebuilt->getResult(newIndex));
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+} // namespace
+
+void PairMapOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                            MLIRContext *context) {
+  results.add<EraseUnusedPairMapValues>(context);
+}
+
 void PairContractOp::print(OpAsmPrinter &p) {
   printPairOp(p, *this, getBody(), getStride());
 }

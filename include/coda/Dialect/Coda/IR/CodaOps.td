@@ -313,6 +313,7 @@ def Coda_PairMapOp : Coda_Op<"pair_map", [
   let regions = (region SizedRegion<1>:$body);
   let hasCustomAssemblyFormat = 1;
   let hasRegionVerifier = 1;
+  let hasCanonicalizer = 1;
 }
 
 def Coda_PairContractOp : Coda_Op<"pair_contract", [
