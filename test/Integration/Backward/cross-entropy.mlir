@@ -1,10 +1,29 @@
 // RUN: coda-opt %s --coda-derive-backward="function=forward name=fused" | %differential | %cpu-runner | FileCheck %s
+// RUN: coda-opt %s --coda-derive-backward="function=forward name=backward save=1" | sed -e '/^module {$/d' -e '/^}$/d' > %t.saved.mlir
+// RUN: cat %t.saved.mlir %S/Inputs/cross-entropy-saved-check.mlir | %differential | %cpu-runner | FileCheck %s
+// RUN: FileCheck %s --check-prefix=SAVED < %t.saved.mlir
 
 // Cross-entropy backward derived from the fused LM head (log-sum-exp partials
 // and the target logit, finished into the loss): the adjoint GEMM recomputes
 // the logits and forms dloss[m] (softmax - onehot(t)) in its epilogue from the
 // finished log-sum-exp, so the logits are never stored; then dX and dW.
 // Against the softmax gradient over materialized logits. Gradients: dx, dW.
+// The GEMM is marked coda.save_accumulator: with save=1 (second run) the
+// forward also returns its logits, and the adjoint reads them instead of
+// the product (its own accumulator unread: an epilogue-only kernel).
+
+// SAVED-LABEL: func.func @forward(
+//  SAVED-SAME:   -> (tensor<23xf32>, tensor<23x3xf32>, tensor<23xf32>, tensor<23x90xf32>)
+//       SAVED:   coda.yield %{{.*}}, %{{.*}}, %[[ACC:[a-z0-9_]+]] : !coda.partial<f32>, !coda.row<f32>, f32
+// SAVED-LABEL: func.func @backward(
+//  SAVED-SAME:   %[[X:[^:]*]]: tensor<23x16xf32>, %[[W:[^:]*]]: tensor<90x16xf32>
+//  SAVED-SAME:   %[[LOGITS:[^:]*]]: tensor<23x90xf32>, %{{[^:]*}}: tensor<23xf32>)
+//       SAVED:   coda.gemm %[[X]], %[[W]] transpose_b
+//  SAVED-NEXT:     epilogue(%[[UNREAD:[a-z0-9_]+]], {{.*}}, tile %[[L:[a-z0-9_]+]] = %[[LOGITS]] : tensor<23x90xf32>)
+//   SAVED-NOT:     %[[UNREAD]]
+//       SAVED:     arith.subf %[[L]]
+//   SAVED-NOT:     %[[UNREAD]]
+//       SAVED:     coda.yield
 
 // CHECK-COUNT-2: coda-check ok
 
@@ -14,7 +33,8 @@ func.func @forward(%x: tensor<23x16xf32>, %w: tensor<90x16xf32>, %t: tensor<23xi
   %vE = tensor.empty() : tensor<23xf32>
   %picked0 = linalg.fill ins(%zero : f32) outs(%vE : tensor<23xf32>) -> tensor<23xf32>
   %lp, %picked = coda.gemm %x, %w transpose_b : tensor<23x16xf32>, tensor<90x16xf32>
-      epilogue(%acc, row %target = %t : tensor<23xi64>) outs(%pE, %picked0 : tensor<23x3xf32>, tensor<23xf32>) {
+      epilogue(%acc, row %target = %t : tensor<23xi64>) outs(%pE, %picked0 : tensor<23x3xf32>, tensor<23xf32>)
+      attributes {coda.save_accumulator} {
     %l = coda.row_reduce logsumexp %acc tile 32 : f32
     %s = coda.row_select %acc at %target : f32, i64
     coda.yield %l, %s : !coda.partial<f32>, !coda.row<f32>

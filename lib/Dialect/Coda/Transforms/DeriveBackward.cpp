@@ -42,6 +42,11 @@ using namespace mlir::coda;
 
 namespace {
 
+/// Marks a forward `coda.gemm` whose accumulator a saving derivation (save=1)
+/// keeps for the adjoint instead of recomputing it (rounded to the operands'
+/// type): memory for the product, e.g. an LM head's logits.
+constexpr StringLiteral kSaveAccumulatorAttr = "coda.save_accumulator";
+
 bool isFloatTensor(Type type) {
   auto tensor = dyn_cast<RankedTensorType>(type);
   return tensor && isa<FloatType>(tensor.getElementType());
@@ -416,6 +421,10 @@ private:
   /// their results after the first (replaced by the saved arguments at the
   /// end).
   DenseSet<Operation *> savingAccumulator;
+  /// Backward copies of forward GEMMs marked kSaveAccumulatorAttr: their
+  /// last result is the saved accumulator, which their adjoint reads instead
+  /// of the product.
+  DenseSet<Operation *> readingSavedAccumulator;
   DenseMap<Value, FinishedPartials> finishedPartials;
 };
 
@@ -784,6 +793,20 @@ LogicalResult BackwardBuilder::differentiate(GemmOp gemm) {
             partialsDestination(gemm, form == AccessForm::row));
     }
 
+    // A saved accumulator (the forward's last output) stands for the
+    // product: the adjoint's own accumulator is then unread, and the
+    // kernel is its epilogue alone.
+    std::optional<unsigned> savedIndex;
+    if (readingSavedAccumulator.contains(gemm)) {
+      savedIndex = added.size();
+      added.push_back({gemm->getResults().back(), AccessForm::tile});
+    }
+    auto readSaved = [&](OpBuilder &b, Value, ValueRange addedArgs) -> Value {
+      Value saved = addedArgs[*savedIndex];
+      if (saved.getType().isF32())
+        return saved;
+      return arith::ExtFOp::create(b, loc, b.getF32Type(), saved);
+    };
     LogicalResult swept = success();
     GemmOp adjoint = rebuildGemm(
         rewriter, gemm, lhs, rhs, transposeB, added, outputs,
@@ -852,7 +875,8 @@ LogicalResult BackwardBuilder::differentiate(GemmOp gemm) {
                           .getResult());
           }
           return results;
-        });
+        },
+        savedIndex ? AccumulatorTransform(readSaved) : AccumulatorTransform());
     if (failed(swept))
       return failure();
     dAcc = adjoint.getResult(0);
@@ -939,7 +963,8 @@ GemmOp BackwardBuilder::saveAccumulator(GemmOp gemm) {
         }
         return yields;
       });
-  rewriter.replaceOp(gemm, saved->getResults().take_front(1));
+  rewriter.replaceOp(gemm,
+                     saved->getResults().take_front(gemm->getNumResults()));
   return saved;
 }
 
@@ -1101,11 +1126,18 @@ FailureOr<func::FuncOp> BackwardBuilder::build(func::FuncOp forward,
   // output's gradient.
   unsigned numResults = forward.getFunctionType().getNumResults();
   SmallVector<Value> saved;
-  DenseSet<Operation *> saving;
+  DenseSet<Operation *> saving, savedForAdjoint;
   if (save) {
-    for (GemmOp gemm : llvm::to_vector(forward.getOps<GemmOp>()))
+    for (GemmOp gemm : llvm::to_vector(forward.getOps<GemmOp>())) {
       if (canDifferentiateInProducer(gemm))
         saving.insert(saveAccumulator(gemm));
+      else if (gemm->hasAttr(kSaveAccumulatorAttr) &&
+               !roundsAccumulatorOnly(gemm) &&
+               !gemm.getYieldOp()
+                    .getValues()[0]
+                    .getDefiningOp<PairContractOp>())
+        savedForAdjoint.insert(saveAccumulator(gemm));
+    }
     auto ret = cast<func::ReturnOp>(forward.getBody().front().getTerminator());
     DenseSet<Value> returned(ret.getOperands().begin(),
                              ret.getOperands().end());
@@ -1174,6 +1206,8 @@ FailureOr<func::FuncOp> BackwardBuilder::build(func::FuncOp forward,
     recomputed.push_back(rewriter.clone(op, mapping));
     if (saving.contains(&op))
       savingAccumulator.insert(recomputed.back());
+    if (savedForAdjoint.contains(&op))
+      readingSavedAccumulator.insert(recomputed.back());
   }
   ValueRange savedArgs =
       entry->getArguments().slice(type.getNumInputs(), saved.size());

@@ -208,7 +208,10 @@ def CodaDeriveBackward : Pass<"coda-derive-backward", "::mlir::ModuleOp"> {
            "the forward returns its intermediate results and the "
            "accumulators the backward needs, and activation gradients are "
            "computed in the GEMM that produces the activation's gradient, "
-           "instead of recomputing the forward's GEMMs">
+           "instead of recomputing the forward's GEMMs; a GEMM marked "
+           "`coda.save_accumulator` also returns its accumulator (rounded to "
+           "the operands' type), which its adjoint reads instead of the "
+           "product">
   ];
   let dependentDialects = ["::mlir::coda::CodaDialect",
                            "::mlir::arith::ArithDialect",
