@@ -154,6 +154,26 @@ def test_rope_rotate_half(prims, m, n, k, function):
     check_bf16(q, torch.stack([y0, y1], 2).reshape(m, n))
 
 
+@pytest.mark.parametrize("m,n,k", HEAD_SHAPES)
+def test_rope_adjoint_reads_no_operand(prims, m, n, k):
+    # The epilogue does not read the accumulator: operands of NaN must not
+    # reach the output, which is the transposed rotation of dy alone.
+    a = poison(m, k, dtype=torch.bfloat16)
+    b = poison(n, k, dtype=torch.bfloat16)
+    angle = torch.rand(m, 128, device="cuda") * 6.28
+    cos, sin = angle.cos(), angle.sin()
+    dy = rand(m, n)
+    dx = poison(m, n, dtype=torch.bfloat16)
+    run(prims, "rope_adjoint", a, b, cos, sin, dy, dx)
+    d = dy.double().view(m, n // 128, 2, 64)
+    c = cos.double().view(m, 1, 2, 64)
+    s = sin.double().view(m, 1, 2, 64)
+    d0, d1 = d[:, :, 0], d[:, :, 1]
+    g0 = d0 * c[:, :, 0] + d1 * s[:, :, 1]
+    g1 = d1 * c[:, :, 1] - d0 * s[:, :, 0]
+    check_bf16(dx, torch.stack([g0, g1], 2).reshape(m, n))
+
+
 @pytest.mark.parametrize("m,n,k", SHAPES + LONG_K_SHAPES)
 def test_cross_entropy(prims, m, n, k):
     a, b = rand(m, k), rand(n, k)

@@ -109,6 +109,32 @@ func.func @rope(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %cos: memref<?x?xf32
   return
 }
 
+// RoPE's transposed rotation of a tile input, as a derived adjoint computes
+// dAcc: the epilogue never reads the accumulator, so the kernel is the
+// epilogue alone (no operand is loaded).
+func.func @rope_adjoint(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %cos: memref<?x?xf32>,
+                        %sin: memref<?x?xf32>, %dy: memref<?x?xbf16>, %dx: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, periodic %c = %cos : memref<?x?xf32>, periodic %s = %sin : memref<?x?xf32>,
+               tile %d = %dy : memref<?x?xbf16>)
+      outs(%dx : memref<?x?xbf16>) {
+    %dv = arith.extf %d : bf16 to f32
+    %r = coda.pair_map stride 64 (%d0, %d1) = %dv, (%c0, %c1) = %c, (%s0, %s1) = %s
+        : f32, f32, f32 -> f32 {
+      %p = arith.mulf %d0, %c0 : f32
+      %q = arith.mulf %d1, %s1 : f32
+      %g0 = arith.addf %p, %q : f32
+      %u = arith.mulf %d0, %s0 : f32
+      %v = arith.mulf %d1, %c1 : f32
+      %g1 = arith.subf %v, %u : f32
+      coda.yield %g0, %g1 : f32, f32
+    }
+    %rb = arith.truncf %r : f32 to bf16
+    coda.yield %rb : bf16
+  }
+  return
+}
+
 // The same with tables of static period 128: the rows' congruent columns
 // share one read (cooperative under --select-config).
 func.func @rope_static_period(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>,
