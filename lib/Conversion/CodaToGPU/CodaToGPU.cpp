@@ -201,8 +201,7 @@ gpu::GPUFuncOp buildGemmKernel(OpBuilder &kb, GemmOp op, func::FuncOp host,
   // An epilogue that never reads the accumulator (the adjoint of RoPE, whose
   // derivative does not depend on it) makes the kernel its epilogue alone:
   // no k-tile is loaded or multiplied.
-  frame.sizeK =
-      op.getAccumulatorArg().use_empty() ? idx(0) : entry.getArgument(4);
+  frame.sizeK = op.readsAccumulator() ? Value(entry.getArgument(4)) : idx(0);
   frame.tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   frame.warp = arith::DivUIOp::create(b, frame.tid, idx(32));
   frame.lane = arith::RemUIOp::create(b, frame.tid, idx(32));

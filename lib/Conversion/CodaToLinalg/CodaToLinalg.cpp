@@ -93,7 +93,7 @@ Value buildAccumulator(OpBuilder &b, Location loc, GemmOp op,
   Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
   init = access.fill(b, loc, zero, init);
   // An epilogue that does not read the accumulator needs no product.
-  if (op.getAccumulatorArg().use_empty())
+  if (!op.readsAccumulator())
     return init;
 
   // Loops (b, m, n, k) or (m, n, k).

@@ -47,6 +47,16 @@ namespace {
 /// type): memory for the product, e.g. an LM head's logits.
 constexpr StringLiteral kSaveAccumulatorAttr = "coda.save_accumulator";
 
+/// `v` as `type` (f32 <-> bf16/f16).
+Value convertFloat(OpBuilder &b, Location loc, Value v, Type type) {
+  if (v.getType() == type)
+    return v;
+  if (cast<FloatType>(type).getWidth() >
+      cast<FloatType>(v.getType()).getWidth())
+    return arith::ExtFOp::create(b, loc, type, v);
+  return arith::TruncFOp::create(b, loc, type, v);
+}
+
 bool isFloatTensor(Type type) {
   auto tensor = dyn_cast<RankedTensorType>(type);
   return tensor && isa<FloatType>(tensor.getElementType());
@@ -337,15 +347,8 @@ public:
         arith::MulFOp::create(b, loc, g, factor, fastMath));
   }
 
-  /// `v` as `type` (f32 <-> bf16/f16).
-  Value convert(Value v, Type type) {
-    if (v.getType() == type)
-      return v;
-    if (cast<FloatType>(type).getWidth() >
-        cast<FloatType>(v.getType()).getWidth())
-      return arith::ExtFOp::create(b, loc, type, v);
-    return arith::TruncFOp::create(b, loc, type, v);
-  }
+  /// `v` as `type` (see convertFloat).
+  Value convert(Value v, Type type) { return convertFloat(b, loc, v, type); }
 
 private:
   OpBuilder &b;
@@ -802,10 +805,7 @@ LogicalResult BackwardBuilder::differentiate(GemmOp gemm) {
       added.push_back({gemm->getResults().back(), AccessForm::tile});
     }
     auto readSaved = [&](OpBuilder &b, Value, ValueRange addedArgs) -> Value {
-      Value saved = addedArgs[*savedIndex];
-      if (saved.getType().isF32())
-        return saved;
-      return arith::ExtFOp::create(b, loc, b.getF32Type(), saved);
+      return convertFloat(b, loc, addedArgs[*savedIndex], b.getF32Type());
     };
     LogicalResult swept = success();
     GemmOp adjoint = rebuildGemm(

@@ -137,6 +137,9 @@ def Coda_GemmOp : Coda_Op<"gemm", [
     ::mlir::coda::AccessForm getInputForm(unsigned i);
     ::mlir::Block &getBody() { return getEpilogue().front(); }
     ::mlir::BlockArgument getAccumulatorArg() { return getBody().getArgument(0); }
+    /// Whether the epilogue reads the product at all: if not, the GEMM is
+    /// its epilogue alone and the lowerings compute no product.
+    bool readsAccumulator() { return !getAccumulatorArg().use_empty(); }
     ::mlir::BlockArgument getInputArg(unsigned i) {
       return getBody().getArgument(1 + i);
     }
