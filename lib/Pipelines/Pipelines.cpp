@@ -7,13 +7,12 @@
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
-#include "mlir/Dialect/GPU/Pipelines/Passes.h"
-#include "mlir/Dialect/GPU/Transforms/Passes.h"
-#include "mlir/Dialect/SCF/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/SCF/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
@@ -93,13 +92,46 @@ void mlir::coda::buildCodaToGPUBinaryPipeline(
   expand.opMnemonics = {"tan", "ctlz", "fpowi", "ipowi", "roundeven"};
   pm.addPass(math::createMathExpandOpsPass(expand));
 
-  gpu::GPUToNVVMPipelineOptions nvvm;
-  nvvm.cubinChip = kernels.chip;
-  nvvm.cubinFeatures = "+ptx80";
-  nvvm.cubinFormat = format.str();
-  nvvm.optLevel = 3;
-  nvvm.cmdOptions = ptxasOptions.str();
-  gpu::buildLowerToNVVMPassPipeline(pm, nvvm);
+  // Upstream's gpu-lower-to-nvvm-pipeline (MLIR 22), pass for pass, with
+  // --coda-tensormap-params after the kernels' conversion to NVVM: the
+  // GEMM kernels take their TMA descriptors by value.
+  pm.addPass(createConvertNVGPUToNVVMPass());
+  pm.addPass(createGpuKernelOutliningPass());
+  pm.addPass(createConvertVectorToSCFPass());
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(createConvertNVVMToLLVMPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  GpuNVVMAttachTargetOptions target;
+  target.chip = kernels.chip;
+  target.features = "+ptx80";
+  target.optLevel = 3;
+  target.cmdOptions = ptxasOptions.str();
+  pm.addPass(createGpuNVVMAttachTarget(target));
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createArithToLLVMConversionPass());
+  ConvertIndexToLLVMPassOptions index;
+  index.indexBitwidth = 64;
+  pm.addPass(createConvertIndexToLLVMPass(index));
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+
+  ConvertGpuOpsToNVVMOpsOptions toNVVM;
+  toNVVM.indexBitwidth = 64;
+  pm.addNestedPass<gpu::GPUModuleOp>(createConvertGpuOpsToNVVMOps(toNVVM));
+  pm.addNestedPass<gpu::GPUModuleOp>(createCodaTensorMapParams());
+  pm.addNestedPass<gpu::GPUModuleOp>(createCanonicalizerPass());
+  pm.addNestedPass<gpu::GPUModuleOp>(createCSEPass());
+  pm.addNestedPass<gpu::GPUModuleOp>(createReconcileUnrealizedCastsPass());
+
+  pm.addPass(createGpuToLLVMConversionPass());
+  GpuModuleToBinaryPassOptions binary;
+  binary.compilationTarget = format.str();
+  pm.addPass(createGpuModuleToBinaryPass(binary));
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
 }
 
 void mlir::coda::registerCodaPipelines() {

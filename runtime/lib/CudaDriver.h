@@ -20,7 +20,6 @@ using CUcontext = void *;
 using CUmodule = void *;
 using CUfunction = void *;
 using CUstream = void *;
-using CUdeviceptr = unsigned long long;
 
 /// CUtensorMap: 128 opaque bytes, 64-byte aligned.
 struct alignas(64) CUtensorMap {
@@ -70,12 +69,9 @@ struct Driver {
   CUresult (*cuModuleUnload)(CUmodule);
   CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
   CUresult (*cuFuncSetAttribute)(CUfunction, int, int);
-  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned,
-                             unsigned, unsigned, unsigned, unsigned, CUstream,
-                             void **, void **);
-  CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);
-  CUresult (*cuMemFree)(CUdeviceptr);
-  CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, unsigned, unsigned, CUstream, void **,
+                             void **);
   CUresult (*cuGetErrorName)(CUresult, const char **);
   CUresult (*cuOccupancyMaxActiveClusters)(int *, CUfunction,
                                            const CUlaunchConfig *);

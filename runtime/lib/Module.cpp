@@ -4,24 +4,15 @@
 
 #include "CudaDriver.h"
 
-#include <array>
-
 #include <cstring>
 #include <fstream>
 #include <sstream>
-#include <tuple>
 
 using namespace coda::runtime;
 namespace abi = coda::abi;
 using namespace coda::runtime::cuda;
 
 namespace {
-/// A TMA descriptor is fixed by the tensor's address, layout, the box and
-/// the encoding (swizzle, L2 promotion, out-of-bounds fill, interleave).
-using DescriptorKey =
-    std::tuple<uint64_t, std::vector<int64_t>, std::vector<int64_t>, int,
-               std::vector<int64_t>, std::array<int, 4>>;
-
 /// The driver's value of each of the manifest's encoding values, in the
 /// order coda/ABI/KernelAbi.h declares them.
 constexpr int kSwizzles[] = {
@@ -51,23 +42,31 @@ int tensorMapType(DType dtype) {
   }
 }
 
-/// Kernel parameter bytes, and the pointers cuLaunchKernel wants.
+/// Kernel parameter bytes, and the pointers cuLaunchKernel wants, in
+/// storage of fixed size: a launch allocates nothing. Each value is placed
+/// at its alignment (a TMA descriptor's is 64 bytes); cuLaunchKernel copies
+/// each parameter from its pointer into the kernel's parameter space.
 class ParamBuffer {
 public:
-  template <typename T> void add(T value) {
-    auto bytes = std::make_unique<uint8_t[]>(sizeof(T));
-    std::memcpy(bytes.get(), &value, sizeof(T));
-    storage.push_back(std::move(bytes));
+  /// Hopper takes up to 32764 bytes of kernel parameters; coda's kernels
+  /// take a few hundred.
+  static constexpr size_t kBytes = 4096, kCount = 256;
+
+  template <typename T> void add(const T &value) {
+    size_t offset = (used + alignof(T) - 1) / alignof(T) * alignof(T);
+    if (offset + sizeof(T) > kBytes || count == kCount)
+      throw Error("kernel parameters exceed " + std::to_string(kBytes) +
+                  " bytes or " + std::to_string(kCount) + " values");
+    std::memcpy(bytes + offset, &value, sizeof(T));
+    pointers[count++] = bytes + offset;
+    used = offset + sizeof(T);
   }
-  std::vector<void *> pointers() const {
-    std::vector<void *> out;
-    for (const auto &bytes : storage)
-      out.push_back(bytes.get());
-    return out;
-  }
+  void **data() { return pointers; }
 
 private:
-  std::vector<std::unique_ptr<uint8_t[]>> storage;
+  alignas(64) uint8_t bytes[kBytes];
+  void *pointers[kCount];
+  size_t used = 0, count = 0;
 };
 
 /// Makes `context` current on the calling thread for a scope. A thread that
@@ -107,46 +106,35 @@ struct Module::Impl {
   /// for cluster kernels the clusters that can be resident together times
   /// their size: not every SM can host a CTA of a cluster).
   std::map<std::string, int64_t> residentCtas;
-  std::map<DescriptorKey, CUdeviceptr> descriptors;
   /// Of the module's device: persistent kernels launch one CTA per SM.
   int64_t multiprocessors = 1;
   /// Kernels as launchKernel reads them (sources renumbered to the kernel's
   /// own parameter order), made at load so launches only read the map.
   std::map<std::string, KernelSpec> ownParameters;
 
-  CUdeviceptr descriptor(const ParamSpec &p, const TensorRef &t) {
+  /// The TMA descriptor of `t` for parameter `p`, encoded on the host: the
+  /// kernel takes its 128 bytes as a parameter.
+  static CUtensorMap descriptor(const ParamSpec &p, const TensorRef &t) {
+    CUtensorMap map{};
     // A store descriptor of an output whose rows are not 16-byte aligned
     // cannot be encoded; the kernel never uses it then (its interior tiles
-    // need aligned outputs) and gets null.
+    // need aligned outputs) and gets zeros.
     if (p.store && !tmaAddressable(t))
-      return 0;
-    std::array<int, 4> encoding = {driverValue(p.swizzle, kSwizzles),
-                                   driverValue(p.l2Promotion, kL2Promotions),
-                                   driverValue(p.oobFill, kOobFills),
-                                   driverValue(p.interleave, kInterleaves)};
-    DescriptorKey key{t.data,       t.sizes, t.strides,
-                      int(t.dtype), p.box,   encoding};
-    auto it = descriptors.find(key);
-    if (it != descriptors.end())
-      return it->second;
-    const Driver &d = driver();
+      return map;
     // Dimensions innermost first; strides in bytes for dimensions 1..r-1.
     uint64_t dims[2] = {uint64_t(t.sizes[1]), uint64_t(t.sizes[0])};
     uint64_t strides[1] = {uint64_t(t.strides[0] * dtypeBytes(t.dtype))};
     uint32_t box[2] = {uint32_t(p.box[0]), uint32_t(p.box[1])};
     uint32_t elementStrides[2] = {1, 1};
-    CUtensorMap map;
-    check(d.cuTensorMapEncodeTiled(&map, tensorMapType(t.dtype), 2,
-                                   reinterpret_cast<void *>(t.data), dims,
-                                   strides, box, elementStrides, encoding[3],
-                                   encoding[0], encoding[1], encoding[2]),
+    check(driver().cuTensorMapEncodeTiled(
+              &map, tensorMapType(t.dtype), 2, reinterpret_cast<void *>(t.data),
+              dims, strides, box, elementStrides,
+              driverValue(p.interleave, kInterleaves),
+              driverValue(p.swizzle, kSwizzles),
+              driverValue(p.l2Promotion, kL2Promotions),
+              driverValue(p.oobFill, kOobFills)),
           "encoding the " + p.operand + " TMA descriptor");
-    CUdeviceptr buffer = 0;
-    check(d.cuMemAlloc(&buffer, sizeof(CUtensorMap)), "cuMemAlloc");
-    check(d.cuMemcpyHtoD(buffer, &map, sizeof(CUtensorMap)),
-          "copying a TMA descriptor");
-    descriptors.emplace(std::move(key), buffer);
-    return buffer;
+    return map;
   }
 };
 
@@ -215,8 +203,6 @@ Module::~Module() {
   try {
     const Driver &d = driver();
     CurrentContext scope(impl_->context);
-    for (auto &[key, buffer] : impl_->descriptors)
-      d.cuMemFree(buffer);
     for (auto &[name, handle] : impl_->modules)
       d.cuModuleUnload(handle);
   } catch (const Error &) {
@@ -287,8 +273,7 @@ void Module::launchSpec(const KernelSpec &kernel, const GemmSizes &sizes,
   for (const ParamSpec &p : kernel.params) {
     switch (p.kind) {
     case ParamSpec::Kind::tensormap:
-      params.add<uint64_t>(
-          impl_->descriptor(p, std::get<TensorRef>(args[p.source])));
+      params.add(Impl::descriptor(p, std::get<TensorRef>(args[p.source])));
       break;
     case ParamSpec::Kind::index:
       params.add<int64_t>(p.name == "M"   ? sizes.m
@@ -322,13 +307,11 @@ void Module::launchSpec(const KernelSpec &kernel, const GemmSizes &sizes,
     }
     }
   }
-  std::vector<void *> pointers = params.pointers();
-  check(d.cuLaunchKernel(function, unsigned(grid[0]), unsigned(grid[1]),
-                         unsigned(grid[2]), unsigned(kernel.block[0]),
-                         unsigned(kernel.block[1]), unsigned(kernel.block[2]),
-                         unsigned(kernel.sharedMemoryBytes),
-                         reinterpret_cast<CUstream>(stream), pointers.data(),
-                         nullptr),
+  check(d.cuLaunchKernel(
+            function, unsigned(grid[0]), unsigned(grid[1]), unsigned(grid[2]),
+            unsigned(kernel.block[0]), unsigned(kernel.block[1]),
+            unsigned(kernel.block[2]), unsigned(kernel.sharedMemoryBytes),
+            reinterpret_cast<CUstream>(stream), params.data(), nullptr),
         "launching " + name);
 }
 

@@ -219,8 +219,8 @@ def test_positions_colsum(prims, m, n, k):
 def test_launch_from_a_fresh_thread(prims):
     # A thread that has made no CUDA call has no current context (PyTorch's
     # autograd thread running a custom op's backward can be one): the
-    # runtime makes the module's context current for the launch. A distinct
-    # kernel also creates its TMA descriptors on that thread.
+    # runtime makes the module's context current for the launch, and
+    # encodes the kernel's TMA descriptors on that thread.
     (kernel,) = prims.kernels_of("plain_nt")
     a, b = rand(200, 136), rand(72, 136)
     y = poison(200, 72, dtype=torch.bfloat16)
@@ -238,6 +238,64 @@ def test_launch_from_a_fresh_thread(prims):
     worker.join()
     assert not failures, failures
     torch.cuda.synchronize()
+    check_bf16(y, a.double() @ b.double().T)
+
+
+def test_launch_in_cuda_graph(prims):
+    # A launch passes its TMA descriptors by value: it can be captured into a
+    # CUDA graph, and each replay reads the captured tensors' current values
+    # (and, a persistent kernel, its own SM-sized grid). Two kernels, one
+    # with a TMA-stored output, one with a residual and row partials.
+    a, b = rand(300, 1000), rand(512, 1000)
+    y = poison(300, 512, dtype=torch.bfloat16)
+    res = rand(300, 512)
+    scale, bias = torch.rand(300, device="cuda") + 0.5, torch.randn(512, device="cuda")
+    h, hf, ss = poison(300, 512, dtype=torch.bfloat16), poison(300, 512), poison(300, 4)
+    stream = torch.cuda.Stream()
+    graph = torch.cuda.CUDAGraph()
+    torch.cuda.synchronize()
+    with torch.cuda.stream(stream):
+        graph.capture_begin()
+        for function, args in [("plain_nt", [a, b, y]),
+                               ("residual_norm", [a, b, res, scale, bias, 1.0, h, hf, ss])]:
+            (kernel,) = prims.kernels_of(function)
+            prims.launch(kernel, args, stream.cuda_stream)
+        graph.capture_end()
+    for _ in range(2):
+        a.copy_(rand(300, 1000))
+        res.copy_(rand(300, 512))
+        for out in (y, h, hf, ss):
+            out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        acc = a.double() @ b.double().T
+        check_bf16(y, acc)
+        x = acc * scale.double()[:, None] + bias.double() + res.double()
+        check_f32(hf, x)
+        check_bf16(h, x)
+        check_f32(ss, (hf.double() ** 2).view(300, 4, 128).sum(-1))
+
+
+def test_launches_at_new_addresses_keep_device_memory_flat(prims):
+    # Every launch at a new tensor address once allocated and copied a
+    # device-memory descriptor that lived as long as the module; now the
+    # descriptors are launch parameters. 4000 launches, each with operands
+    # at addresses no earlier launch used (views into one buffer), leave
+    # the device's free memory as it was.
+    (kernel,) = prims.kernels_of("plain_nt")
+    pool = rand(4000 * 8 + 64 * 64)
+    b = rand(64, 64)
+    y = poison(64, 64, dtype=torch.bfloat16)
+    stream = torch.cuda.current_stream().cuda_stream
+    prims.launch(kernel, [pool[:64 * 64].view(64, 64), b, y], stream)
+    torch.cuda.synchronize()
+    free_before, _ = torch.cuda.mem_get_info()
+    for i in range(4000):
+        a = pool[8 * i:8 * i + 64 * 64].view(64, 64)  # 16-byte steps
+        prims.launch(kernel, [a, b, y], stream)
+    torch.cuda.synchronize()
+    free_after, _ = torch.cuda.mem_get_info()
+    assert free_after == free_before, (free_before - free_after)
     check_bf16(y, a.double() @ b.double().T)
 
 

@@ -30,3 +30,6 @@ write("nofill", edited(lambda k: k["params"][1].pop("oob_fill")))
 write("kind", edited(lambda k: k.update(kind="conv")))
 write("access", edited(lambda k: k["params"][0].update(access="write")))
 write("swizzle64", edited(lambda k: k["params"][0].update(swizzle="64B")))
+version = json.loads(text)
+version["version"] = 1
+write("version1", json.dumps(version, indent=2))

@@ -19,9 +19,11 @@
 
 namespace coda::abi {
 
-/// manifest.json's "format" and the "version" this vocabulary describes.
+/// manifest.json's "format" and the "version" this vocabulary describes
+/// (2: TMA descriptors are kernel parameters of 128 bytes, passed by value;
+/// 1 passed the address of a descriptor in device memory).
 inline constexpr std::string_view kFormat = "coda-kernels";
-inline constexpr int kVersion = 1;
+inline constexpr int kVersion = 2;
 
 /// A kernel: a GEMM with its epilogue, or the finish of block-reduction
 /// partials.

@@ -219,4 +219,40 @@ def CodaCheckGPUMapping : Pass<"coda-check-gpu-mapping", "ModuleOp"> {
   }];
 }
 
+def CodaTensorMapParams : Pass<"coda-tensormap-params", "gpu::GPUModuleOp"> {
+  let summary = "pass TMA descriptors to coda's kernels by value, as "
+                "grid-constant parameters";
+  let description = [{
+    `--coda-to-gpu` gives every TMA descriptor a kernel parameter of its own
+    type, `!llvm.array<16 x i64>` (the 128 bytes of a `CUtensorMap`), which
+    the kernel stores into a 64-byte aligned `llvm.alloca` whose address
+    the TMA instructions take. TMA reads a descriptor in the kernel's
+    parameter space, constant or global memory, never in local memory: run
+    after `convert-gpu-to-nvvm`, this pass turns each such parameter of a
+    kernel marked `coda.tensormap_params` into a pointer to the parameter
+    itself (`llvm.byval`, 64-byte aligned, `nvvm.grid_constant`) and
+    replaces the alloca with it, so that the host passes the descriptor's
+    bytes with the launch (as CUTLASS's `__grid_constant__ const
+    CUtensorMap`) and nothing is allocated or copied to the device for it.
+
+    ```mlir
+    llvm.func @k(%arg0: !llvm.array<16 x i64>, ...)
+        attributes {coda.tensormap_params, nvvm.kernel} {
+      %0 = llvm.alloca %c1 x !llvm.array<16 x i64> {alignment = 64 : i64}
+      llvm.store %arg0, %0 : !llvm.array<16 x i64>, !llvm.ptr
+      nvvm.prefetch tensormap, %0 : !llvm.ptr
+    // becomes
+    llvm.func @k(%arg0: !llvm.ptr {llvm.align = 64 : i64,
+                 llvm.byval = !llvm.array<16 x i64>, nvvm.grid_constant}, ...)
+      nvvm.prefetch tensormap, %arg0 : !llvm.ptr
+    ```
+
+    A descriptor parameter used in any other way is an error.
+  }];
+  let dependentDialects = [
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::NVVM::NVVMDialect"
+  ];
+}
+
 #endif // CODA_CONVERSION_PASSES_TD

@@ -92,6 +92,7 @@ gpu::GPUFuncOp buildReducePartialsKernel(OpBuilder &kb, ReducePartialsOp op,
       kb, loc, name,
       FunctionType::get(ctx, {partials.getType(), init.getType()}, {}));
   kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), UnitAttr::get(ctx));
+  kernel->setAttr(kTensorMapParamsAttr, UnitAttr::get(ctx));
   kernel.setKnownBlockSizeAttr(
       DenseI32ArrayAttr::get(ctx, {int32_t(kReduceThreads), 1, 1}));
   kernel->setAttr("coda.kernel",
@@ -148,7 +149,7 @@ gpu::GPUFuncOp buildGemmKernel(OpBuilder &kb, GemmOp op, func::FuncOp host,
                                const GemmKernelConfig &config, StringRef name) {
   MLIRContext *ctx = op.getContext();
   Location loc = op.getLoc();
-  Type ptrType = LLVM::LLVMPointerType::get(ctx);
+  Type mapType = tensorMapParamType(ctx);
   Type indexType = IndexType::get(ctx);
   SmallVector<OutputRole> roles;
   for (Value value : op.getYieldOp().getValues())
@@ -156,17 +157,19 @@ gpu::GPUFuncOp buildGemmKernel(OpBuilder &kb, GemmOp op, func::FuncOp host,
 
   // Kernel: (lhs map, rhs map, M, N, K, epilogue inputs..., outputs...,
   // the store maps of the TMA-stored outputs...).
-  SmallVector<Type> argTypes = {ptrType, ptrType, indexType, indexType,
+  // The maps are passed by value (kTensorMapParamsAttr).
+  SmallVector<Type> argTypes = {mapType, mapType, indexType, indexType,
                                 indexType};
   for (Value v : op.getEpilogueInputs())
     argTypes.push_back(v.getType());
   for (Value v : op.getOutputs())
     argTypes.push_back(v.getType());
   SmallVector<unsigned> tmaStored = tmaStoredOutputs(op, config);
-  argTypes.append(tmaStored.size(), ptrType);
+  argTypes.append(tmaStored.size(), mapType);
   auto kernel = gpu::GPUFuncOp::create(kb, loc, name,
                                        FunctionType::get(ctx, argTypes, {}));
   kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), UnitAttr::get(ctx));
+  kernel->setAttr(kTensorMapParamsAttr, UnitAttr::get(ctx));
   kernel.setKnownBlockSizeAttr(
       DenseI32ArrayAttr::get(ctx, {int32_t(config.numThreads), 1, 1}));
   // Launch bounds: ptxas needs the register count at entry to honour
@@ -191,10 +194,12 @@ gpu::GPUFuncOp buildGemmKernel(OpBuilder &kb, GemmOp op, func::FuncOp host,
   };
   KernelFrame frame;
   frame.lhsMap = UnrealizedConversionCastOp::create(
-                     b, target.getLhsMapType(config), entry.getArgument(0))
+                     b, target.getLhsMapType(config),
+                     tensorMapParamAddress(b, entry.getArgument(0)))
                      .getResult(0);
   frame.rhsMap = UnrealizedConversionCastOp::create(
-                     b, target.getRhsMapType(config), entry.getArgument(1))
+                     b, target.getRhsMapType(config),
+                     tensorMapParamAddress(b, entry.getArgument(1)))
                      .getResult(0);
   frame.sizeM = entry.getArgument(2);
   frame.sizeN = entry.getArgument(3);
@@ -236,7 +241,8 @@ gpu::GPUFuncOp buildGemmKernel(OpBuilder &kb, GemmOp op, func::FuncOp host,
       entry.getArguments().slice(5 + numInputs, numOutputs);
   frame.outputMaps.assign(numOutputs, Value());
   for (auto [n, i] : llvm::enumerate(tmaStored))
-    frame.outputMaps[i] = entry.getArgument(5 + numInputs + numOutputs + n);
+    frame.outputMaps[i] = tensorMapParamAddress(
+        b, entry.getArgument(5 + numInputs + numOutputs + n));
   auto prefetch = [&](ImplicitLocOpBuilder &eb, const KernelFrame &tileFrame,
                       int64_t part, int64_t parts) {
     return prefetchEpilogue(eb, op, config, tileFrame, epilogueInputs,

@@ -398,6 +398,20 @@ DictionaryAttr buildGemmKernelAbi(OpBuilder &b, GemmOp op, func::FuncOp host,
 DictionaryAttr buildReducePartialsAbi(OpBuilder &b, ReducePartialsOp op,
                                       func::FuncOp host, int64_t threads);
 
+/// TMA descriptors are kernel parameters passed by value: a kernel with
+/// this unit attribute takes each descriptor as a parameter of type
+/// tensorMapParamType, whose address tensorMapParamAddress takes;
+/// `--coda-tensormap-params` makes that address the parameter's own after
+/// the conversion to NVVM (TensorMapParams.cpp).
+inline constexpr llvm::StringLiteral kTensorMapParamsAttr =
+    "coda.tensormap_params";
+/// `!llvm.array<16 x i64>`: the 128 bytes of a CUtensorMap.
+Type tensorMapParamType(MLIRContext *ctx);
+/// In a kernel, the generic address of the descriptor parameter `param`
+/// (an `llvm.alloca` of 64-byte alignment holding it, until
+/// `--coda-tensormap-params` replaces it by the parameter itself).
+Value tensorMapParamAddress(ImplicitLocOpBuilder &b, Value param);
+
 /// Host code at `hb`'s insertion point that launches, for `op`, the kernel
 /// of the first variant whose max_k K does not exceed (`kernels[i]` is
 /// `variants[i]`'s; HostLaunch.cpp).

@@ -2,8 +2,9 @@
 //
 // In place of each lowered op, the host function builds what its kernel
 // takes (the TMA descriptors of a GEMM's operands and TMA-stored outputs,
-// which here must have 16-byte aligned rows) and launches it with
-// gpu.launch_func: the path `host.mlir` and mlir-cpu-runner programs run.
+// which here must have 16-byte aligned rows, passed by value) and launches
+// it with gpu.launch_func: the path `host.mlir` and mlir-cpu-runner
+// programs run.
 // The runtime launches the same kernels from their coda.kernel ABI instead.
 //
 //===----------------------------------------------------------------------===//
@@ -31,6 +32,49 @@ constexpr int64_t kHostLaunchSMs = 132;
 
 namespace {
 
+/// The external function `name` of `module` with `type`, declared if absent.
+LLVM::LLVMFuncOp declare(ModuleOp module, StringRef name,
+                         LLVM::LLVMFunctionType type) {
+  if (auto existing = module.lookupSymbol<LLVM::LLVMFuncOp>(name))
+    return existing;
+  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+  return LLVM::LLVMFuncOp::create(b, module.getLoc(), name, type);
+}
+
+/// The bytes of the TMA descriptor `map` (a device pointer, where
+/// nvgpu.tma.create.descriptor encodes it), read back into a value of the
+/// type by which the kernel takes it (tensorMapParamType): through MLIR's
+/// CUDA runtime wrappers, which host code links (mgpuMemcpy on the default
+/// stream, then mgpuStreamSynchronize).
+Value descriptorBytes(ImplicitLocOpBuilder &hb, Value map,
+                      FunctionOpInterface function) {
+  MLIRContext *ctx = hb.getContext();
+  auto module = function->getParentOfType<ModuleOp>();
+  Type ptrType = LLVM::LLVMPointerType::get(ctx);
+  Type voidType = LLVM::LLVMVoidType::get(ctx);
+  Type i64 = hb.getI64Type();
+  Type bytesType = tensorMapParamType(ctx);
+  auto memcpy = declare(
+      module, "mgpuMemcpy",
+      LLVM::LLVMFunctionType::get(voidType, {ptrType, ptrType, i64, ptrType}));
+  auto synchronize = declare(module, "mgpuStreamSynchronize",
+                             LLVM::LLVMFunctionType::get(voidType, {ptrType}));
+  // The host copy lives in the function's entry block, so that a launch in
+  // a loop reuses it.
+  Block &entry = function.getFunctionBody().front();
+  ImplicitLocOpBuilder eb(hb.getLoc(), ctx);
+  eb.setInsertionPointToStart(&entry);
+  Value one =
+      LLVM::ConstantOp::create(eb, eb.getI32Type(), eb.getI32IntegerAttr(1));
+  Value host = LLVM::AllocaOp::create(eb, ptrType, bytesType, one,
+                                      /*alignment=*/64);
+  Value null = LLVM::ZeroOp::create(hb, ptrType);
+  Value size = LLVM::ConstantOp::create(hb, i64, hb.getI64IntegerAttr(128));
+  LLVM::CallOp::create(hb, memcpy, ValueRange{host, map, size, null});
+  LLVM::CallOp::create(hb, synchronize, ValueRange{null});
+  return LLVM::LoadOp::create(hb, bytesType, host);
+}
+
 void emitOneGemmLaunch(ImplicitLocOpBuilder &hb, GemmOp op,
                        gpu::GPUFuncOp kernel, const GemmTarget &target,
                        const GemmKernelConfig &config) {
@@ -48,7 +92,9 @@ void emitOneGemmLaunch(ImplicitLocOpBuilder &hb, GemmOp op,
       boxSizes.push_back(hidx(size));
     Value map =
         nvgpu::TmaCreateDescriptorOp::create(hb, mapType, unranked, boxSizes);
-    return UnrealizedConversionCastOp::create(hb, ptrType, map).getResult(0);
+    return descriptorBytes(
+        hb, UnrealizedConversionCastOp::create(hb, ptrType, map).getResult(0),
+        op->getParentOfType<FunctionOpInterface>());
   };
   Value sizeM = memref::DimOp::create(hb, op.getLhs(), op.getLhsMDim());
   Value sizeK = memref::DimOp::create(hb, op.getLhs(), op.getLhsKDim());

@@ -50,8 +50,9 @@
 // them as one bulk group. The output's store descriptor is the kernel's
 // last parameter. Edge tiles take the checked copy; after its last tile each
 // thread waits for its bulk groups.
-// INTERIOR-LABEL: gpu.func @plain_gemm0({{.*}}%arg5: memref<?x?xbf16>, %arg6: !llvm.ptr)
+// INTERIOR-LABEL: gpu.func @plain_gemm0({{.*}}%arg5: memref<?x?xbf16>, %arg6: !llvm.array<16 x i64>)
 //  INTERIOR-SAME:   {access = "store", box = [64, 8], dtype = "bf16", {{.*}}name = "output0_tensormap", {{.*}}operand = "output0", shape = [-1, -1], source = 2 : i64
+//       INTERIOR:   llvm.store %arg6, %[[OMAP:.*]] : !llvm.array<16 x i64>, !llvm.ptr
 //       INTERIOR:   nvvm.wgmma.wait.group.sync.aligned 0
 //       INTERIOR:   arith.cmpi ule, %{{.*}}, %arg2 : index
 //       INTERIOR:   arith.cmpi ule, %{{.*}}, %arg3 : index
@@ -64,13 +65,13 @@
 // INTERIOR-COUNT-8:   nvvm.stmatrix {{.*}}layout = #nvvm.mma_layout<row>, shape = #nvvm.ld_st_matrix_shape<m = 8, n = 8>
 //       INTERIOR:     nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 //       INTERIOR:     nvvm.bar.warp.sync
-// INTERIOR-COUNT-4:   nvvm.cp.async.bulk.tensor.global.shared.cta %arg6, {{.*}}, predicate =
+// INTERIOR-COUNT-4:   nvvm.cp.async.bulk.tensor.global.shared.cta %[[OMAP]], {{.*}}, predicate =
 //       INTERIOR:     nvvm.cp.async.bulk.commit.group
 //   INTERIOR-NOT:     vector.store
 //       INTERIOR:     nvvm.cp.async.bulk.wait_group 0 {read}
 // INTERIOR-COUNT-8:   nvvm.stmatrix
 //       INTERIOR:     nvvm.fence.proxy
-// INTERIOR-COUNT-4:   nvvm.cp.async.bulk.tensor.global.shared.cta %arg6, {{.*}}, predicate =
+// INTERIOR-COUNT-4:   nvvm.cp.async.bulk.tensor.global.shared.cta %[[OMAP]], {{.*}}, predicate =
 //       INTERIOR:     nvvm.cp.async.bulk.commit.group
 //  INTERIOR-NEXT:   } else {
 //       INTERIOR:     arith.cmpi ult

@@ -73,7 +73,7 @@ func.func @single(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf1
 // kernels above) the band is cluster-tile rows.
 
 // CHECK-LABEL: gpu.func @raster_gemm0(
-//  CHECK-SAME:   %{{[a-z0-9]+}}: !llvm.ptr, %{{[a-z0-9]+}}: !llvm.ptr, %[[M:[a-z0-9]+]]: index, %[[N:[a-z0-9]+]]: index,
+//  CHECK-SAME:   %{{[a-z0-9]+}}: !llvm.array<16 x i64>, %{{[a-z0-9]+}}: !llvm.array<16 x i64>, %[[M:[a-z0-9]+]]: index, %[[N:[a-z0-9]+]]: index,
 //       CHECK:   scf.for %[[TILE:[a-z0-9]+]] =
 //       CHECK:     %[[TILES_N:.+]] = arith.ceildivui %[[N]], %c256
 //       CHECK:     %[[TILES_M:.+]] = arith.ceildivui %[[M]], %c256

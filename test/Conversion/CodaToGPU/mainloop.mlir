@@ -5,21 +5,37 @@
 // epilogue over the shared-memory accumulator tile.
 
 // CHECK-LABEL: func.func @nt
+// The descriptors' bytes, read back from where the CUDA runtime wrappers
+// encode them, are launch arguments (host copies allocated at entry).
+//       CHECK:   %[[RSLOT:.*]] = llvm.alloca %{{.*}} x !llvm.array<16 x i64> {alignment = 64 : i64}
+//       CHECK:   %[[LSLOT:.*]] = llvm.alloca %{{.*}} x !llvm.array<16 x i64> {alignment = 64 : i64}
 //       CHECK:   %[[M:.*]] = memref.dim %arg0, %c0
 //       CHECK:   %[[K:.*]] = memref.dim %arg0, %c1
 //       CHECK:   %[[N:.*]] = memref.dim %arg1, %c0
+//       CHECK:   %[[LMAP:.*]] = nvgpu.tma.create.descriptor %{{.*}} box[%c128{{.*}}, %c64{{.*}}] : memref<*xbf16> -> <tensor = memref<128x64xbf16, #gpu.address_space<workgroup>>, swizzle = swizzle_128b
+//       CHECK:   %[[LPTR:.*]] = builtin.unrealized_conversion_cast %[[LMAP]]
+//       CHECK:   llvm.call @mgpuMemcpy(%[[LSLOT]], %[[LPTR]], %{{.*}}, %{{.*}})
+//       CHECK:   llvm.call @mgpuStreamSynchronize
+//       CHECK:   %[[LBYTES:.*]] = llvm.load %[[LSLOT]] : !llvm.ptr -> !llvm.array<16 x i64>
 //       CHECK:   nvgpu.tma.create.descriptor %{{.*}} box[%c128{{.*}}, %c64{{.*}}] : memref<*xbf16> -> <tensor = memref<128x64xbf16, #gpu.address_space<workgroup>>, swizzle = swizzle_128b
-//       CHECK:   nvgpu.tma.create.descriptor %{{.*}} box[%c128{{.*}}, %c64{{.*}}] : memref<*xbf16> -> <tensor = memref<128x64xbf16, #gpu.address_space<workgroup>>, swizzle = swizzle_128b
+//       CHECK:   %[[RBYTES:.*]] = llvm.load %[[RSLOT]] : !llvm.ptr -> !llvm.array<16 x i64>
 //       CHECK:   %[[GX:.*]] = arith.ceildivui %[[N]], %c128
 //       CHECK:   %[[GY:.*]] = arith.ceildivui %[[M]], %c128
-//       CHECK:   gpu.launch_func @coda_kernels::@nt_gemm0 blocks in (%[[GX]], %[[GY]], %{{.*}}) threads in (%c128{{.*}}, %{{.*}}, %{{.*}}) dynamic_shared_memory_size %c132096_i32 args(%{{.*}} : !llvm.ptr, %{{.*}} : !llvm.ptr, %[[M]] : index, %[[N]] : index, %[[K]] : index, %arg2 : memref<?xf32>, %arg3 : memref<?x512xbf16>)
+//       CHECK:   gpu.launch_func @coda_kernels::@nt_gemm0 blocks in (%[[GX]], %[[GY]], %{{.*}}) threads in (%c128{{.*}}, %{{.*}}, %{{.*}}) dynamic_shared_memory_size %c132096_i32 args(%[[LBYTES]] : !llvm.array<16 x i64>, %[[RBYTES]] : !llvm.array<16 x i64>, %[[M]] : index, %[[N]] : index, %[[K]] : index, %arg2 : memref<?xf32>, %arg3 : memref<?x512xbf16>)
 //   CHECK-NOT:   coda.gemm
 
 //       CHECK: gpu.module @coda_kernels
-//       CHECK:   gpu.func @nt_gemm0(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?x512xbf16>) kernel
+//       CHECK:   gpu.func @nt_gemm0(%[[LARG:.*]]: !llvm.array<16 x i64>, %[[RARG:.*]]: !llvm.array<16 x i64>, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?x512xbf16>) kernel
 //  CHECK-SAME:     coda.kernel = {block = [128, 1, 1], cluster = [1, 1, 1], function = "nt", grid = ["ceildiv(N, 128)", "ceildiv(M, 128)", "1"]
 //  CHECK-SAME:     shared_memory_bytes = 132096 : i64, stages = 4 : i64, tile = [128, 128, 64], transpose_a = false, transpose_b = true, warp_specialized = false}
+//  CHECK-SAME:     coda.tensormap_params
 //  CHECK-SAME:     known_block_size = array<i32: 128, 1, 1>
+// Each descriptor parameter's address (--coda-tensormap-params makes it the
+// parameter's own).
+//       CHECK:     %[[LADDR:.*]] = llvm.alloca %{{.*}} x !llvm.array<16 x i64> {alignment = 64 : i64}
+//       CHECK:     llvm.store %[[LARG]], %[[LADDR]]
+//       CHECK:     %[[RADDR:.*]] = llvm.alloca %{{.*}} x !llvm.array<16 x i64> {alignment = 64 : i64}
+//       CHECK:     llvm.store %[[RARG]], %[[RADDR]]
 //       CHECK:     nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 4>
 //       CHECK:     nvgpu.mbarrier.init
 //       CHECK:     nvvm.fence.mbarrier.init

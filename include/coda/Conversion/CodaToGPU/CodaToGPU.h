@@ -5,6 +5,7 @@
 
 #include "coda/Dialect/Coda/IR/Coda.h"
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Pass/Pass.h"
 
@@ -15,6 +16,7 @@ namespace coda {
 #define GEN_PASS_DECL_CODATOGPU
 #define GEN_PASS_DECL_CODAEXPORTKERNELMANIFEST
 #define GEN_PASS_DECL_CODACHECKGPUMAPPING
+#define GEN_PASS_DECL_CODATENSORMAPPARAMS
 #include "coda/Conversion/Passes.h.inc"
 
 /// The patterns of --coda-to-gpu: every coda.gemm on memrefs inside a

@@ -28,8 +28,10 @@ public:
   const Manifest &manifest() const { return manifest_; }
 
   /// Validates `args` and launches `kernel` on `stream` (a CUstream; 0 is the
-  /// default stream). TMA descriptors are encoded once per tensor layout and
-  /// kept in device memory for the module's lifetime.
+  /// default stream). TMA descriptors are encoded on the host and passed by
+  /// value with the launch: nothing is allocated, copied to the device or
+  /// synchronized, so launches can be captured into CUDA graphs (a replay
+  /// runs on the tensors given at capture).
   void launch(const std::string &kernel, const std::vector<Argument> &args,
               uint64_t stream = 0);
 
