@@ -50,6 +50,15 @@ def main():
     stream = torch.cuda.current_stream().cuda_stream
     launch_args = [x.detach(), w.detach(), cos, sin, rotated // 128, y]
 
+    # The same launch with the lhs at an address no earlier call used (row
+    # offsets into one buffer), as a training step's fresh activations are.
+    pool = torch.randn(t + args.calls + 1, h, device="cuda").bfloat16()
+    fresh = iter(range(10 ** 9))
+
+    def fresh_launch():
+        i = next(fresh) % (args.calls + 1)
+        module.launch_kernel(forward, [pool[i:i + t]] + launch_args[1:], stream)
+
     def coda_step():
         x.grad = w.grad = None
         coda_torch.linear_qkv_rope(x, w, cos, sin, rotated).backward(dy)
@@ -60,9 +69,16 @@ def main():
 
     for name, fn in [("runtime launch_kernel (forward kernel)",
                       lambda: module.launch_kernel(forward, launch_args, stream)),
+                     ("runtime launch_kernel, lhs at a new address", fresh_launch),
+                     ("runtime validate (the arguments' conversion and checks, "
+                      "no launch)", lambda: module.validate(forward, launch_args)),
                      ("coda_torch.linear_qkv_rope forward + backward", coda_step),
                      ("torch x @ w.T forward + backward (no RoPE)", torch_step)]:
-        host, wall = per_call(fn, args.calls)
+        try:
+            host, wall = per_call(fn, args.calls)
+        except coda_runtime.Error as e:
+            print(f"{name}: not measured ({e})", flush=True)
+            continue
         print(f"{name}: host {host:.1f} us/call, wall {wall:.1f} us/call", flush=True)
 
 
