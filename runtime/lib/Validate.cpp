@@ -198,38 +198,39 @@ private:
   }
 
   void checkTensor(const ParamSpec &p, const TensorRef &t) {
-    std::string what = describe(p);
+    // Named only when something is wrong: a valid launch builds no string.
+    auto what = [&] { return describe(p); };
     if (t.dtype != p.dtype)
-      problem(what + " must be " + dtypeName(p.dtype) + ", got " +
+      problem(what() + " must be " + dtypeName(p.dtype) + ", got " +
               dtypeName(t.dtype));
     if (static_cast<int64_t>(t.sizes.size()) != p.rank &&
         p.kind == ParamSpec::Kind::memref) {
-      problem(what + " must have rank " + std::to_string(p.rank) + ", got " +
+      problem(what() + " must have rank " + std::to_string(p.rank) + ", got " +
               std::to_string(t.sizes.size()));
       return;
     }
     if (t.strides.size() != t.sizes.size()) {
-      problem(what + " has " + std::to_string(t.sizes.size()) + " sizes but " +
-              std::to_string(t.strides.size()) + " strides");
+      problem(what() + " has " + std::to_string(t.sizes.size()) +
+              " sizes but " + std::to_string(t.strides.size()) + " strides");
       return;
     }
     if (t.device < 0)
-      problem(what + " is in host memory; coda kernels read GPU memory");
+      problem(what() + " is in host memory; coda kernels read GPU memory");
     else if (known && t.device != device)
-      problem(what + " is on GPU " + std::to_string(t.device) +
+      problem(what() + " is on GPU " + std::to_string(t.device) +
               " but lhs is on GPU " + std::to_string(device));
     int64_t bytes = dtypeBytes(t.dtype);
     if (t.data % bytes != 0)
-      problem(what + " address is not aligned to its " +
+      problem(what() + " address is not aligned to its " +
               std::to_string(bytes) + "-byte elements");
     for (size_t d = 0; d < p.shape.size() && d < t.sizes.size(); ++d)
       if (p.shape[d] >= 0 && p.shape[d] != t.sizes[d])
-        problem(what + " must have shape " + shapeString(p.shape) + ", got " +
+        problem(what() + " must have shape " + shapeString(p.shape) + ", got " +
                 shapeString(t.sizes));
 
     if (p.kind == ParamSpec::Kind::tensormap) {
       for (const std::string &why : tmaProblems(t))
-        problem(what + " " + why);
+        problem(what() + " " + why);
       return;
     }
     if (!known)
@@ -241,7 +242,7 @@ private:
     for (size_t d = 0; matches && d < expected.size(); ++d)
       matches = expected[d] < 0 || expected[d] == t.sizes[d];
     if (!matches)
-      problem(what + " must have shape " + shapeString(expected) + " for M=" +
+      problem(what() + " must have shape " + shapeString(expected) + " for M=" +
               std::to_string(sizes.m) + ", N=" + std::to_string(sizes.n) +
               ", got " + shapeString(t.sizes));
     if (p.role == "pair" && sizes.n % 2 != 0)
@@ -249,7 +250,7 @@ private:
               std::to_string(sizes.n));
     if (p.role == "periodic" && t.sizes.size() == 2 &&
         (t.sizes[1] <= 0 || sizes.n % t.sizes[1] != 0))
-      problem(what + " period " + std::to_string(t.sizes[1]) +
+      problem(what() + " period " + std::to_string(t.sizes[1]) +
               " must divide N=" + std::to_string(sizes.n));
   }
 
