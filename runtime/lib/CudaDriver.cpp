@@ -61,9 +61,7 @@ const Driver &coda::runtime::cuda::driver() {
   return instance;
 }
 
-void coda::runtime::cuda::check(CUresult result, const std::string &what) {
-  if (result == 0)
-    return;
+void coda::runtime::cuda::fail(CUresult result, const std::string &what) {
   const char *name = nullptr;
   driver().cuGetErrorName(result, &name);
   throw Error(what + ": " + (name ? name : "CUDA error " +

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 namespace coda::runtime::cuda {
 
@@ -84,8 +85,20 @@ struct Driver {
 /// The driver, loaded once; throws Error when libcuda cannot be opened.
 const Driver &driver();
 
+/// Throws Error("<what>: <CUDA error name>").
+[[noreturn]] void fail(CUresult result, const std::string &what);
+
 /// Throws Error("<what>: <CUDA error name>") unless `result` is success.
-void check(CUresult result, const std::string &what);
+/// `what` is a string or a callable that makes it: the message is built
+/// only on failure, so that a launch builds no string.
+template <typename What> void check(CUresult result, What &&what) {
+  if (result == 0)
+    return;
+  if constexpr (std::is_invocable_v<What>)
+    fail(result, what());
+  else
+    fail(result, what);
+}
 
 } // namespace coda::runtime::cuda
 

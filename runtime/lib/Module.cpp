@@ -42,6 +42,31 @@ int tensorMapType(DType dtype) {
   }
 }
 
+/// The TMA descriptor of `t` for parameter `p`, encoded on the host: the
+/// kernel takes its 128 bytes as a parameter.
+CUtensorMap descriptor(const ParamSpec &p, const TensorRef &t) {
+  CUtensorMap map{};
+  // A store descriptor of an output whose rows are not 16-byte aligned
+  // cannot be encoded; the kernel never uses it then (its interior tiles
+  // need aligned outputs) and gets zeros.
+  if (p.store && !tmaAddressable(t))
+    return map;
+  // Dimensions innermost first; strides in bytes for dimensions 1..r-1.
+  uint64_t dims[2] = {uint64_t(t.sizes[1]), uint64_t(t.sizes[0])};
+  uint64_t strides[1] = {uint64_t(t.strides[0] * dtypeBytes(t.dtype))};
+  uint32_t box[2] = {uint32_t(p.box[0]), uint32_t(p.box[1])};
+  uint32_t elementStrides[2] = {1, 1};
+  check(driver().cuTensorMapEncodeTiled(
+            &map, tensorMapType(t.dtype), 2, reinterpret_cast<void *>(t.data),
+            dims, strides, box, elementStrides,
+            driverValue(p.interleave, kInterleaves),
+            driverValue(p.swizzle, kSwizzles),
+            driverValue(p.l2Promotion, kL2Promotions),
+            driverValue(p.oobFill, kOobFills)),
+        [&] { return "encoding the " + p.operand + " TMA descriptor"; });
+  return map;
+}
+
 /// Kernel parameter bytes, and the pointers cuLaunchKernel wants, in
 /// storage of fixed size: a launch allocates nothing. Each value is placed
 /// at its alignment (a TMA descriptor's is 64 bytes); cuLaunchKernel copies
@@ -111,31 +136,6 @@ struct Module::Impl {
   /// Kernels as launchKernel reads them (sources renumbered to the kernel's
   /// own parameter order), made at load so launches only read the map.
   std::map<std::string, KernelSpec> ownParameters;
-
-  /// The TMA descriptor of `t` for parameter `p`, encoded on the host: the
-  /// kernel takes its 128 bytes as a parameter.
-  static CUtensorMap descriptor(const ParamSpec &p, const TensorRef &t) {
-    CUtensorMap map{};
-    // A store descriptor of an output whose rows are not 16-byte aligned
-    // cannot be encoded; the kernel never uses it then (its interior tiles
-    // need aligned outputs) and gets zeros.
-    if (p.store && !tmaAddressable(t))
-      return map;
-    // Dimensions innermost first; strides in bytes for dimensions 1..r-1.
-    uint64_t dims[2] = {uint64_t(t.sizes[1]), uint64_t(t.sizes[0])};
-    uint64_t strides[1] = {uint64_t(t.strides[0] * dtypeBytes(t.dtype))};
-    uint32_t box[2] = {uint32_t(p.box[0]), uint32_t(p.box[1])};
-    uint32_t elementStrides[2] = {1, 1};
-    check(driver().cuTensorMapEncodeTiled(
-              &map, tensorMapType(t.dtype), 2, reinterpret_cast<void *>(t.data),
-              dims, strides, box, elementStrides,
-              driverValue(p.interleave, kInterleaves),
-              driverValue(p.swizzle, kSwizzles),
-              driverValue(p.l2Promotion, kL2Promotions),
-              driverValue(p.oobFill, kOobFills)),
-          "encoding the " + p.operand + " TMA descriptor");
-    return map;
-  }
 };
 
 std::unique_ptr<Module> Module::load(const std::string &directory,
@@ -273,7 +273,7 @@ void Module::launchSpec(const KernelSpec &kernel, const GemmSizes &sizes,
   for (const ParamSpec &p : kernel.params) {
     switch (p.kind) {
     case ParamSpec::Kind::tensormap:
-      params.add(Impl::descriptor(p, std::get<TensorRef>(args[p.source])));
+      params.add(descriptor(p, std::get<TensorRef>(args[p.source])));
       break;
     case ParamSpec::Kind::index:
       params.add<int64_t>(p.name == "M"   ? sizes.m
@@ -312,7 +312,7 @@ void Module::launchSpec(const KernelSpec &kernel, const GemmSizes &sizes,
             unsigned(kernel.block[0]), unsigned(kernel.block[1]),
             unsigned(kernel.block[2]), unsigned(kernel.sharedMemoryBytes),
             reinterpret_cast<CUstream>(stream), params.data(), nullptr),
-        "launching " + name);
+        [&] { return "launching " + name; });
 }
 
 void Module::launchFunction(const std::string &function,

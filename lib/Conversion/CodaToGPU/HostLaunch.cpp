@@ -15,6 +15,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/FunctionCallUtils.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
@@ -32,15 +33,6 @@ constexpr int64_t kHostLaunchSMs = 132;
 
 namespace {
 
-/// The external function `name` of `module` with `type`, declared if absent.
-LLVM::LLVMFuncOp declare(ModuleOp module, StringRef name,
-                         LLVM::LLVMFunctionType type) {
-  if (auto existing = module.lookupSymbol<LLVM::LLVMFuncOp>(name))
-    return existing;
-  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
-  return LLVM::LLVMFuncOp::create(b, module.getLoc(), name, type);
-}
-
 /// The bytes of the TMA descriptor `map` (a device pointer, where
 /// nvgpu.tma.create.descriptor encodes it), read back into a value of the
 /// type by which the kernel takes it (tensorMapParamType): through MLIR's
@@ -54,11 +46,15 @@ Value descriptorBytes(ImplicitLocOpBuilder &hb, Value map,
   Type voidType = LLVM::LLVMVoidType::get(ctx);
   Type i64 = hb.getI64Type();
   Type bytesType = tensorMapParamType(ctx);
-  auto memcpy = declare(
-      module, "mgpuMemcpy",
-      LLVM::LLVMFunctionType::get(voidType, {ptrType, ptrType, i64, ptrType}));
-  auto synchronize = declare(module, "mgpuStreamSynchronize",
-                             LLVM::LLVMFunctionType::get(voidType, {ptrType}));
+  // The wrappers' declarations, as gpu-to-llvm makes them (it reuses these).
+  auto memcpy = LLVM::lookupOrCreateFn(
+      hb, module, "mgpuMemcpy", {ptrType, ptrType, i64, ptrType}, voidType);
+  auto synchronize = LLVM::lookupOrCreateFn(hb, module, "mgpuStreamSynchronize",
+                                            {ptrType}, voidType);
+  // A module declaring them otherwise has been told so (lookupOrCreateFn's
+  // error); the launch then keeps the pointer, which the verifier refuses.
+  if (failed(memcpy) || failed(synchronize))
+    return map;
   // The host copy lives in the function's entry block, so that a launch in
   // a loop reuses it.
   Block &entry = function.getFunctionBody().front();
@@ -70,8 +66,8 @@ Value descriptorBytes(ImplicitLocOpBuilder &hb, Value map,
                                       /*alignment=*/64);
   Value null = LLVM::ZeroOp::create(hb, ptrType);
   Value size = LLVM::ConstantOp::create(hb, i64, hb.getI64IntegerAttr(128));
-  LLVM::CallOp::create(hb, memcpy, ValueRange{host, map, size, null});
-  LLVM::CallOp::create(hb, synchronize, ValueRange{null});
+  LLVM::CallOp::create(hb, *memcpy, ValueRange{host, map, size, null});
+  LLVM::CallOp::create(hb, *synchronize, ValueRange{null});
   return LLVM::LoadOp::create(hb, bytesType, host);
 }
 
