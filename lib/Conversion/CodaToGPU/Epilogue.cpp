@@ -1831,11 +1831,20 @@ SmallVector<Value> EpilogueBuilder::emitRow(
       shared[k] = input;
     }
   }
-  Value lastPair;
+  // Pair inputs: the last pair, and the tile's first pair. With fragments,
+  // the lane's first pair through an opaque move, so that each group's pair
+  // is that plus a constant computed where used (held through the K loop,
+  // the groups' pairs took a register each).
+  Value lastPair, firstPair;
   for (unsigned k = 0; k < inputs.size(); ++k)
-    if (op.getInputForm(k) == AccessForm::pair && !lastPair)
+    if (op.getInputForm(k) == AccessForm::pair && !lastPair) {
       lastPair = arith::SubIOp::create(
           lb, arith::DivUIOp::create(lb, frame.sizeN, index(lb, 2)), one);
+      firstPair = arith::DivUIOp::create(lb, frame.blockN, index(lb, 2));
+      if (fragments)
+        firstPair = opaqueIndex(
+            lb, arith::AddIOp::create(lb, firstPair, pairNumber(0).second));
+    }
 
   // The warp's rows of the periodic inputs it stages, for this row.
   for (unsigned k = 0; k < inputs.size(); ++k)
@@ -1918,9 +1927,9 @@ SmallVector<Value> EpilogueBuilder::emitRow(
         for (int64_t g : groupRun) {
           Value pairCol = arith::MinUIOp::create(
               lb,
-              arith::AddIOp::create(
-                  lb, arith::DivUIOp::create(lb, frame.blockN, index(lb, 2)),
-                  groups[g]),
+              arith::AddIOp::create(lb, firstPair,
+                                    fragments ? index(lb, pairNumber(g).first)
+                                              : groups[g]),
               lastPair);
           Value value = memref::LoadOp::create(
               lb, input, ValueRange{rowClamped, pairCol});
