@@ -6,11 +6,12 @@
     loss = coda_torch.linear_cross_entropy(h, w_vocab, targets).mean()
     coda_torch.llama.apply(model)                # MLPs, Q/K/V + RoPE, LM head + loss
 
-Each op is a torch.library custom op (opaque to torch.compile, traced with
-its fake implementation) with an autograd formula whose backward runs the
-kernels that `coda-compile --derive-backward` derived from the forward
-program. Needs the `coda_runtime` extension (scripts/build-runtime) and a
-CUDA device.
+Each op runs as a torch.autograd.Function in eager mode and, while
+torch.compile traces, as a torch.library custom op (opaque to the compiler,
+traced with its fake implementation) with the same autograd formula; the
+backward runs the kernels that `coda-compile --derive-backward` derived from
+the forward program. Needs the `coda_runtime` extension
+(scripts/build-runtime) and a CUDA device.
 """
 
 from . import llama

@@ -26,7 +26,10 @@ def _kernels(program, function):
 
 
 def _launch(module, kernel, *args):
-    module.launch_kernel(kernel, list(args), torch.cuda.current_stream().cuda_stream)
+    # The current stream's handle without a torch.cuda.Stream object (what
+    # Inductor's generated code calls): a few microseconds less per launch.
+    stream = torch._C._cuda_getCurrentRawStream(args[0].get_device())
+    module.launch_kernel(kernel, list(args), stream)
 
 
 def _gemm_backward(module, kernels, x, w, *adjoint_inputs, extra_outputs=()):
@@ -49,6 +52,48 @@ def _operand_grads(module, data_grad, weight_grad, dacc, x, w):
     return dx, dw
 
 
+class _Op:
+    """An op with two paths to the same kernels: in eager mode a
+    torch.autograd.Function, whose calls cost little host time; while
+    torch.compile traces, a torch.library custom op (opaque to the compiler,
+    traced with its fake implementation) with the same autograd formula.
+
+    `forward(*inputs)` and `backward_kernels(*tensors)` run the kernels
+    (typed, as custom ops need); `setup_context(ctx, inputs, output)` saves
+    what `backward(ctx, run, *grads)` reads, which calls `run` (the backward
+    kernels, as a custom op while compiling) and returns the inputs'
+    gradients."""
+
+    def __init__(self, name, forward, forward_fake, backward_kernels, backward_fake,
+                 setup_context, backward):
+        self.__doc__ = forward.__doc__
+        self._op = torch.library.custom_op(f"coda::{name}", forward, mutates_args=())
+        self._op.register_fake(forward_fake)
+        backward_op = torch.library.custom_op(f"coda::{name}_backward", backward_kernels,
+                                              mutates_args=())
+        backward_op.register_fake(backward_fake)
+        self._op.register_autograd(lambda ctx, *grads: backward(ctx, backward_op, *grads),
+                                   setup_context=setup_context)
+
+        def function_forward(ctx, *inputs):
+            output = forward(*inputs)
+            setup_context(ctx, inputs, output)
+            return output
+
+        def function_backward(ctx, *grads):
+            return backward(ctx, backward_kernels, *grads)
+
+        # Named for the op, so that its grad_fn reads `<name>Backward`.
+        self._function = type(name, (torch.autograd.Function,),
+                              {"forward": staticmethod(function_forward),
+                               "backward": staticmethod(function_backward)})
+
+    def __call__(self, *inputs):
+        if torch.compiler.is_compiling():
+            return self._op(*inputs)
+        return self._function.apply(*inputs)
+
+
 def _save_inputs(ctx, inputs, output):
     ctx.save_for_backward(*inputs)
 
@@ -60,8 +105,7 @@ def _check(name, **tensors):
                              f"tensor, got {t.dtype} {tuple(t.shape)} on {t.device}")
 
 
-@torch.library.custom_op("coda::linear_swiglu", mutates_args=())
-def linear_swiglu(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+def _linear_swiglu(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """silu(x Wg^T) * (x Wu^T) for a weight whose rows interleave gate and up
     (row 2j: gate j, row 2j + 1: up j); x: T x H, w: 2F x H, bf16."""
     _check("linear_swiglu", x=x, w=w)
@@ -74,14 +118,12 @@ def linear_swiglu(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return y
 
 
-@linear_swiglu.register_fake
-def _(x, w):
+def _linear_swiglu_fake(x, w):
     return x.new_empty(x.shape[0], w.shape[0] // 2)
 
 
-@torch.library.custom_op("coda::linear_swiglu_backward", mutates_args=())
-def linear_swiglu_backward(dy: torch.Tensor, x: torch.Tensor,
-                           w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _linear_swiglu_backward(dy: torch.Tensor, x: torch.Tensor,
+                            w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """dx, dW of linear_swiglu: the adjoint GEMM recomputes x W^T and writes
     dgate / dup interleaved (dAcc), then dx = dAcc W and dW = dAcc^T x."""
     module, kernels = _kernels("linear_swiglu", "linear_swiglu_backward")
@@ -89,20 +131,20 @@ def linear_swiglu_backward(dy: torch.Tensor, x: torch.Tensor,
                           dy.contiguous().to(torch.bfloat16))
 
 
-@linear_swiglu_backward.register_fake
-def _(dy, x, w):
+def _operand_grads_fake(dy, x, w, *rest):
     return torch.empty_like(x), torch.empty_like(w)
 
 
-def _backward(ctx, dy):
+def _swiglu_backward(ctx, run, dy):
     x, w = ctx.saved_tensors
-    return linear_swiglu_backward(dy, x, w)
+    return run(dy, x, w)
 
 
-linear_swiglu.register_autograd(_backward, setup_context=_save_inputs)
+linear_swiglu = _Op("linear_swiglu", _linear_swiglu, _linear_swiglu_fake,
+                    _linear_swiglu_backward, _operand_grads_fake, _save_inputs,
+                    _swiglu_backward)
 
 
-@torch.library.custom_op("coda::swiglu_mlp_forward", mutates_args=())
 def _swiglu_mlp_forward(x: torch.Tensor, w_gate_up: torch.Tensor, w_down: torch.Tensor
                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """z = h W_down^T with h = silu(x Wg^T) * (x Wu^T), and what the backward
@@ -124,14 +166,12 @@ def _swiglu_mlp_forward(x: torch.Tensor, w_gate_up: torch.Tensor, w_down: torch.
     return z, h, g, u
 
 
-@_swiglu_mlp_forward.register_fake
-def _(x, w_gate_up, w_down):
+def _swiglu_mlp_forward_fake(x, w_gate_up, w_down):
     features = w_gate_up.shape[0] // 2
     return (x.new_empty(x.shape[0], w_down.shape[0]),
             *(x.new_empty(x.shape[0], features) for _ in range(3)))
 
 
-@torch.library.custom_op("coda::swiglu_mlp_backward", mutates_args=())
 def _swiglu_mlp_backward(dz: torch.Tensor, x: torch.Tensor, w_gate_up: torch.Tensor,
                          w_down: torch.Tensor, h: torch.Tensor, g: torch.Tensor,
                          u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -151,8 +191,7 @@ def _swiglu_mlp_backward(dz: torch.Tensor, x: torch.Tensor, w_gate_up: torch.Ten
     return dx, dw_gate_up, dw_down
 
 
-@_swiglu_mlp_backward.register_fake
-def _(dz, x, w_gate_up, w_down, h, g, u):
+def _swiglu_mlp_backward_fake(dz, x, w_gate_up, w_down, h, g, u):
     return torch.empty_like(x), torch.empty_like(w_gate_up), torch.empty_like(w_down)
 
 
@@ -163,13 +202,15 @@ def _mlp_setup_context(ctx, inputs, output):
     ctx.set_materialize_grads(False)
 
 
-def _mlp_backward(ctx, dz, dh, dg, du):
+def _mlp_backward(ctx, run, dz, dh, dg, du):
     if dz is None:
         return None, None, None
-    return _swiglu_mlp_backward(dz, *ctx.saved_tensors)
+    return run(dz, *ctx.saved_tensors)
 
 
-_swiglu_mlp_forward.register_autograd(_mlp_backward, setup_context=_mlp_setup_context)
+_swiglu_mlp = _Op("swiglu_mlp", _swiglu_mlp_forward, _swiglu_mlp_forward_fake,
+                  _swiglu_mlp_backward, _swiglu_mlp_backward_fake, _mlp_setup_context,
+                  _mlp_backward)
 
 
 def swiglu_mlp(x: torch.Tensor, w_gate_up: torch.Tensor, w_down: torch.Tensor) -> torch.Tensor:
@@ -177,10 +218,9 @@ def swiglu_mlp(x: torch.Tensor, w_gate_up: torch.Tensor, w_down: torch.Tensor) -
     whose rows interleave gate and up (row 2j: gate j, row 2j + 1: up j).
     x: T x H, w_gate_up: 2F x H, w_down: H' x F, bf16. The forward keeps h
     and the gate / up pre-activations; the backward recomputes no GEMM."""
-    return _swiglu_mlp_forward(x, w_gate_up, w_down)[0]
+    return _swiglu_mlp(x, w_gate_up, w_down)[0]
 
 
-@torch.library.custom_op("coda::linear_cross_entropy_forward", mutates_args=())
 def _linear_cross_entropy_forward(x: torch.Tensor, w: torch.Tensor,
                                   target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token loss and log-sum-exp of the logits x W^T, never stored."""
@@ -201,12 +241,10 @@ def _linear_cross_entropy_forward(x: torch.Tensor, w: torch.Tensor,
     return torch.where(valid, lse - picked, 0.0), lse
 
 
-@_linear_cross_entropy_forward.register_fake
-def _(x, w, target):
+def _linear_cross_entropy_forward_fake(x, w, target):
     return x.new_empty(x.shape[0], dtype=torch.float32), x.new_empty(x.shape[0], dtype=torch.float32)
 
 
-@torch.library.custom_op("coda::linear_cross_entropy_backward", mutates_args=())
 def _linear_cross_entropy_backward(dloss: torch.Tensor, x: torch.Tensor, w: torch.Tensor,
                                    target: torch.Tensor,
                                    lse: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -223,23 +261,21 @@ def _linear_cross_entropy_backward(dloss: torch.Tensor, x: torch.Tensor, w: torc
                           lse.contiguous(), -g)
 
 
-@_linear_cross_entropy_backward.register_fake
-def _(dloss, x, w, target, lse):
-    return torch.empty_like(x), torch.empty_like(w)
-
-
 def _ce_setup_context(ctx, inputs, output):
     x, w, target = inputs
     ctx.save_for_backward(x, w, target, output[1])
 
 
-def _ce_backward(ctx, dloss, dlse):
+def _ce_backward(ctx, run, dloss, dlse):
     x, w, target, lse = ctx.saved_tensors
-    dx, dw = _linear_cross_entropy_backward(dloss, x, w, target, lse)
+    dx, dw = run(dloss, x, w, target, lse)
     return dx, dw, None
 
 
-_linear_cross_entropy_forward.register_autograd(_ce_backward, setup_context=_ce_setup_context)
+_linear_cross_entropy = _Op("linear_cross_entropy", _linear_cross_entropy_forward,
+                            _linear_cross_entropy_forward_fake,
+                            _linear_cross_entropy_backward, _operand_grads_fake,
+                            _ce_setup_context, _ce_backward)
 
 
 def linear_cross_entropy(x: torch.Tensor, w: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -247,11 +283,10 @@ def linear_cross_entropy(x: torch.Tensor, w: torch.Tensor, target: torch.Tensor)
     F.cross_entropy(x @ w.T, target, reduction="none"); targets outside
     [0, vocabulary), such as -100, give 0), without storing the logits in the
     forward. x: T x H, w: V x H, bf16; target: T, int64."""
-    return _linear_cross_entropy_forward(x, w, target)[0]
+    return _linear_cross_entropy(x, w, target)[0]
 
 
-@torch.library.custom_op("coda::linear_qkv_rope", mutates_args=())
-def linear_qkv_rope(x: torch.Tensor, w: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+def _linear_qkv_rope(x: torch.Tensor, w: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                     rotated: int) -> torch.Tensor:
     """x W^T with rotary embeddings (rotate_half within heads of 128) on its
     first `rotated` columns (Q and K, stacked before V). x: T x H, w: N x H
@@ -276,12 +311,10 @@ def linear_qkv_rope(x: torch.Tensor, w: torch.Tensor, cos: torch.Tensor, sin: to
     return y
 
 
-@linear_qkv_rope.register_fake
-def _(x, w, cos, sin, rotated):
+def _linear_qkv_rope_fake(x, w, cos, sin, rotated):
     return x.new_empty(x.shape[0], w.shape[0])
 
 
-@torch.library.custom_op("coda::linear_qkv_rope_backward", mutates_args=())
 def _linear_qkv_rope_backward(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor,
                               cos: torch.Tensor, sin: torch.Tensor,
                               rotated: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -291,27 +324,23 @@ def _linear_qkv_rope_backward(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor
                           rotated // 128, dy.contiguous().to(torch.bfloat16))
 
 
-@_linear_qkv_rope_backward.register_fake
-def _(dy, x, w, cos, sin, rotated):
-    return torch.empty_like(x), torch.empty_like(w)
-
-
 def _rope_save(ctx, inputs, output):
     x, w, cos, sin, ctx.rotated = inputs
     ctx.save_for_backward(x, w, cos, sin)
 
 
-def _rope_backward(ctx, dy):
+def _rope_backward(ctx, run, dy):
     x, w, cos, sin = ctx.saved_tensors
-    dx, dw = _linear_qkv_rope_backward(dy, x, w, cos, sin, ctx.rotated)
+    dx, dw = run(dy, x, w, cos, sin, ctx.rotated)
     return dx, dw, None, None, None
 
 
-linear_qkv_rope.register_autograd(_rope_backward, setup_context=_rope_save)
+linear_qkv_rope = _Op("linear_qkv_rope", _linear_qkv_rope, _linear_qkv_rope_fake,
+                      _linear_qkv_rope_backward, _operand_grads_fake, _rope_save,
+                      _rope_backward)
 
 
-@torch.library.custom_op("coda::linear_residual_norm", mutates_args=())
-def linear_residual_norm(x: torch.Tensor, w: torch.Tensor,
+def _linear_residual_norm(x: torch.Tensor, w: torch.Tensor,
                          residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """h = x W^T + residual (bf16) and, for the next RMSNorm, the row sums of
     squares of h (f32, of h before its rounding), in one GEMM. x: T x H,
@@ -330,12 +359,10 @@ def linear_residual_norm(x: torch.Tensor, w: torch.Tensor,
     return h, sum_sq
 
 
-@linear_residual_norm.register_fake
-def _(x, w, residual):
+def _linear_residual_norm_fake(x, w, residual):
     return x.new_empty(x.shape[0], w.shape[0]), x.new_empty(x.shape[0], dtype=torch.float32)
 
 
-@torch.library.custom_op("coda::linear_residual_norm_backward", mutates_args=())
 def _linear_residual_norm_backward(dh: torch.Tensor, dsum_sq: torch.Tensor, x: torch.Tensor,
                                    w: torch.Tensor, residual: torch.Tensor
                                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -349,8 +376,7 @@ def _linear_residual_norm_backward(dh: torch.Tensor, dsum_sq: torch.Tensor, x: t
     return dx, dw, dresidual
 
 
-@_linear_residual_norm_backward.register_fake
-def _(dh, dsum_sq, x, w, residual):
+def _linear_residual_norm_backward_fake(dh, dsum_sq, x, w, residual):
     return torch.empty_like(x), torch.empty_like(w), torch.empty_like(residual)
 
 
@@ -360,13 +386,16 @@ def _norm_setup_context(ctx, inputs, output):
     ctx.set_materialize_grads(False)
 
 
-def _norm_backward(ctx, dh, dsum_sq):
+def _norm_backward(ctx, run, dh, dsum_sq):
     x, w, residual = ctx.saved_tensors
     if dh is None:
         dh = torch.zeros(x.shape[0], w.shape[0], device=x.device, dtype=torch.bfloat16)
     if dsum_sq is None:
         dsum_sq = torch.zeros(x.shape[0], device=x.device, dtype=torch.float32)
-    return _linear_residual_norm_backward(dh, dsum_sq, x, w, residual)
+    return run(dh, dsum_sq, x, w, residual)
 
 
-linear_residual_norm.register_autograd(_norm_backward, setup_context=_norm_setup_context)
+linear_residual_norm = _Op("linear_residual_norm", _linear_residual_norm,
+                           _linear_residual_norm_fake, _linear_residual_norm_backward,
+                           _linear_residual_norm_backward_fake, _norm_setup_context,
+                           _norm_backward)

@@ -1,0 +1,40 @@
+"""The GPU time of one training step of the 4-layer, hidden-2048 Llama of
+benchmarks/train_llama.py, kernel by kernel (torch.profiler over three
+steps after eight), for each mode named (coda, coda_compile, torch,
+torch_compile):
+
+  PYTHONPATH=<runtime> python3 benchmarks/profile_train_step.py <torch kernels> OUT.json coda torch_compile
+"""
+import sys, os, json, torch
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
+import coda_torch
+from transformers import LlamaConfig, LlamaForCausalLM
+coda_torch.load(sys.argv[1])
+cfg = LlamaConfig(vocab_size=32768, hidden_size=2048, intermediate_size=5632, num_hidden_layers=4,
+                  num_attention_heads=16, num_key_value_heads=16, max_position_embeddings=2048)
+out = {}
+for mode in sys.argv[3:]:
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(cfg).cuda().to(torch.bfloat16)
+    if mode.startswith("coda"):
+        coda_torch.llama.apply(model)
+    fn = torch.compile(model) if mode.endswith("compile") else model
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    ids = torch.randint(0, 32768, (4, 2048), device="cuda")
+    def step():
+        loss = fn(input_ids=ids, labels=ids).loss
+        loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)
+    for _ in range(8): step()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as p:
+        for _ in range(3): step()
+        torch.cuda.synchronize()
+    rows = sorted(((e.device_time_total / 3 / 1000, e.count // 3, e.key) for e in p.key_averages() if e.device_time_total > 0), reverse=True)
+    total = sum(r[0] for r in rows)
+    print(f"== {mode}: kernels {total:.2f} ms per step")
+    for ms, n, k in rows[:28]:
+        print(f"  {ms:7.3f} ms  x{n:3d}  {k[:110]}")
+    out[mode] = {"total_ms": total, "rows": rows[:60]}
+    del model, opt, fn
+    torch.cuda.empty_cache()
+json.dump(out, open(sys.argv[2], "w"), indent=1)
