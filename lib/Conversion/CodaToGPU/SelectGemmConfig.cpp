@@ -87,6 +87,18 @@ Attribute selectConfig(GemmOp op) {
   // 0.80 ms; docs/performance.md).
   std::optional<int64_t> stride = op.getPairStride();
   if (stride && *stride > 1) {
+    // Beside a second tile output or a second tile input (a deferred norm's
+    // Q/K/V GEMM saving its accumulator, and its adjoint reading it with
+    // dY), the cooperative kernel spills (ptxas: coda_torch's
+    // linear_norm_qkv_rope 72 bytes, its adjoint 234); warp-specialized
+    // spills nothing.
+    int64_t tileOutputs = 0, tileInputs = 0;
+    for (Value value : op.getYieldOp().getValues())
+      tileOutputs += getOutputRole(value) == OutputRole::tile;
+    for (unsigned k = 0, e = op.getEpilogueInputs().size(); k < e; ++k)
+      tileInputs += op.getInputForm(k) == AccessForm::tile;
+    if (tileOutputs > 1 || tileInputs > 1)
+      return warpSpecialized;
     for (unsigned k = 0, e = op.getEpilogueInputs().size(); k < e; ++k)
       if (op.getInputForm(k) == AccessForm::periodic &&
           !staticPeriod(op, k, cooperative.getTileN()))
@@ -112,7 +124,10 @@ Attribute selectConfig(GemmOp op) {
     rowInputs += form == AccessForm::row;
     pairInput |= form == AccessForm::pair;
   }
-  if (tileInputs > 1 && pairs)
+  // With a row input beside them (a deferred norm's row scale, whose
+  // gradient the epilogue also reduces), ping-pong spills 360 bytes
+  // (coda_torch's norm_swiglu_mlp_backward): warp-specialized.
+  if (tileInputs > 1 && pairs && rowInputs == 0)
     return pingPongUpTo(op, 4096, warpSpecialized);
   if (tileInputs > 1 || (pairInput && numInputs > 1))
     return warpSpecialized;

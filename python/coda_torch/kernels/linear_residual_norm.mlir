@@ -1,8 +1,11 @@
 // A projection plus the residual, and the row sums of squares of the result
 // that the next RMSNorm needs (per-tile partials, finished): h = x W^T + r,
 // sum_sq[m] = sum_n h[m, n]^2 (of h before its bf16 rounding). With
-// --derive-backward: the adjoint GEMM forms dAcc = dh + 2 h dsum_sq (also r's
-// gradient) in its epilogue, then dX and dW.
+// --derive-backward --save-for-backward: the adjoint forms dAcc = dh +
+// 2 h dsum_sq (also r's gradient) from the saved h (the forward returns it
+// a second time), an epilogue-only kernel that reads no product; then dX
+// and dW.
+// coda-compile-flags: --save-for-backward
 func.func @linear_residual_norm(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>,
                                 %r: tensor<?x?xbf16>) -> (tensor<?x?xbf16>, tensor<?xf32>) {
   %c0 = arith.constant 0 : index

@@ -573,6 +573,35 @@ struct MergeDuplicateEpilogueInputs : OpRewritePattern<GemmOp> {
   }
 };
 
+/// Reads one tile output where two yield the same value into tensors of the
+/// same type (a derived adjoint whose accumulator gradient is also a tile
+/// input's, as a residual add's is): the later one's uses take the earlier,
+/// and EraseUnusedResults drops it.
+struct MergeDuplicateTileOutputs : OpRewritePattern<GemmOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(GemmOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!op.hasPureTensorSemantics())
+      return rewriter.notifyMatchFailure(op, "writes memrefs");
+    ValueRange yielded = op.getYieldOp().getValues();
+    for (unsigned later = 1; later < yielded.size(); ++later) {
+      if (!yielded[later].getType().isIntOrFloat() ||
+          op->getResult(later).use_empty())
+        continue;
+      for (unsigned earlier = 0; earlier < later; ++earlier) {
+        if (yielded[earlier] != yielded[later] ||
+            op->getResult(earlier).getType() != op->getResult(later).getType())
+          continue;
+        rewriter.replaceAllUsesWith(op->getResult(later),
+                                    op->getResult(earlier));
+        return success();
+      }
+    }
+    return rewriter.notifyMatchFailure(op, "no tile output written twice");
+  }
+};
+
 /// Drops tensor outputs nobody reads (while at least one is read).
 struct EraseUnusedResults : OpRewritePattern<GemmOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -619,7 +648,7 @@ struct EraseUnusedResults : OpRewritePattern<GemmOp> {
 void GemmOp::getCanonicalizationPatterns(RewritePatternSet &results,
                                          MLIRContext *context) {
   results.add<EraseUnusedEpilogueInputs, EraseUnusedResults,
-              MergeDuplicateEpilogueInputs>(context);
+              MergeDuplicateEpilogueInputs, MergeDuplicateTileOutputs>(context);
 }
 
 //===----------------------------------------------------------------------===//

@@ -27,10 +27,11 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Dominance.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Transforms/CSE.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/TypeSwitch.h"
-
 
 namespace mlir::coda {
 #define GEN_PASS_DEF_CODADERIVEBACKWARD
@@ -428,6 +429,9 @@ private:
   /// last result is the saved accumulator, which their adjoint reads instead
   /// of the product.
   DenseSet<Operation *> readingSavedAccumulator;
+  /// Backward copies of forward GEMMs whose saved tile outputs their
+  /// adjoint reads in place of the product (outputsStandIn).
+  DenseSet<Operation *> readingOutputs;
   DenseMap<Value, FinishedPartials> finishedPartials;
 };
 
@@ -686,16 +690,97 @@ bool canDifferentiateInProducer(GemmOp gemm) {
   if (!consumer || consumer.getLhs() != result || consumer.getTransposeA())
     return false;
   Value yielded = gemm.getYieldOp().getValues()[0];
-  if (auto contract = yielded.getDefiningOp<PairContractOp>())
-    return gemm.getEpilogueInputs().empty() && contract.getStride() == 1 &&
-           contract->getNumResults() == 1 &&
-           contract.getPairOperands().size() == 1 &&
-           contract.getPairOperands()[0] == gemm.getAccumulatorArg();
+  if (auto contract = yielded.getDefiningOp<PairContractOp>()) {
+    // The accumulator first; row inputs after it (a deferred norm's row
+    // scale), used nowhere else: their gradients become row partials of
+    // the producer.
+    ValueRange operands = contract.getPairOperands();
+    if (contract.getStride() != 1 || contract->getNumResults() != 1 ||
+        operands.empty() || operands[0] != gemm.getAccumulatorArg() ||
+        !gemm.getAccumulatorArg().hasOneUse())
+      return false;
+    for (unsigned i = 0, e = gemm.getEpilogueInputs().size(); i < e; ++i) {
+      BlockArgument arg = gemm.getInputArg(i);
+      if (gemm.getInputForm(i) != AccessForm::row ||
+          !isa<FloatType>(arg.getType()) ||
+          !llvm::all_of(arg.getUsers(), [&](Operation *user) {
+            return user == contract.getOperation();
+          }))
+        return false;
+    }
+    return operands.size() == 1 + gemm.getEpilogueInputs().size();
+  }
   if (!isa<FloatType>(yielded.getType()))
     return false;
   for (unsigned i = 0, e = gemm.getEpilogueInputs().size(); i < e; ++i)
     if (!isConstantForm(gemm.getInputForm(i)))
       return false;
+  return true;
+}
+
+/// The values `gemm`'s tile outputs round (before their truncations).
+SmallVector<std::pair<unsigned, Value>> roundedOutputs(GemmOp gemm) {
+  SmallVector<std::pair<unsigned, Value>> outputs;
+  for (auto [i, value] : llvm::enumerate(gemm.getYieldOp().getValues()))
+    if (isa<FloatType>(value.getType()))
+      outputs.push_back({static_cast<unsigned>(i), beforeRounding(value)});
+  return outputs;
+}
+
+/// True when the adjoint of `gemm`'s epilogue needs the accumulator only
+/// through the values its tile outputs round, so that, reading the outputs
+/// (saved, as autograd saves a result) in their place, it reads no product:
+/// every op between the accumulator and those values is linear in it (add,
+/// sub, neg, casts, a product with a constant, a sum reduction), whose
+/// derivative needs no value of the accumulator's side. A residual add with
+/// the sums of squares of its result (the next RMSNorm's statistic) is one.
+bool outputsStandIn(GemmOp gemm) {
+  if (gemm->getNumResults() == 0 || roundsAccumulatorOnly(gemm))
+    return false;
+  DenseSet<Value> standIns;
+  for (auto [index, value] : roundedOutputs(gemm))
+    standIns.insert(value);
+  if (standIns.empty())
+    return false;
+  // Values derived from the accumulator, other than the stand-ins; and
+  // values that vary with a differentiated input (whose gradient through a
+  // product would need the other factor).
+  DenseSet<Value> derived = {gemm.getAccumulatorArg()}, varying;
+  for (unsigned i = 0, e = gemm.getEpilogueInputs().size(); i < e; ++i)
+    if (!isConstantForm(gemm.getInputForm(i)))
+      varying.insert(gemm.getInputArg(i));
+  for (Operation &op : gemm.getBody().without_terminator()) {
+    unsigned fromAcc = 0;
+    bool varies = false;
+    for (Value operand : op.getOperands()) {
+      fromAcc += derived.contains(operand);
+      varies |= varying.contains(operand) || derived.contains(operand) ||
+                standIns.contains(operand);
+    }
+    if (varies)
+      for (Value result : op.getResults())
+        varying.insert(result);
+    if (!fromAcc)
+      continue;
+    bool linear =
+        TypeSwitch<Operation *, bool>(&op)
+            .Case<arith::AddFOp, arith::SubFOp, arith::NegFOp, arith::ExtFOp,
+                  arith::TruncFOp>([](Operation *) { return true; })
+            .Case<arith::MulFOp>([&](arith::MulFOp mul) {
+              Value other =
+                  derived.contains(mul.getLhs()) ? mul.getRhs() : mul.getLhs();
+              return fromAcc == 1 && !varying.contains(other);
+            })
+            .Case<RowReduceOp, ColReduceOp>([](auto reduce) {
+              return reduce.getKind() == ReductionKind::sum;
+            })
+            .Default([](Operation *) { return false; });
+    if (!linear)
+      return false;
+    for (Value result : op.getResults())
+      if (!standIns.contains(result))
+        derived.insert(result);
+  }
   return true;
 }
 
@@ -804,6 +889,13 @@ LogicalResult BackwardBuilder::differentiate(GemmOp gemm) {
       savedIndex = added.size();
       added.push_back({gemm->getResults().back(), AccessForm::tile});
     }
+    // Saved outputs stand for the values they round (outputsStandIn).
+    SmallVector<std::pair<Value, unsigned>> standIns;
+    if (readingOutputs.contains(gemm))
+      for (auto [index, value] : roundedOutputs(gemm)) {
+        standIns.push_back({value, static_cast<unsigned>(added.size())});
+        added.push_back({gemm->getResult(index), AccessForm::tile});
+      }
     auto readSaved = [&](OpBuilder &b, Value, ValueRange addedArgs) -> Value {
       return convertFloat(b, loc, addedArgs[*savedIndex], b.getF32Type());
     };
@@ -812,6 +904,9 @@ LogicalResult BackwardBuilder::differentiate(GemmOp gemm) {
         rewriter, gemm, lhs, rhs, transposeB, added, outputs,
         [&](OpBuilder &b, IRMapping &mapping,
             ValueRange addedArgs) -> SmallVector<Value> {
+          for (auto [value, index] : standIns)
+            mapping.map(
+                value, convertFloat(b, loc, addedArgs[index], value.getType()));
           EpilogueAdjoints sweep(b, loc, mapping);
           for (const Seed &seed : seeds) {
             Value value = yielded[seed.output];
@@ -993,7 +1088,11 @@ FailureOr<Value> BackwardBuilder::adjointInProducer(GemmOp gemm,
                      arith::ConstantIndexOp::create(rewriter, loc, 2))
                      .getResult();
   }
-  Value init = tensor::EmptyOp::create(rewriter, loc, sizes, element);
+  SmallVector<Value> outputs = {
+      tensor::EmptyOp::create(rewriter, loc, sizes, element)};
+  if (contract)
+    for (unsigned i = 0, e = gemm.getEpilogueInputs().size(); i < e; ++i)
+      outputs.push_back(partialsDestination(producer, /*rows=*/true));
   SmallVector<EpilogueInput> inputs;
   for (Value saved : savedAccumulator)
     inputs.push_back({saved, AccessForm::tile});
@@ -1004,8 +1103,8 @@ FailureOr<Value> BackwardBuilder::adjointInProducer(GemmOp gemm,
   // from the saved inputs.
   GemmOp fused = createGemm(
       rewriter, loc, producer.getLhs(), producer.getRhs(),
-      producer.getTransposeA(), producer.getTransposeB(), inputs,
-      ValueRange{init}, [&](OpBuilder &b, Block &body) {
+      producer.getTransposeA(), producer.getTransposeB(), inputs, outputs,
+      [&](OpBuilder &b, Block &body) {
         Value dYArg = body.getArgument(0);
         ValueRange savedArgs =
             body.getArguments().slice(1, savedAccumulator.size());
@@ -1022,15 +1121,37 @@ FailureOr<Value> BackwardBuilder::adjointInProducer(GemmOp gemm,
           Block &pair = contract.getBody().front();
           mapping.map(pair.getArgument(0), sweep.convert(savedArgs[0], f32));
           mapping.map(pair.getArgument(1), sweep.convert(savedArgs[1], f32));
+          // A row input has the same value at both columns of a pair.
+          ValueRange inputArgs =
+              body.getArguments().drop_front(1 + savedAccumulator.size());
+          for (unsigned i = 0, e = inputArgs.size(); i < e; ++i) {
+            mapping.map(pair.getArgument(2 + 2 * i), inputArgs[i]);
+            mapping.map(pair.getArgument(3 + 2 * i), inputArgs[i]);
+          }
           for (Operation &op : pair.without_terminator())
             b.clone(op, mapping);
           sweep.accumulate(
               beforeRounding(pair.getTerminator()->getOperand(0)), dYArg);
           swept = sweep.propagateBlock(pair);
-          return SmallVector<Value>{InterleaveOp::create(
-              b, loc, InterleavedType::get(element),
-              gradientOf(pair.getArgument(0)),
-              gradientOf(pair.getArgument(1)))};
+          SmallVector<Value> results = {
+              InterleaveOp::create(b, loc, InterleavedType::get(element),
+                                   gradientOf(pair.getArgument(0)),
+                                   gradientOf(pair.getArgument(1)))};
+          // Each row input's gradient, summed over the pair's two columns
+          // and over the row: row partials of this GEMM's columns.
+          for (unsigned i = 0, e = inputArgs.size(); i < e; ++i) {
+            Value first = sweep.get(pair.getArgument(2 + 2 * i));
+            Value second = sweep.get(pair.getArgument(3 + 2 * i));
+            Value g = first && second
+                          ? arith::AddFOp::create(b, loc, first, second)
+                          : (first ? first : second);
+            if (!g)
+              g = arith::ConstantOp::create(b, loc, b.getFloatAttr(f32, 0.0));
+            results.push_back(RowReduceOp::create(b, loc, sweep.convert(g, f32),
+                                                  ReductionKind::sum, tile)
+                                  .getResult());
+          }
+          return results;
         }
         mapping.map(gemm.getAccumulatorArg(), sweep.convert(savedArgs[0], f32));
         for (unsigned i = 0, e = gemm.getEpilogueInputs().size(); i < e; ++i)
@@ -1044,6 +1165,13 @@ FailureOr<Value> BackwardBuilder::adjointInProducer(GemmOp gemm,
       });
   if (failed(swept))
     return failure();
+  if (contract)
+    for (auto [i, input] : llvm::enumerate(gemm.getEpilogueInputs()))
+      accumulate(input, ReducePartialsOp::create(
+                            rewriter, loc, fused.getResult(1 + i),
+                            emptyLike(input, f32), ReductionKind::sum,
+                            ReductionAxis::row)
+                            .getResult());
   return fused.getResult(0);
 }
 
@@ -1126,7 +1254,7 @@ FailureOr<func::FuncOp> BackwardBuilder::build(func::FuncOp forward,
   // output's gradient.
   unsigned numResults = forward.getFunctionType().getNumResults();
   SmallVector<Value> saved;
-  DenseSet<Operation *> saving, savedForAdjoint;
+  DenseSet<Operation *> saving, savedForAdjoint, outputsSaved;
   if (save) {
     for (GemmOp gemm : llvm::to_vector(forward.getOps<GemmOp>())) {
       if (canDifferentiateInProducer(gemm))
@@ -1137,14 +1265,24 @@ FailureOr<func::FuncOp> BackwardBuilder::build(func::FuncOp forward,
                     .getValues()[0]
                     .getDefiningOp<PairContractOp>())
         savedForAdjoint.insert(saveAccumulator(gemm));
+      else if (outputsStandIn(gemm))
+        outputsSaved.insert(gemm);
     }
     auto ret = cast<func::ReturnOp>(forward.getBody().front().getTerminator());
     DenseSet<Value> returned(ret.getOperands().begin(),
                              ret.getOperands().end());
-    for (GemmOp gemm : forward.getOps<GemmOp>())
-      for (Value result : gemm->getResults())
-        if (!returned.contains(result))
+    for (GemmOp gemm : forward.getOps<GemmOp>()) {
+      // A tile output the adjoint reads is saved even when f returns it
+      // (then f returns it twice).
+      DenseSet<unsigned> read;
+      if (outputsSaved.contains(gemm))
+        for (auto [index, value] : roundedOutputs(gemm))
+          read.insert(index);
+      for (OpResult result : gemm->getResults())
+        if (!returned.contains(result) ||
+            read.contains(result.getResultNumber()))
           saved.push_back(result);
+    }
     rewriter.modifyOpInPlace(ret,
                              [&] { ret.getOperandsMutable().append(saved); });
     forward.setFunctionType(rewriter.getFunctionType(
@@ -1208,6 +1346,8 @@ FailureOr<func::FuncOp> BackwardBuilder::build(func::FuncOp forward,
       savingAccumulator.insert(recomputed.back());
     if (savedForAdjoint.contains(&op))
       readingSavedAccumulator.insert(recomputed.back());
+    if (outputsSaved.contains(&op))
+      readingOutputs.insert(recomputed.back());
   }
   ValueRange savedArgs =
       entry->getArguments().slice(type.getNumInputs(), saved.size());
@@ -1280,11 +1420,15 @@ struct CodaDeriveBackwardPass
       if (failed(backward))
         return signalPassFailure();
       symbols.insert(*backward);
-      // Drops what the backward does not use: forward values it does not
-      // need and the copied epilogue ops that only fed forward outputs.
-      (void)applyPatternsGreedily(*backward,
-                                  FrozenRewritePatternSet(
-                                      RewritePatternSet(&getContext())));
+      // Drops what the backward does not use (forward values it does not
+      // need, the copied epilogue ops that only fed forward outputs, the
+      // epilogue inputs they read) and writes a gradient computed twice
+      // (an accumulator's that is also a residual's) once.
+      DominanceInfo dominance;
+      eliminateCommonSubExpressions(rewriter, dominance, *backward);
+      RewritePatternSet patterns(&getContext());
+      GemmOp::getCanonicalizationPatterns(patterns, &getContext());
+      (void)applyPatternsGreedily(*backward, std::move(patterns));
     }
   }
 };

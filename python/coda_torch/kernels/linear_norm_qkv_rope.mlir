@@ -1,0 +1,48 @@
+// The fused Q/K/V projection of a decoder layer whose input RMSNorm is
+// deferred into it: x is the un-normalized residual stream, rs its rows'
+// norm scale rsqrt(mean(x^2) + eps) (from the sums of squares the previous
+// GEMM emitted), and gamma is folded into w. y = rs * (x W^T), rotated
+// (rotate_half, head dim 128) on the first `rotated_heads` heads (Q and K,
+// stacked before V); cos / sin are tokens x 128 bf16 tables read per head.
+// The GEMM keeps its accumulator for the backward (coda.save_accumulator):
+// with --save-for-backward the adjoint reads it to form rs's gradient, an
+// epilogue-only kernel, instead of recomputing the product.
+// coda-compile-flags: --save-for-backward
+func.func @linear_norm_qkv_rope(%x: tensor<?x?xbf16>, %rs: tensor<?xf32>, %w: tensor<?x?xbf16>,
+                                %cos: tensor<?x128xbf16>, %sin: tensor<?x128xbf16>,
+                                %rotated_heads: i64) -> tensor<?x?xbf16> {
+  %c0 = arith.constant 0 : index
+  %tokens = tensor.dim %x, %c0 : tensor<?x?xbf16>
+  %n = tensor.dim %w, %c0 : tensor<?x?xbf16>
+  %out = tensor.empty(%tokens, %n) : tensor<?x?xbf16>
+  %qkv = coda.gemm %x, %w transpose_b : tensor<?x?xbf16>, tensor<?x?xbf16>
+      epilogue(%acc, row %r = %rs : tensor<?xf32>, periodic %c = %cos : tensor<?x128xbf16>,
+               periodic %s = %sin : tensor<?x128xbf16>, scalar %nr = %rotated_heads : i64)
+      outs(%out : tensor<?x?xbf16>) attributes {coda.save_accumulator} {
+    %y = coda.pair_map stride 64 (%lo, %hi) = %acc, (%c0_, %c1) = %c, (%s0, %s1) = %s
+        : f32, bf16, bf16 -> f32 {
+      %cf0 = arith.extf %c0_ : bf16 to f32
+      %cf1 = arith.extf %c1 : bf16 to f32
+      %sf0 = arith.extf %s0 : bf16 to f32
+      %sf1 = arith.extf %s1 : bf16 to f32
+      %a0 = arith.mulf %lo, %cf0 : f32
+      %b0 = arith.mulf %hi, %sf0 : f32
+      %r0 = arith.subf %a0, %b0 : f32
+      %a1 = arith.mulf %hi, %cf1 : f32
+      %b1 = arith.mulf %lo, %sf1 : f32
+      %r1 = arith.addf %a1, %b1 : f32
+      coda.yield %r0, %r1 : f32, f32
+    }
+    %j = coda.col_index
+    // Compared per head, not per column (see linear_qkv_rope.mlir).
+    %c128 = arith.constant 128 : index
+    %head = arith.divui %j, %c128 : index
+    %head64 = arith.index_cast %head : index to i64
+    %on = arith.cmpi ult, %head64, %nr : i64
+    %z = arith.select %on, %y, %acc : f32
+    %zs = arith.mulf %z, %r : f32
+    %yb = arith.truncf %zs : f32 to bf16
+    coda.yield %yb : bf16
+  }
+  return %qkv : tensor<?x?xbf16>
+}
