@@ -10,13 +10,22 @@
 - every LlamaAttention: q_proj, k_proj and v_proj become one parameter `qkv`
   (Q, K, V rows stacked) projected by coda_torch.linear_qkv_rope, which
   rotates Q and K (rotate_half, head dim 128) in the GEMM's epilogue; the
-  attention itself and o_proj stay Hugging Face's;
+  attention itself is Hugging Face's;
+- every LlamaDecoderLayer (with both of the above): the layer runs as coda's
+  ops alone around the attention: the input RMSNorm deferred into the Q/K/V
+  GEMM (coda_torch.linear_norm_qkv_rope: its row scale on the accumulator,
+  gamma folded into the weight), o_proj + residual + the next norm's sums of
+  squares (coda_torch.linear_residual_norm), the post-attention norm
+  deferred into gate/up and the down projection + residual + sums of
+  squares (coda_torch.norm_swiglu_mlp); each layer hands its sums of
+  squares to the next, so no norm runs apart from a GEMM but the first
+  layer's input statistic and the final norm;
 - a LlamaForCausalLM given labels: the LM head and the shifted cross-entropy
   run as coda_torch.linear_cross_entropy, so the logits are never stored
   (the output then has no logits; without labels the original forward runs).
 
 The values are the same as before, so a patched model computes what the
-original did, up to rounding. The residual adds and RMSNorms stay torch's.
+original did, up to rounding.
 """
 
 import types
@@ -24,7 +33,8 @@ import types
 import torch
 from torch import nn
 
-from .ops import linear_cross_entropy, linear_qkv_rope, swiglu_mlp
+from .ops import (linear_cross_entropy, linear_norm_qkv_rope, linear_qkv_rope,
+                  linear_residual_norm, norm_swiglu_mlp, swiglu_mlp)
 
 HEAD_DIM = 128  # the head size linear_qkv_rope's kernels rotate
 
@@ -52,18 +62,29 @@ def _patch_mlp(mlp):
     mlp.forward = types.MethodType(_mlp_forward, mlp)
 
 
+def _rope_tables(position_embeddings, input_shape):
+    # Hugging Face's tables are batch (or 1) x sequence x head_dim in the
+    # model's dtype; the kernels read one bf16 row per token.
+    return tuple(t.expand(*input_shape, HEAD_DIM).reshape(-1, HEAD_DIM).to(torch.bfloat16)
+                 for t in position_embeddings)
+
+
 def _attention_forward(attn, hidden_states, position_embeddings=None, attention_mask=None,
                        past_key_values=None, **kwargs):
-    from transformers.models.llama import modeling_llama as hf
-
     input_shape = hidden_states.shape[:-1]
-    # Hugging Face's tables are batch (or 1) x sequence x head_dim in the
-    # model's dtype; the kernel reads one bf16 row per token.
-    cos, sin = (t.expand(*input_shape, HEAD_DIM).reshape(-1, HEAD_DIM).to(torch.bfloat16)
-                for t in position_embeddings)
+    cos, sin = _rope_tables(position_embeddings, input_shape)
     # Q and K, stacked before V, rotate.
     qkv = linear_qkv_rope(hidden_states.reshape(-1, hidden_states.shape[-1]), attn.qkv,
                           cos, sin, attn.qkv_sizes[0] + attn.qkv_sizes[1])
+    out, weights = _attend(attn, qkv, input_shape, attention_mask, past_key_values, **kwargs)
+    return attn.o_proj(out).view(*input_shape, -1), weights
+
+
+def _attend(attn, qkv, input_shape, attention_mask, past_key_values, **kwargs):
+    """Hugging Face's attention over the stacked Q/K/V projection: the
+    output as tokens x (heads x head_dim), and the attention weights."""
+    from transformers.models.llama import modeling_llama as hf
+
     query, key, value = (t.view(*input_shape, -1, HEAD_DIM).transpose(1, 2)
                          for t in qkv.split(attn.qkv_sizes, dim=1))
     if past_key_values is not None:
@@ -73,7 +94,7 @@ def _attention_forward(attn, hidden_states, position_embeddings=None, attention_
     out, weights = interface(attn, query, key, value, attention_mask,
                              dropout=attn.attention_dropout if attn.training else 0.0,
                              scaling=attn.scaling, **kwargs)
-    return attn.o_proj(out.reshape(*input_shape, -1).contiguous()), weights
+    return out.reshape(-1, out.shape[-2] * out.shape[-1]).contiguous(), weights
 
 
 def _patch_attention(attn):
@@ -82,6 +103,60 @@ def _patch_attention(attn):
     attn.qkv = nn.Parameter(torch.cat([q.weight.data, k.weight.data, v.weight.data]))
     del attn.q_proj, attn.k_proj, attn.v_proj
     attn.forward = types.MethodType(_attention_forward, attn)
+
+
+# The residual stream's row sums of squares, from the GEMM that wrote it, ride
+# on the tensor a patched decoder layer returns, for the next layer's input
+# norm (checked against the tensor's version: an in-place change drops
+# them). Without them (the first layer, or while torch.compile traces) the
+# layer computes them.
+_SUM_SQ = "_coda_sum_sq"
+
+
+def _stream_sum_sq(hidden_states, x):
+    if not torch.compiler.is_compiling():
+        stashed = getattr(hidden_states, _SUM_SQ, None)
+        if stashed is not None and stashed[1] == hidden_states._version:
+            return stashed[0]
+    return x.float().square().sum(dim=-1)
+
+
+def _row_scale(sum_sq, norm, hidden):
+    """The RMSNorm's row scale rsqrt(mean(x^2) + eps) from the sums of squares."""
+    return torch.rsqrt(sum_sq * (1.0 / hidden) + norm.variance_epsilon)
+
+
+def _decoder_layer_forward(layer, hidden_states, attention_mask=None, position_ids=None,
+                           past_key_values=None, use_cache=False, cache_position=None,
+                           position_embeddings=None, **kwargs):
+    attn, mlp = layer.self_attn, layer.mlp
+    input_shape = hidden_states.shape[:-1]
+    hidden = hidden_states.shape[-1]
+    x = hidden_states.reshape(-1, hidden)
+    # Input norm deferred into the Q/K/V GEMM: its row scale applied to the
+    # accumulator, gamma folded into the weight (W diag(gamma)).
+    rs = _row_scale(_stream_sum_sq(hidden_states, x), layer.input_layernorm, hidden)
+    cos, sin = _rope_tables(position_embeddings, input_shape)
+    qkv = linear_norm_qkv_rope(x, rs, attn.qkv * layer.input_layernorm.weight, cos, sin,
+                               attn.qkv_sizes[0] + attn.qkv_sizes[1])
+    out, _ = _attend(attn, qkv, input_shape, attention_mask, past_key_values,
+                     position_ids=position_ids, use_cache=use_cache,
+                     cache_position=cache_position, **kwargs)
+    # o_proj + residual, with the sums of squares for the next norm.
+    h, sum_sq = linear_residual_norm(out, attn.o_proj.weight, x)
+    # Post-attention norm deferred into gate/up; down + residual + sums of
+    # squares.
+    rs = _row_scale(sum_sq, layer.post_attention_layernorm, hidden)
+    z, sum_sq = norm_swiglu_mlp(h, rs, mlp.gate_up * layer.post_attention_layernorm.weight,
+                                mlp.down_proj.weight)
+    result = z.view(*input_shape, hidden)
+    if not torch.compiler.is_compiling():
+        setattr(result, _SUM_SQ, (sum_sq, result._version))
+    return result
+
+
+def _patch_decoder_layer(layer):
+    layer.forward = types.MethodType(_decoder_layer_forward, layer)
 
 
 def _causal_lm_forward(model, *args, labels=None, num_items_in_batch=None, **kwargs):
@@ -112,17 +187,26 @@ def _patch_causal_lm(model):
 
 _PATCHES = {"mlp": ("LlamaMLP", _patch_mlp),
             "attention": ("LlamaAttention", _patch_attention),
+            "layer": ("LlamaDecoderLayer", _patch_decoder_layer),
             "cross_entropy": ("LlamaForCausalLM", _patch_causal_lm)}
 
 
-def apply(model, mlp=True, attention=True, cross_entropy=True):
+def apply(model, mlp=True, attention=True, layer=True, cross_entropy=True):
     """Patches `model` (a LlamaForCausalLM, a LlamaModel, or any module
     holding Llama layers) in place; returns how many modules each patch
-    changed, e.g. {"mlp": 2, "attention": 2, "cross_entropy": 1}. Raises
-    ValueError, before changing anything, for what the ops cannot run (biases,
-    an activation other than SiLU, heads other than 128) and for modules it
-    patched before."""
-    chosen = {"mlp": mlp, "attention": attention, "cross_entropy": cross_entropy}
+    changed, e.g. {"mlp": 2, "attention": 2, "layer": 2, "cross_entropy": 1}.
+    `layer` (with mlp and attention) runs each decoder layer as coda's ops
+    alone around the attention: both RMSNorms deferred into the next GEMM
+    (row scale on the accumulator, gamma folded into its weight), o_proj and
+    the down projection adding the residual and emitting the sums of squares
+    the next norm needs. Raises ValueError, before changing anything, for
+    what the ops cannot run (biases, an activation other than SiLU, heads
+    other than 128, a layer whose forward is not Hugging Face's
+    tensor-returning one) and for modules it patched before."""
+    if layer and not (mlp and attention):
+        raise ValueError("coda_torch.llama: layer=True needs mlp=True and attention=True")
+    chosen = {"mlp": mlp, "attention": attention, "layer": layer,
+              "cross_entropy": cross_entropy}
     targets = [(kind, module) for module in model.modules()
                for kind, (name, _) in _PATCHES.items()
                if chosen[kind] and type(module).__name__ == name]
@@ -150,5 +234,13 @@ def _check_supported(kind, module):
                              f"{HEAD_DIM}, got {module.head_dim}; pass attention=False "
                              "to keep torch's")
         _no_bias(module.q_proj, module.k_proj, module.v_proj)
+    elif kind == "layer":
+        import inspect
+
+        returns = inspect.signature(type(module).forward).return_annotation
+        if returns is not torch.Tensor and returns != "torch.Tensor":
+            raise ValueError("coda_torch.llama: a LlamaDecoderLayer whose forward returns "
+                             f"{returns} (this transformers version's); pass layer=False")
+        _no_bias(module.self_attn.o_proj)
     else:
         _no_bias(module.lm_head)

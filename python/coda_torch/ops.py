@@ -94,6 +94,20 @@ class _Op:
         return self._function.apply(*inputs)
 
 
+def _row_partials(like, columns, tile=128):
+    """The destination of a row reduction's partials: one f32 per row and
+    per `tile` columns (the programs' row_reduce tile)."""
+    return torch.empty(like.shape[0], (columns + tile - 1) // tile, device=like.device,
+                       dtype=torch.float32)
+
+
+def _finish_rows(module, finish, partials):
+    """The row sums of `partials` (a reduce_partials kernel)."""
+    total = torch.empty(partials.shape[0], device=partials.device, dtype=torch.float32)
+    _launch(module, finish, partials, total)
+    return total
+
+
 def _save_inputs(ctx, inputs, output):
     ctx.save_for_backward(*inputs)
 
@@ -295,20 +309,24 @@ def _linear_qkv_rope(x: torch.Tensor, w: torch.Tensor, cos: torch.Tensor, sin: t
     at most N."""
     _check("linear_qkv_rope", x=x, w=w)
     tokens, n = x.shape[0], w.shape[0]
-    if n % 128:
-        raise ValueError(f"coda_torch.linear_qkv_rope: w needs whole heads of 128 rows, got {n}")
-    for name, table in (("cos", cos), ("sin", sin)):
-        if table.dtype != torch.bfloat16 or table.shape != (tokens, 128):
-            raise ValueError(f"coda_torch.linear_qkv_rope: {name} must be bf16 of shape "
-                             f"({tokens}, 128), got {table.dtype} {tuple(table.shape)}")
-    if rotated % 128 or not 0 <= rotated <= n:
-        raise ValueError("coda_torch.linear_qkv_rope: rotated must be a multiple of 128 "
-                         f"in [0, {n}], got {rotated}")
+    _check_rope("linear_qkv_rope", tokens, n, cos, sin, rotated)
     module, (forward,) = _kernels("linear_qkv_rope", "linear_qkv_rope")
     y = x.new_empty(tokens, n)
     _launch(module, forward, x.contiguous(), w.contiguous(), cos.contiguous(),
             sin.contiguous(), rotated // 128, y)
     return y
+
+
+def _check_rope(name, tokens, n, cos, sin, rotated):
+    if n % 128:
+        raise ValueError(f"coda_torch.{name}: w needs whole heads of 128 rows, got {n}")
+    for table_name, table in (("cos", cos), ("sin", sin)):
+        if table.dtype != torch.bfloat16 or table.shape != (tokens, 128):
+            raise ValueError(f"coda_torch.{name}: {table_name} must be bf16 of shape "
+                             f"({tokens}, 128), got {table.dtype} {tuple(table.shape)}")
+    if rotated % 128 or not 0 <= rotated <= n:
+        raise ValueError(f"coda_torch.{name}: rotated must be a multiple of 128 "
+                         f"in [0, {n}], got {rotated}")
 
 
 def _linear_qkv_rope_fake(x, w, cos, sin, rotated):
@@ -352,11 +370,9 @@ def _linear_residual_norm(x: torch.Tensor, w: torch.Tensor,
                          f"got {tuple(residual.shape)}")
     module, (forward, finish) = _kernels("linear_residual_norm", "linear_residual_norm")
     h = x.new_empty(tokens, n)
-    partials = torch.empty(tokens, (n + 127) // 128, device=x.device, dtype=torch.float32)
-    sum_sq = torch.empty(tokens, device=x.device, dtype=torch.float32)
+    partials = _row_partials(h, n)
     _launch(module, forward, x.contiguous(), w.contiguous(), residual.contiguous(), h, partials)
-    _launch(module, finish, partials, sum_sq)
-    return h, sum_sq
+    return h, _finish_rows(module, finish, partials)
 
 
 def _linear_residual_norm_fake(x, w, residual):
@@ -364,38 +380,224 @@ def _linear_residual_norm_fake(x, w, residual):
 
 
 def _linear_residual_norm_backward(dh: torch.Tensor, dsum_sq: torch.Tensor, x: torch.Tensor,
-                                   w: torch.Tensor, residual: torch.Tensor
+                                   w: torch.Tensor, h: torch.Tensor
                                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """dx, dW, dresidual: the adjoint GEMM recomputes h and forms
-    dh + 2 h dsum_sq, the accumulator's and the residual's gradient."""
-    module, kernels = _kernels("linear_residual_norm", "linear_residual_norm_backward")
-    dresidual = torch.empty_like(residual)
-    dx, dw = _gemm_backward(module, kernels, x, w, residual.contiguous(),
-                            dh.contiguous().to(torch.bfloat16), dsum_sq.contiguous().float(),
-                            extra_outputs=(dresidual,))
-    return dx, dw, dresidual
+    """dx, dW, dresidual: the adjoint forms dAcc = dh + 2 h dsum_sq from the
+    saved h (reading no product), which is also the residual's gradient;
+    then dx = dAcc W and dW = dAcc^T x."""
+    module, (adjoint, data_grad, weight_grad) = _kernels("linear_residual_norm",
+                                                         "linear_residual_norm_backward")
+    x, w = x.contiguous(), w.contiguous()
+    dacc = x.new_empty(x.shape[0], w.shape[0])
+    _launch(module, adjoint, x, w, dh.contiguous().to(torch.bfloat16),
+            dsum_sq.contiguous().float(), h, dacc)
+    dx, dw = _operand_grads(module, data_grad, weight_grad, dacc, x, w)
+    return dx, dw, dacc
 
 
-def _linear_residual_norm_backward_fake(dh, dsum_sq, x, w, residual):
-    return torch.empty_like(x), torch.empty_like(w), torch.empty_like(residual)
+def _linear_residual_norm_backward_fake(dh, dsum_sq, x, w, h):
+    return torch.empty_like(x), torch.empty_like(w), torch.empty_like(h)
 
 
 def _norm_setup_context(ctx, inputs, output):
-    ctx.save_for_backward(*inputs)
+    x, w, _ = inputs
+    ctx.save_for_backward(x, w, output[0])
     # One of h and its sums of squares may be unused: zeros made here only.
     ctx.set_materialize_grads(False)
 
 
+def _zeros_if_none(grad, *shape, dtype, like):
+    if grad is not None:
+        return grad
+    return torch.zeros(*shape, device=like.device, dtype=dtype)
+
+
 def _norm_backward(ctx, run, dh, dsum_sq):
-    x, w, residual = ctx.saved_tensors
-    if dh is None:
-        dh = torch.zeros(x.shape[0], w.shape[0], device=x.device, dtype=torch.bfloat16)
-    if dsum_sq is None:
-        dsum_sq = torch.zeros(x.shape[0], device=x.device, dtype=torch.float32)
-    return run(dh, dsum_sq, x, w, residual)
+    x, w, h = ctx.saved_tensors
+    dh = _zeros_if_none(dh, *h.shape, dtype=torch.bfloat16, like=h)
+    dsum_sq = _zeros_if_none(dsum_sq, h.shape[0], dtype=torch.float32, like=h)
+    return run(dh, dsum_sq, x, w, h)
 
 
 linear_residual_norm = _Op("linear_residual_norm", _linear_residual_norm,
                            _linear_residual_norm_fake, _linear_residual_norm_backward,
                            _linear_residual_norm_backward_fake, _norm_setup_context,
                            _norm_backward)
+
+
+def _check_row_scale(name, rs, tokens):
+    if rs.dtype != torch.float32 or not rs.is_cuda or rs.shape != (tokens,):
+        raise ValueError(f"coda_torch.{name}: rs must be a float32 CUDA tensor of shape "
+                         f"({tokens},), got {rs.dtype} {tuple(rs.shape)} on {rs.device}")
+
+
+def _norm_swiglu_mlp_forward(x: torch.Tensor, rs: torch.Tensor, w_gate_up: torch.Tensor,
+                             w_down: torch.Tensor
+                             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
+                                        torch.Tensor, torch.Tensor]:
+    """z = x + swiglu((rs x) W_gate_up^T) W_down^T and the row sums of squares
+    of z, in two GEMMs; and what the backward reads: h and the gate and up
+    accumulators (before the row scale)."""
+    _check("norm_swiglu_mlp", x=x, w_gate_up=w_gate_up, w_down=w_down)
+    tokens, hidden = x.shape
+    features = w_gate_up.shape[0] // 2
+    _check_row_scale("norm_swiglu_mlp", rs, tokens)
+    if w_gate_up.shape[0] % 2 or w_gate_up.shape[1] != hidden:
+        raise ValueError("coda_torch.norm_swiglu_mlp: w_gate_up must be 2F x H (interleaved "
+                         f"gate/up rows) for x of {hidden} columns, got {tuple(w_gate_up.shape)}")
+    if w_down.shape != (hidden, features):
+        raise ValueError(f"coda_torch.norm_swiglu_mlp: w_down must be ({hidden}, {features}), "
+                         f"got {tuple(w_down.shape)}")
+    module, (gate_up, down, finish) = _kernels("norm_swiglu_mlp", "norm_swiglu_mlp")
+    x, w_gate_up, w_down = x.contiguous(), w_gate_up.contiguous(), w_down.contiguous()
+    h, g, u = (x.new_empty(tokens, features) for _ in range(3))
+    _launch(module, gate_up, x, w_gate_up, rs.contiguous(), h, g, u)
+    z = torch.empty_like(x)
+    partials = _row_partials(z, hidden)
+    _launch(module, down, h, w_down, x, z, partials)
+    return z, _finish_rows(module, finish, partials), h, g, u
+
+
+def _norm_swiglu_mlp_forward_fake(x, rs, w_gate_up, w_down):
+    features = w_gate_up.shape[0] // 2
+    return (torch.empty_like(x), rs.new_empty(x.shape[0]),
+            *(x.new_empty(x.shape[0], features) for _ in range(3)))
+
+
+def _norm_swiglu_mlp_backward(dz: torch.Tensor, dsum_sq: torch.Tensor, x: torch.Tensor,
+                              rs: torch.Tensor, w_gate_up: torch.Tensor, w_down: torch.Tensor,
+                              h: torch.Tensor, g: torch.Tensor, u: torch.Tensor,
+                              z: torch.Tensor
+                              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
+                                         torch.Tensor]:
+    """dx, drs, dW_gate_up, dW_down, recomputing no GEMM: dAcc_down = dz +
+    2 z dsum_sq from the saved z (no product); dAcc_down W_down with the
+    SwiGLU and row-scale derivatives in its epilogue (dgate / dup
+    interleaved, rs's gradient as row partials); dx = dAcc W_gate_up +
+    dAcc_down; the two weight gradients."""
+    module, (adjoint, swiglu, finish, data_grad, gate_up_grad, down_grad) = _kernels(
+        "norm_swiglu_mlp", "norm_swiglu_mlp_backward")
+    x, w_gate_up, w_down = x.contiguous(), w_gate_up.contiguous(), w_down.contiguous()
+    dacc_down = torch.empty_like(x)
+    _launch(module, adjoint, h, w_down, dz.contiguous().to(torch.bfloat16),
+            dsum_sq.contiguous().float(), z, dacc_down)
+    dacc = x.new_empty(x.shape[0], w_gate_up.shape[0])
+    partials = _row_partials(x, h.shape[1])
+    _launch(module, swiglu, dacc_down, w_down, g, u, rs.contiguous(), dacc, partials)
+    drs = _finish_rows(module, finish, partials)
+    dx = torch.empty_like(x)
+    _launch(module, data_grad, dacc, w_gate_up, dacc_down, dx)
+    dw_gate_up = torch.empty_like(w_gate_up)
+    _launch(module, gate_up_grad, dacc, x, dw_gate_up)
+    dw_down = torch.empty_like(w_down)
+    _launch(module, down_grad, dacc_down, h, dw_down)
+    return dx, drs, dw_gate_up, dw_down
+
+
+def _norm_swiglu_mlp_backward_fake(dz, dsum_sq, x, rs, w_gate_up, w_down, h, g, u, z):
+    return (torch.empty_like(x), torch.empty_like(rs), torch.empty_like(w_gate_up),
+            torch.empty_like(w_down))
+
+
+def _norm_mlp_setup_context(ctx, inputs, output):
+    z, _, h, g, u = output
+    ctx.save_for_backward(*inputs, h, g, u, z)
+    ctx.set_materialize_grads(False)
+
+
+def _norm_mlp_backward(ctx, run, dz, dsum_sq, dh, dg, du):
+    x, rs = ctx.saved_tensors[:2]
+    if dz is None and dsum_sq is None:
+        return None, None, None, None
+    dz = _zeros_if_none(dz, *x.shape, dtype=torch.bfloat16, like=x)
+    dsum_sq = _zeros_if_none(dsum_sq, x.shape[0], dtype=torch.float32, like=x)
+    return run(dz, dsum_sq, *ctx.saved_tensors)
+
+
+_norm_swiglu_mlp = _Op("norm_swiglu_mlp", _norm_swiglu_mlp_forward,
+                       _norm_swiglu_mlp_forward_fake, _norm_swiglu_mlp_backward,
+                       _norm_swiglu_mlp_backward_fake, _norm_mlp_setup_context,
+                       _norm_mlp_backward)
+
+
+def norm_swiglu_mlp(x: torch.Tensor, rs: torch.Tensor, w_gate_up: torch.Tensor,
+                    w_down: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A Llama MLP block with its RMSNorm deferred and its residual:
+    z = x + (silu(rs x Wg^T) * (rs x Wu^T)) W_down^T, and the row sums of
+    squares of z (f32, for the next norm). x: T x H, the un-normalized
+    residual stream; rs: T f32, the norm's row scale rsqrt(mean(x^2) + eps);
+    w_gate_up: 2F x H with the norm's gamma folded in (rows interleave gate
+    and up); w_down: H x F; bf16. The backward recomputes no GEMM."""
+    z, sum_sq = _norm_swiglu_mlp(x, rs, w_gate_up, w_down)[:2]
+    return z, sum_sq
+
+
+def _linear_norm_qkv_rope(x: torch.Tensor, rs: torch.Tensor, w: torch.Tensor,
+                          cos: torch.Tensor, sin: torch.Tensor, rotated: int
+                          ) -> tuple[torch.Tensor, torch.Tensor]:
+    """rs (x W^T) with rotary embeddings on its first `rotated` columns, and
+    x W^T itself (bf16), which the backward reads for rs's gradient."""
+    _check("linear_norm_qkv_rope", x=x, w=w)
+    tokens, n = x.shape[0], w.shape[0]
+    _check_row_scale("linear_norm_qkv_rope", rs, tokens)
+    _check_rope("linear_norm_qkv_rope", tokens, n, cos, sin, rotated)
+    module, (forward,) = _kernels("linear_norm_qkv_rope", "linear_norm_qkv_rope")
+    y, acc = x.new_empty(tokens, n), x.new_empty(tokens, n)
+    _launch(module, forward, x.contiguous(), w.contiguous(), rs.contiguous(), cos.contiguous(),
+            sin.contiguous(), rotated // 128, y, acc)
+    return y, acc
+
+
+def _linear_norm_qkv_rope_fake(x, rs, w, cos, sin, rotated):
+    return x.new_empty(x.shape[0], w.shape[0]), x.new_empty(x.shape[0], w.shape[0])
+
+
+def _linear_norm_qkv_rope_backward(dy: torch.Tensor, x: torch.Tensor, rs: torch.Tensor,
+                                   w: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                                   acc: torch.Tensor, rotated: int
+                                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dx, drs, dW: the adjoint (epilogue only, from the saved product)
+    applies the transposed rotation and rs to dy (dAcc) and reduces rs's
+    gradient as row partials; then dx = dAcc W and dW = dAcc^T x."""
+    module, (adjoint, finish, data_grad, weight_grad) = _kernels(
+        "linear_norm_qkv_rope", "linear_norm_qkv_rope_backward")
+    x, w = x.contiguous(), w.contiguous()
+    dacc = x.new_empty(x.shape[0], w.shape[0])
+    partials = _row_partials(x, w.shape[0])
+    _launch(module, adjoint, x, w, rs.contiguous(), cos.contiguous(), sin.contiguous(),
+            rotated // 128, dy.contiguous().to(torch.bfloat16), acc, dacc, partials)
+    drs = _finish_rows(module, finish, partials)
+    dx, dw = _operand_grads(module, data_grad, weight_grad, dacc, x, w)
+    return dx, drs, dw
+
+
+def _linear_norm_qkv_rope_backward_fake(dy, x, rs, w, cos, sin, acc, rotated):
+    return torch.empty_like(x), torch.empty_like(rs), torch.empty_like(w)
+
+
+def _norm_rope_save(ctx, inputs, output):
+    x, rs, w, cos, sin, ctx.rotated = inputs
+    ctx.save_for_backward(x, rs, w, cos, sin, output[1])
+    ctx.set_materialize_grads(False)
+
+
+def _norm_rope_backward(ctx, run, dy, dacc):
+    if dy is None:
+        return None, None, None, None, None, None
+    dx, drs, dw = run(dy, *ctx.saved_tensors, ctx.rotated)
+    return dx, drs, dw, None, None, None
+
+
+_linear_norm_qkv_rope_op = _Op("linear_norm_qkv_rope", _linear_norm_qkv_rope,
+                               _linear_norm_qkv_rope_fake, _linear_norm_qkv_rope_backward,
+                               _linear_norm_qkv_rope_backward_fake, _norm_rope_save,
+                               _norm_rope_backward)
+
+
+def linear_norm_qkv_rope(x: torch.Tensor, rs: torch.Tensor, w: torch.Tensor, cos: torch.Tensor,
+                         sin: torch.Tensor, rotated: int) -> torch.Tensor:
+    """The Q/K/V projection with its RMSNorm deferred: rs (x W^T), rotated
+    as linear_qkv_rope rotates. x: T x H, the un-normalized residual
+    stream; rs: T f32, the norm's row scale; w: N x H with the norm's gamma
+    folded in. Keeps x W^T (T x N bf16) for the backward."""
+    return _linear_norm_qkv_rope_op(x, rs, w, cos, sin, rotated)[0]

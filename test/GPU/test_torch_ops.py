@@ -155,12 +155,15 @@ def llama_pair(**overrides):
 
 @pytest.mark.parametrize("compiled", [False, True])
 def test_llama_patch_matches_original(compiled):
-    # A patched Hugging Face Llama (MLP, Q/K/V + RoPE with grouped K/V heads,
-    # LM head + cross-entropy) computes what the original does: the loss with
-    # ignored labels, and every weight's gradient; also under torch.compile,
-    # which fuses the rest around coda's opaque ops.
+    # A patched Hugging Face Llama (each decoder layer as coda's ops: norms
+    # deferred into Q/K/V + RoPE with grouped K/V heads and into the MLP,
+    # o_proj and down + residual + sums of squares; LM head +
+    # cross-entropy) computes what the original does: the loss with ignored
+    # labels, and every weight's gradient, the norms' gammas included; also
+    # under torch.compile, which fuses the rest around coda's opaque ops.
     original, patched = llama_pair()
-    assert coda_torch.llama.apply(patched) == {"mlp": 2, "attention": 2, "cross_entropy": 1}
+    assert coda_torch.llama.apply(patched) == {"mlp": 2, "attention": 2, "layer": 2,
+                                               "cross_entropy": 1}
     step = torch.compile(patched) if compiled else patched
     ids = torch.randint(0, 1000, (2, 128), device="cuda")
     labels = ids.clone()
@@ -178,6 +181,9 @@ def test_llama_patch_matches_original(compiled):
         qkv = torch.cat([a.self_attn.q_proj.weight.grad, a.self_attn.k_proj.weight.grad,
                          a.self_attn.v_proj.weight.grad])
         close(b.self_attn.qkv.grad, qkv.float(), rtol=5e-2)
+        close(b.self_attn.o_proj.weight.grad, a.self_attn.o_proj.weight.grad.float(), rtol=5e-2)
+        for norm in ("input_layernorm", "post_attention_layernorm"):
+            close(getattr(b, norm).weight.grad, getattr(a, norm).weight.grad.float(), rtol=5e-2)
     close(patched.lm_head.weight.grad, original.lm_head.weight.grad.float(), rtol=5e-2)
     close(patched.model.embed_tokens.weight.grad,
           original.model.embed_tokens.weight.grad.float(), rtol=5e-2)
@@ -193,9 +199,12 @@ def test_llama_patch_rejects_unsupported_models():
     with pytest.raises(ValueError, match="head_dim 128, got 64"):
         coda_torch.llama.apply(model)
     assert hasattr(model.model.layers[0].mlp, "gate_proj")
-    assert coda_torch.llama.apply(model, attention=False) == {"mlp": 2, "cross_entropy": 1}
-    with pytest.raises(ValueError, match="is patched already"):
+    with pytest.raises(ValueError, match="layer=True needs mlp=True and attention=True"):
         coda_torch.llama.apply(model, attention=False)
+    assert coda_torch.llama.apply(model, attention=False, layer=False) == {
+        "mlp": 2, "cross_entropy": 1}
+    with pytest.raises(ValueError, match="is patched already"):
+        coda_torch.llama.apply(model, attention=False, layer=False)
     # A copy of a patched model runs on its own weights.
     import copy
     clone = copy.deepcopy(model)
@@ -302,3 +311,71 @@ def test_linear_residual_norm(t, h, n):
     close(xc.grad, xr.grad)
     close(wc.grad, wr.grad)
     close(rc.grad, rr.grad)
+
+
+def row_scale(x, eps=1e-5):
+    return torch.rsqrt(x.float().square().mean(1) + eps)
+
+
+@pytest.mark.parametrize("t,h,f", SHAPES)
+@pytest.mark.parametrize("compiled", [False, True])
+def test_norm_swiglu_mlp(t, h, f, compiled):
+    # The MLP block with its norm deferred (row scale on the gate/up
+    # accumulator) and its residual, with the next norm's sums of squares;
+    # the backward recomputes no GEMM. Against float32 autograd, the row
+    # scale's gradient included.
+    x, w, _ = inputs(t, h, f, seed=8)
+    gen = torch.Generator(device="cuda").manual_seed(9)
+    wd = (torch.randn(h, f, device="cuda", generator=gen) / f ** 0.5).bfloat16()
+    rs = row_scale(x)
+    dz = torch.randn(t, h, device="cuda", generator=gen).bfloat16()
+    dss = torch.randn(t, device="cuda", generator=gen) / h
+    xr, rr, wr, wdr = (v.float().detach().requires_grad_() for v in (x, rs, w, wd))
+    want = xr + reference(xr * rr[:, None], wr) @ wdr.T
+    want_ss = want.square().sum(1)
+    torch.autograd.backward([want, want_ss], [dz.float(), dss])
+    op = (torch.compile(coda_torch.norm_swiglu_mlp, fullgraph=True) if compiled
+          else coda_torch.norm_swiglu_mlp)
+    xc, rc, wc, wdc = (v.detach().clone().requires_grad_() for v in (x, rs, w, wd))
+    got, got_ss = op(xc, rc, wc, wdc)
+    torch.autograd.backward([got, got_ss], [dz, dss])
+    close(got, want.detach())
+    close(got_ss, want_ss.detach(), rtol=1e-2)
+    for got_grad, want_grad in ((xc, xr), (rc, rr), (wc, wr), (wdc, wdr)):
+        close(got_grad.grad, want_grad.grad)
+
+
+def test_norm_swiglu_mlp_refuses_bad_arguments():
+    x, w, _ = inputs(64, 128, 64)
+    wd = torch.empty(128, 64, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"rs must be a float32 CUDA tensor of shape \(64,\)"):
+        coda_torch.norm_swiglu_mlp(x, torch.ones(63, device="cuda"), w, wd)
+    with pytest.raises(ValueError, match=r"w_down must be \(128, 64\)"):
+        coda_torch.norm_swiglu_mlp(x, row_scale(x), w, wd[:, :63])
+
+
+@pytest.mark.parametrize("t,h,heads", [(200, 256, (2, 1, 1)), (1000, 512, (4, 2, 2))])
+@pytest.mark.parametrize("compiled", [False, True])
+def test_linear_norm_qkv_rope(t, h, heads, compiled):
+    # Q/K/V + RoPE with the input norm's row scale on the accumulator; the
+    # backward reads the saved product for the row scale's gradient.
+    gen = torch.Generator(device="cuda").manual_seed(10)
+    n = 128 * sum(heads)
+    x = torch.randn(t, h, device="cuda", generator=gen).bfloat16()
+    w = (torch.randn(n, h, device="cuda", generator=gen) / h ** 0.5).bfloat16()
+    angles = torch.rand(t, 64, device="cuda", generator=gen) * 6.28
+    cos, sin = (torch.cat([f(angles)] * 2, 1).bfloat16() for f in (torch.cos, torch.sin))
+    rotated = 128 * (heads[0] + heads[1])
+    rs = row_scale(x)
+    dy = torch.randn(t, n, device="cuda", generator=gen).bfloat16()
+    xr, rr, wr = (v.float().detach().requires_grad_() for v in (x, rs, w))
+    want = rr[:, None] * rope_reference(xr, wr, cos.float(), sin.float(), rotated)
+    want.backward(dy.float())
+    op = (torch.compile(coda_torch.linear_norm_qkv_rope, fullgraph=True) if compiled
+          else coda_torch.linear_norm_qkv_rope)
+    xc, rc, wc = (v.detach().clone().requires_grad_() for v in (x, rs, w))
+    got = op(xc, rc, wc, cos, sin, rotated)
+    got.backward(dy)
+    close(got, want.detach())
+    for got_grad, want_grad in ((xc, xr), (rc, rr), (wc, wr)):
+        close(got_grad.grad, want_grad.grad)
