@@ -52,7 +52,8 @@ def eager_residual_norm(x, w, r):
 
 def decoder_layers(hidden, mlp):
     """A Llama decoder layer (sdpa attention, K/V heads a quarter of the query
-    heads), its coda-patched copy, and the rotary tables for SEQ positions."""
+    heads), its coda-patched copies (the whole layer; the MLP and Q/K/V +
+    RoPE ops alone, layer=False), and the rotary tables for SEQ positions."""
     import copy
     from transformers import LlamaConfig
     from transformers.models.llama import modeling_llama as hf
@@ -64,10 +65,12 @@ def decoder_layers(hidden, mlp):
     eager = hf.LlamaDecoderLayer(config, 0).cuda().to(torch.bfloat16)
     coda = copy.deepcopy(eager)
     coda_torch.llama.apply(coda)
+    ops = copy.deepcopy(eager)
+    coda_torch.llama.apply(ops, layer=False)
     probe = torch.empty(1, SEQ, hidden, device="cuda", dtype=torch.bfloat16)
     positions = torch.arange(SEQ, device="cuda")[None]
     tables = hf.LlamaRotaryEmbedding(config).cuda()(probe, positions)
-    return eager, coda, tables
+    return eager, coda, ops, tables
 
 
 def qkv_rope_inputs(hidden):
@@ -172,9 +175,10 @@ def measure(kernels, hidden_sizes, record):
         del x, w, dy, wv, t, wq, dq, xd, wd, r, dh
         torch.cuda.empty_cache()
         # A whole decoder layer (RMSNorm, Q/K/V + RoPE, sdpa attention, o_proj,
-        # residual, RMSNorm, MLP, residual): coda's copy runs Q/K/V + RoPE and
-        # the MLP through coda_torch.
-        eager, coda, tables = decoder_layers(hidden, mlp)
+        # residual, RMSNorm, MLP, residual): coda's copy runs everything but
+        # the attention through coda_torch (norms deferred into the GEMMs);
+        # the `ops` copy only Q/K/V + RoPE and the MLP.
+        eager, coda, ops, tables = decoder_layers(hidden, mlp)
         compiled = torch.compile(eager)
         xb = torch.randn(TOKENS // SEQ, SEQ, hidden, device="cuda").bfloat16().requires_grad_()
         dyb = torch.randn_like(xb)
@@ -198,7 +202,13 @@ def measure(kernels, hidden_sizes, record):
                 {"M": TOKENS, "batch": TOKENS // SEQ, "seq": SEQ, "hidden": hidden, "mlp": mlp,
                  "heads": hidden // 128, "kv_heads": hidden // 512},
                 (torch.compile(coda), eager, compiled), layer_step)
-        del eager, coda, compiled, xb, dyb
+        for name, layer in (("llama_decoder_layer_ops_fwd_bwd", ops),
+                            ("llama_decoder_layer_ops_compiled_fwd_bwd", torch.compile(ops))):
+            compare(name,
+                    {"M": TOKENS, "batch": TOKENS // SEQ, "seq": SEQ, "hidden": hidden,
+                     "mlp": mlp, "heads": hidden // 128, "kv_heads": hidden // 512},
+                    (layer, eager, compiled), layer_step)
+        del eager, coda, ops, compiled, xb, dyb
         torch.cuda.empty_cache()
 
 

@@ -1,7 +1,8 @@
 """A small Llama (random init) trained on synthetic data with PyTorch eager,
 with coda's ops swapped in (coda_torch.llama.apply), with torch.compile, and
-with both (coda_compile: torch.compile fuses the norms and residuals around
-coda's opaque ops):
+with both (coda_compile: torch.compile fuses what is around coda's opaque
+ops), and with only coda's MLP, Q/K/V + RoPE and LM head ops (coda_ops,
+coda_ops_compile: the norms, residual adds and o_proj stay torch's):
 the same initial weights and batches for each, losses per step, median step
 time and peak memory, in one process.
 
@@ -43,13 +44,15 @@ def batches(steps, batch, seq, vocab):
 def train(mode, args, config, rank, world):
     torch.manual_seed(0)
     model = LlamaForCausalLM(config).cuda().to(torch.bfloat16)
-    if mode in ("coda", "coda_compile"):
-        coda_torch.llama.apply(model)
+    if mode.startswith("coda"):
+        # coda_ops*: only the MLP, Q/K/V + RoPE and LM head ops, the norms,
+        # residuals and o_proj torch's (llama.apply(layer=False)).
+        coda_torch.llama.apply(model, layer=not mode.startswith("coda_ops"))
     step_fn = model
     if world > 1:
         step_fn = model = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[torch.cuda.current_device()])
-    if mode in ("torch_compile", "coda_compile"):
+    if mode.endswith("compile"):
         # coda's ops stay opaque; torch.compile fuses what is around them.
         step_fn = torch.compile(model)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
@@ -91,6 +94,8 @@ def main():
     parser.add_argument("--vocab", type=int, default=32768)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--modes", nargs="+",
+                        choices=["torch_eager", "coda", "torch_compile", "coda_compile",
+                                 "coda_ops", "coda_ops_compile"],
                         default=["torch_eager", "coda", "torch_compile", "coda_compile"])
     parser.add_argument("--commit", default="unknown")
     args = parser.parse_args()
