@@ -290,3 +290,52 @@ func.func @swiglu_saved_backward_long_k(%a: memref<?x8192xbf16>, %b: memref<8192
   }
   return
 }
+
+// The same with a row input beside the two tile inputs (a deferred norm's
+// row scale) and its gradient's row partials: warp-specialized at every K
+// (ping-pong spills 360 bytes there).
+// CHECK-LABEL: func.func @norm_swiglu_saved_backward
+//       CHECK:   attributes {coda.gemm_config = #coda.gemm_config<schedule = warp_specialized, tile_m = 128, tile_n = 256, stages = 4>}
+func.func @norm_swiglu_saved_backward(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %g: memref<?x?xbf16>,
+                                      %u: memref<?x?xbf16>, %rs: memref<?xf32>, %y: memref<?x?xbf16>,
+                                      %p: memref<?x?xf32>) {
+  coda.gemm %a, %b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, tile %gv = %g : memref<?x?xbf16>, tile %uv = %u : memref<?x?xbf16>,
+               row %r = %rs : memref<?xf32>)
+      outs(%y, %p : memref<?x?xbf16>, memref<?x?xf32>) {
+    %gf = arith.extf %gv : bf16 to f32
+    %uf = arith.extf %uv : bf16 to f32
+    %dg = arith.mulf %acc, %uf : f32
+    %du = arith.mulf %acc, %gf : f32
+    %dgr = arith.mulf %dg, %r : f32
+    %e = arith.truncf %dgr : f32 to bf16
+    %o = arith.truncf %du : f32 to bf16
+    %both = coda.interleave %e, %o : bf16
+    %part = coda.row_reduce sum %dg tile 128 : f32
+    coda.yield %both, %part : !coda.interleaved<bf16>, !coda.partial<f32>
+  }
+  return
+}
+
+// RoPE with a second tile output (a saved accumulator) or a second tile
+// input: warp-specialized (the cooperative kernel spills beside them).
+// CHECK-LABEL: func.func @rope_saving_accumulator
+//       CHECK:   schedule = warp_specialized, tile_m = 128, tile_n = 256
+func.func @rope_saving_accumulator(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>,
+                                   %cos: memref<?x128xf32>, %q: memref<?x?xbf16>,
+                                   %saved: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, periodic %c = %cos : memref<?x128xf32>)
+      outs(%q, %saved : memref<?x?xbf16>, memref<?x?xbf16>) {
+    %r = coda.pair_map stride 64 (%lo, %hi) = %acc, (%c0, %c1) = %c
+        : f32, f32 -> f32 {
+      %y0 = arith.mulf %lo, %c0 : f32
+      %y1 = arith.mulf %hi, %c1 : f32
+      coda.yield %y0, %y1 : f32, f32
+    }
+    %rb = arith.truncf %r : f32 to bf16
+    %ab = arith.truncf %acc : f32 to bf16
+    coda.yield %rb, %ab : bf16, bf16
+  }
+  return
+}
