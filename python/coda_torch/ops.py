@@ -506,7 +506,7 @@ def _norm_mlp_setup_context(ctx, inputs, output):
 
 
 def _norm_mlp_backward(ctx, run, dz, dsum_sq, dh, dg, du):
-    x, rs = ctx.saved_tensors[:2]
+    x = ctx.saved_tensors[0]
     if dz is None and dsum_sq is None:
         return None, None, None, None
     dz = _zeros_if_none(dz, *x.shape, dtype=torch.bfloat16, like=x)

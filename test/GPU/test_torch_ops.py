@@ -258,16 +258,22 @@ def rope_reference(x, w, cos, sin, rotated):
     return torch.cat([rope[:, :rotated], q[:, rotated:]], 1)
 
 
-@pytest.mark.parametrize("t,h,heads", [(200, 256, (2, 1, 1)), (1000, 512, (4, 2, 2))])
-def test_linear_qkv_rope(t, h, heads):
-    gen = torch.Generator(device="cuda").manual_seed(4)
+def rope_inputs(t, h, heads, seed):
+    """x, the stacked Q/K/V weight w (heads = (q, k, v) heads of 128), RoPE
+    tables, the rotated column count (Q and K rotate, V does not) and dy."""
+    gen = torch.Generator(device="cuda").manual_seed(seed)
     n = 128 * sum(heads)
     x = torch.randn(t, h, device="cuda", generator=gen).bfloat16()
     w = (torch.randn(n, h, device="cuda", generator=gen) / h ** 0.5).bfloat16()
     angles = torch.rand(t, 64, device="cuda", generator=gen) * 6.28
     cos, sin = (torch.cat([f(angles)] * 2, 1).bfloat16() for f in (torch.cos, torch.sin))
-    rotated = 128 * (heads[0] + heads[1])  # Q and K rotate, V does not
     dy = torch.randn(t, n, device="cuda", generator=gen).bfloat16()
+    return x, w, cos, sin, 128 * (heads[0] + heads[1]), dy
+
+
+@pytest.mark.parametrize("t,h,heads", [(200, 256, (2, 1, 1)), (1000, 512, (4, 2, 2))])
+def test_linear_qkv_rope(t, h, heads):
+    x, w, cos, sin, rotated, dy = rope_inputs(t, h, heads, seed=4)
     xr, wr = x.float().requires_grad_(), w.float().requires_grad_()
     want = rope_reference(xr, wr, cos.float(), sin.float(), rotated)
     want.backward(dy.float())
@@ -359,15 +365,8 @@ def test_norm_swiglu_mlp_refuses_bad_arguments():
 def test_linear_norm_qkv_rope(t, h, heads, compiled):
     # Q/K/V + RoPE with the input norm's row scale on the accumulator; the
     # backward reads the saved product for the row scale's gradient.
-    gen = torch.Generator(device="cuda").manual_seed(10)
-    n = 128 * sum(heads)
-    x = torch.randn(t, h, device="cuda", generator=gen).bfloat16()
-    w = (torch.randn(n, h, device="cuda", generator=gen) / h ** 0.5).bfloat16()
-    angles = torch.rand(t, 64, device="cuda", generator=gen) * 6.28
-    cos, sin = (torch.cat([f(angles)] * 2, 1).bfloat16() for f in (torch.cos, torch.sin))
-    rotated = 128 * (heads[0] + heads[1])
+    x, w, cos, sin, rotated, dy = rope_inputs(t, h, heads, seed=10)
     rs = row_scale(x)
-    dy = torch.randn(t, n, device="cuda", generator=gen).bfloat16()
     xr, rr, wr = (v.float().detach().requires_grad_() for v in (x, rs, w))
     want = rr[:, None] * rope_reference(xr, wr, cos.float(), sin.float(), rotated)
     want.backward(dy.float())

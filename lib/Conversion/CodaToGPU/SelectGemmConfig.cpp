@@ -58,7 +58,9 @@ Attribute selectConfig(GemmOp op) {
   GemmConfigAttr cooperative =
       makeConfig(ctx, GemmSchedule::cooperative, 256, 2);
 
-  bool pairs = false, maxPartials = false;
+  // What the epilogue writes and reads, which the rules below weigh.
+  bool pairs = false, maxPartials = false, partials = false, f32Tile = false;
+  int64_t tileOutputs = 0;
   for (Value value : op.getYieldOp().getValues()) {
     switch (getOutputRole(value)) {
     case OutputRole::pair:
@@ -70,15 +72,28 @@ Attribute selectConfig(GemmOp op) {
       // Every register schedule's row partials cover divisors of 128.
       if (128 % reduce.getTile() != 0)
         return {};
+      partials = true;
       maxPartials |= reduce.getKind() != ReductionKind::sum;
       break;
     }
     case OutputRole::colPartials:
       return {};
     case OutputRole::tile:
+      ++tileOutputs;
+      f32Tile |= value.getType().getIntOrFloatBitWidth() == 32;
+      break;
     case OutputRole::rowSelect:
       break;
     }
+  }
+  unsigned numInputs = op.getEpilogueInputs().size();
+  int64_t tileInputs = 0, rowInputs = 0;
+  bool pairInput = false;
+  for (unsigned k = 0; k < numInputs; ++k) {
+    AccessForm form = op.getInputForm(k);
+    tileInputs += form == AccessForm::tile;
+    rowInputs += form == AccessForm::row;
+    pairInput |= form == AccessForm::pair;
   }
   // Pairs at a stride (rotate-half RoPE): cooperative where every periodic
   // table has a static period, whose reads the rows' congruent columns share
@@ -92,14 +107,9 @@ Attribute selectConfig(GemmOp op) {
     // dY), the cooperative kernel spills (ptxas: coda_torch's
     // linear_norm_qkv_rope 72 bytes, its adjoint 234); warp-specialized
     // spills nothing.
-    int64_t tileOutputs = 0, tileInputs = 0;
-    for (Value value : op.getYieldOp().getValues())
-      tileOutputs += getOutputRole(value) == OutputRole::tile;
-    for (unsigned k = 0, e = op.getEpilogueInputs().size(); k < e; ++k)
-      tileInputs += op.getInputForm(k) == AccessForm::tile;
     if (tileOutputs > 1 || tileInputs > 1)
       return warpSpecialized;
-    for (unsigned k = 0, e = op.getEpilogueInputs().size(); k < e; ++k)
+    for (unsigned k = 0; k < numInputs; ++k)
       if (op.getInputForm(k) == AccessForm::periodic &&
           !staticPeriod(op, k, cooperative.getTileN()))
         return warpSpecialized;
@@ -115,15 +125,6 @@ Attribute selectConfig(GemmOp op) {
   // suite's swiglu_backward_adjoint (pair and row inputs) 440 / 28 (104 / 0
   // since its pair columns are made where used; ping-pong not yet timed
   // against the warp-specialized kernel for it).
-  unsigned numInputs = op.getEpilogueInputs().size();
-  int64_t tileInputs = 0, rowInputs = 0;
-  bool pairInput = false;
-  for (unsigned k = 0; k < numInputs; ++k) {
-    AccessForm form = op.getInputForm(k);
-    tileInputs += form == AccessForm::tile;
-    rowInputs += form == AccessForm::row;
-    pairInput |= form == AccessForm::pair;
-  }
   // With a row input beside them (a deferred norm's row scale, whose
   // gradient the epilogue also reduces), ping-pong spills 360 bytes
   // (coda_torch's norm_swiglu_mlp_backward): warp-specialized.
@@ -141,13 +142,6 @@ Attribute selectConfig(GemmOp op) {
   // row inputs) 44 against 0. An f32 output alone spills in neither and
   // runs faster cooperative (plain_nn, f16 in, f32 out: 0.58 ms against
   // 0.63 ms ping-pong at 16384 x 2048 x 6144).
-  bool f32Tile = false, partials = false;
-  for (Value value : op.getYieldOp().getValues()) {
-    OutputRole role = getOutputRole(value);
-    partials |= role == OutputRole::rowPartials;
-    f32Tile |= role == OutputRole::tile &&
-               value.getType().getIntOrFloatBitWidth() == 32;
-  }
   if ((f32Tile && (numInputs > 0 || partials)) || pairInput || rowInputs > 2)
     return pingPong;
   // Pair or interleaved outputs (SwiGLU) and max / log-sum-exp partials:

@@ -186,7 +186,15 @@ def CodaDeriveBackward : Pass<"coda-derive-backward", "::mlir::ModuleOp"> {
     `@f_backward` takes them after `@f`'s arguments. Such a GEMM's epilogue is
     differentiated in the GEMM that produces its output's gradient (dY x B'^T
     of the consumer), which then yields dAcc (interleaved for a pair
-    contraction): no adjoint GEMM, nothing recomputed.
+    contraction): no adjoint GEMM, nothing recomputed. A pair contraction's
+    row-input operands (a deferred norm's row scale) get their gradients as
+    that GEMM's row partials. A GEMM whose adjoint needs the accumulator only
+    through the values its tile outputs round (ops on the accumulator's side
+    linear in it: a residual add with its sums of squares) saves those
+    outputs (even when `@f` returns them) and its adjoint reads them: it
+    reads no product. A GEMM marked `coda.save_accumulator` returns its
+    accumulator for its adjoint. The derived function is CSE'd and
+    canonicalized.
 
     Scalar and periodic inputs (an epsilon, RoPE's tables) are constants to
     the derivative. Epilogue ops with a rule: arith add/sub/mul/div/neg,
