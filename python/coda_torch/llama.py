@@ -25,10 +25,17 @@
   (the output then has no logits; without labels the original forward runs).
 
 The values are the same as before, so a patched model computes what the
-original did, up to rounding.
+original did, up to rounding. The patched model keeps Hugging Face's
+parameter names where they leave it: `state_dict()` (so `save_pretrained`)
+writes gate_proj/up_proj and q_proj/k_proj/v_proj weights taken from the
+fused parameters, and `load_state_dict()` takes them back into those;
+`unapply` restores the original modules. Projections must be plain
+`nn.Linear` without bias (merge PEFT/LoRA adapters first); off an sm_90
+GPU, `apply` warns and changes nothing.
 """
 
 import types
+import warnings
 
 import torch
 from torch import nn
@@ -40,8 +47,70 @@ HEAD_DIM = 128  # the head size linear_qkv_rope's kernels rotate
 
 
 def _no_bias(*linears):
-    if any(linear.bias is not None for linear in linears):
-        raise ValueError("coda_torch.llama: projections with biases are not supported")
+    for linear in linears:
+        if type(linear) is not nn.Linear:
+            raise ValueError(
+                f"coda_torch.llama: a projection is a {type(linear).__module__}."
+                f"{type(linear).__name__}, not a plain nn.Linear (an adapter such as "
+                "PEFT's LoRA?); coda's ops read the weight alone, so merge the adapters "
+                "into the weights first (PEFT: merge_and_unload())")
+        if linear.bias is not None:
+            raise ValueError("coda_torch.llama: projections with biases are not supported")
+
+
+# Hugging Face's names in state dicts: a fused parameter is written as the
+# weights it replaced (copies) and read back from them.
+
+
+def _split_state(names, split):
+    """A state-dict hook writing the fused parameter `names[0]` as the
+    weights `names[1:]` (split(fused) gives them in that order)."""
+    def hook(module, state, prefix, local_metadata):
+        fused = state.pop(prefix + names[0])
+        for name, part in zip(names[1:], split(module, fused)):
+            state[prefix + name] = part.detach().clone()
+    return hook
+
+
+def _join_state(names, join):
+    """A load-state-dict pre-hook reading the weights `names[1:]` into the
+    fused parameter `names[0]` (join(module, parts))."""
+    def hook(module, state, prefix, local_metadata, strict, missing, unexpected, errors):
+        keys = [prefix + name for name in names[1:]]
+        if all(key in state for key in keys):
+            state[prefix + names[0]] = join(module, [state.pop(key) for key in keys])
+    return hook
+
+
+def _keep_hf_names(module, names, split, join):
+    # register_state_dict_post_hook where torch has it (2.5 on).
+    register = getattr(module, "register_state_dict_post_hook", None) or \
+        module._register_state_dict_hook
+    module._coda_hooks = [
+        register(_split_state(names, split)),
+        module.register_load_state_dict_pre_hook(_join_state(names, join)),
+    ]
+
+
+_MLP_NAMES = ("gate_up", "gate_proj.weight", "up_proj.weight")
+_QKV_NAMES = ("qkv", "q_proj.weight", "k_proj.weight", "v_proj.weight")
+
+
+def _split_gate_up(mlp, fused):
+    pairs = fused.view(-1, 2, fused.shape[-1])
+    return pairs[:, 0], pairs[:, 1]
+
+
+def _join_gate_up(mlp, parts):
+    return torch.stack(parts, dim=1).reshape(-1, parts[0].shape[-1])
+
+
+def _split_qkv(attn, fused):
+    return torch.split(fused, attn.qkv_sizes)
+
+
+def _join_qkv(attn, parts):
+    return torch.cat(parts)
 
 
 # The patched forwards are methods bound to their module (types.MethodType),
@@ -57,9 +126,11 @@ def _patch_mlp(mlp):
     gate, up = mlp.gate_proj, mlp.up_proj
     features, hidden = gate.weight.shape
     interleaved = torch.stack([gate.weight.data, up.weight.data], dim=1)
-    mlp.gate_up = nn.Parameter(interleaved.reshape(2 * features, hidden))
+    mlp.gate_up = nn.Parameter(interleaved.reshape(2 * features, hidden),
+                               requires_grad=gate.weight.requires_grad)
     del mlp.gate_proj, mlp.up_proj
     mlp.forward = types.MethodType(_mlp_forward, mlp)
+    _keep_hf_names(mlp, _MLP_NAMES, _split_gate_up, _join_gate_up)
 
 
 def _rope_tables(position_embeddings, input_shape):
@@ -100,9 +171,11 @@ def _attend(attn, qkv, input_shape, attention_mask, past_key_values, **kwargs):
 def _patch_attention(attn):
     q, k, v = attn.q_proj, attn.k_proj, attn.v_proj
     attn.qkv_sizes = [q.weight.shape[0], k.weight.shape[0], v.weight.shape[0]]
-    attn.qkv = nn.Parameter(torch.cat([q.weight.data, k.weight.data, v.weight.data]))
+    attn.qkv = nn.Parameter(torch.cat([q.weight.data, k.weight.data, v.weight.data]),
+                            requires_grad=q.weight.requires_grad)
     del attn.q_proj, attn.k_proj, attn.v_proj
     attn.forward = types.MethodType(_attention_forward, attn)
+    _keep_hf_names(attn, _QKV_NAMES, _split_qkv, _join_qkv)
 
 
 # The residual stream's row sums of squares, from the GEMM that wrote it, ride
@@ -207,6 +280,13 @@ def apply(model, mlp=True, attention=True, layer=True, cross_entropy=True):
         raise ValueError("coda_torch.llama: layer=True needs mlp=True and attention=True")
     chosen = {"mlp": mlp, "attention": attention, "layer": layer,
               "cross_entropy": cross_entropy}
+    if not (torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)):
+        found = "no CUDA GPU" if not torch.cuda.is_available() else (
+            "a GPU of compute capability %d.%d" % torch.cuda.get_device_capability())
+        warnings.warn(f"coda_torch.llama.apply: coda's kernels run on sm_90 (Hopper) GPUs "
+                      f"and this process has {found}; the model is left unchanged",
+                      stacklevel=2)
+        return {kind: 0 for kind, on in chosen.items() if on}
     targets = [(kind, module) for module in model.modules()
                for kind, (name, _) in _PATCHES.items()
                if chosen[kind] and type(module).__name__ == name]
@@ -215,9 +295,44 @@ def apply(model, mlp=True, attention=True, layer=True, cross_entropy=True):
     counts = {kind: 0 for kind, on in chosen.items() if on}
     for kind, module in targets:
         _PATCHES[kind][1](module)
-        module._coda_patched = True
+        module._coda_patched = kind
         counts[kind] += 1
     return counts
+
+
+def unapply(model):
+    """Undoes apply on every module of `model` it patched: the original
+    projections come back as nn.Linear modules holding the fused
+    parameters' values (new parameters: an optimizer built on the patched
+    model must be rebuilt), and the modules' own forwards run again.
+    Returns how many modules of each kind were restored."""
+    counts = {}
+    for module in model.modules():
+        kind = getattr(module, "_coda_patched", None)
+        if not kind:
+            continue
+        for handle in module.__dict__.pop("_coda_hooks", []):
+            handle.remove()
+        if kind == "mlp":
+            _restore_linears(module, _MLP_NAMES, _split_gate_up(module, module.gate_up))
+        elif kind == "attention":
+            _restore_linears(module, _QKV_NAMES, _split_qkv(module, module.qkv))
+            del module.qkv_sizes
+        del module.forward
+        del module._coda_patched
+        counts[kind] = counts.get(kind, 0) + 1
+    return counts
+
+
+def _restore_linears(module, names, parts):
+    fused = getattr(module, names[0])
+    for name, part in zip(names[1:], parts):
+        linear = nn.Linear(part.shape[1], part.shape[0], bias=False,
+                           device=part.device, dtype=part.dtype)
+        linear.weight = nn.Parameter(part.detach().contiguous(),
+                                     requires_grad=fused.requires_grad)
+        setattr(module, name.removesuffix(".weight"), linear)
+    delattr(module, names[0])
 
 
 def _check_supported(kind, module):

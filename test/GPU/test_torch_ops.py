@@ -212,6 +212,80 @@ def test_llama_patch_rejects_unsupported_models():
     assert clone.forward.__self__ is clone
 
 
+def test_llama_patch_keeps_hugging_face_names(tmp_path):
+    # state_dict() of a patched model has the original's names and values
+    # (gate_proj/up_proj and q_proj/k_proj/v_proj from the fused
+    # parameters), loads strictly into an unpatched model and back into a
+    # patched one, and save_pretrained / from_pretrained round-trips it.
+    transformers = pytest.importorskip("transformers")
+    original, patched = llama_pair()
+    coda_torch.llama.apply(patched)
+    want, got = original.state_dict(), patched.state_dict()
+    assert sorted(got) == sorted(want)
+    for name, value in want.items():
+        assert torch.equal(got[name], value), name
+    # Into a patched model: new values land in the fused parameters.
+    _, other = llama_pair()
+    coda_torch.llama.apply(other)
+    changed = {name: value * 2 for name, value in want.items()}
+    other.load_state_dict(changed, strict=True)
+    for name, value in other.state_dict().items():
+        assert torch.equal(value, changed[name]), name
+    layer = other.model.layers[1]
+    assert torch.equal(layer.self_attn.qkv[:512], changed["model.layers.1.self_attn.q_proj.weight"])
+    assert torch.equal(layer.mlp.gate_up[1::2], changed["model.layers.1.mlp.up_proj.weight"])
+    # Into an unpatched model, strictly.
+    plain, _ = llama_pair()
+    plain.load_state_dict(got, strict=True)
+    patched.save_pretrained(tmp_path)
+    loaded = transformers.LlamaForCausalLM.from_pretrained(tmp_path, torch_dtype=torch.bfloat16)
+    for name, value in loaded.state_dict().items():
+        assert torch.equal(value.cuda(), want[name]), name
+
+
+def test_llama_unapply_restores_the_original_modules():
+    original, patched = llama_pair()
+    counts = coda_torch.llama.apply(patched)
+    assert coda_torch.llama.unapply(patched) == counts
+    modules = dict(patched.named_modules())
+    assert sorted(modules) == sorted(dict(original.named_modules()))
+    for name, module in original.named_modules():
+        assert type(modules[name]) is type(module), name
+        assert "forward" not in vars(modules[name]), name
+    parameters = dict(patched.named_parameters())
+    assert sorted(parameters) == sorted(dict(original.named_parameters()))
+    for name, value in original.named_parameters():
+        assert torch.equal(parameters[name], value), name
+    ids = torch.randint(0, 1000, (2, 64), device="cuda")
+    with torch.no_grad():
+        torch.testing.assert_close(patched(input_ids=ids).logits, original(input_ids=ids).logits)
+    # It can be patched again.
+    assert coda_torch.llama.apply(patched) == counts
+
+
+def test_llama_patch_refuses_adapters_and_other_gpus(monkeypatch):
+    # A projection that is not a plain nn.Linear (PEFT's LoRA layers wrap
+    # or subclass it) is refused, not silently read without its adapter.
+    class Adapted(torch.nn.Linear):
+        pass
+
+    _, model = llama_pair()
+    q = model.model.layers[0].self_attn.q_proj
+    adapted = Adapted(q.in_features, q.out_features, bias=False, device="cuda",
+                      dtype=torch.bfloat16)
+    model.model.layers[0].self_attn.q_proj = adapted
+    with pytest.raises(ValueError, match="not a plain nn.Linear.*merge_and_unload"):
+        coda_torch.llama.apply(model)
+    assert hasattr(model.model.layers[0].mlp, "gate_proj")
+    # Off an sm_90 GPU: a warning, and nothing changes.
+    _, model = llama_pair()
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a, **k: (8, 0))
+    with pytest.warns(UserWarning, match="sm_90.*capability 8.0.*left unchanged"):
+        counts = coda_torch.llama.apply(model)
+    assert counts == {"mlp": 0, "attention": 0, "layer": 0, "cross_entropy": 0}
+    assert hasattr(model.model.layers[0].self_attn, "q_proj")
+
+
 @pytest.mark.parametrize("t,h,v", [(200, 256, 1000), (1000, 512, 32768)])
 def test_linear_cross_entropy(t, h, v):
     gen = torch.Generator(device="cuda").manual_seed(2)
