@@ -30,7 +30,7 @@ parameter names where they leave it: `state_dict()` (so `save_pretrained`)
 writes gate_proj/up_proj and q_proj/k_proj/v_proj weights taken from the
 fused parameters, and `load_state_dict()` takes them back into those;
 `unapply` restores the original modules. Projections must be plain
-`nn.Linear` without bias (merge PEFT/LoRA adapters first); off an sm_90
+`nn.Linear` without bias (merge PEFT/LoRA adapters first); without an sm_90
 GPU, `apply` warns and changes nothing.
 """
 
