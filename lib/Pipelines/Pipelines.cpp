@@ -66,16 +66,11 @@ void mlir::coda::buildCodaToGPUBinaryPipeline(
       bufferization::LayoutMapOption::IdentityLayoutMap;
   pm.addPass(bufferization::createOneShotBufferizePass(bufferization));
   pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCodaPrepareHostProgram());
 
   if (selectConfig)
     pm.addPass(createCodaSelectGemmConfig());
   pm.addPass(createCodaToGPU(kernels));
-  if (!manifest.empty()) {
-    CodaExportKernelManifestOptions exported;
-    exported.path = manifest.str();
-    exported.chip = kernels.chip;
-    pm.addPass(createCodaExportKernelManifest(exported));
-  }
 
   // What is left (partial finishes, statistics, weight preparation) becomes
   // plain parallel-loop kernels: a block of 128 threads per 128 iterations.
@@ -93,10 +88,18 @@ void mlir::coda::buildCodaToGPUBinaryPipeline(
   pm.addPass(math::createMathExpandOpsPass(expand));
 
   // Upstream's gpu-lower-to-nvvm-pipeline (MLIR 22), pass for pass, with
-  // --coda-tensormap-params after the kernels' conversion to NVVM: the
-  // GEMM kernels take their TMA descriptors by value.
-  pm.addPass(createConvertNVGPUToNVVMPass());
+  // the outlining first (the manifest then sees every kernel and the host
+  // code before its TMA descriptors are lowered) and --coda-tensormap-params
+  // after the kernels' conversion to NVVM: the GEMM kernels take their TMA
+  // descriptors by value.
   pm.addPass(createGpuKernelOutliningPass());
+  if (!manifest.empty()) {
+    CodaExportKernelManifestOptions exported;
+    exported.path = manifest.str();
+    exported.chip = kernels.chip;
+    pm.addPass(createCodaExportKernelManifest(exported));
+  }
+  pm.addPass(createConvertNVGPUToNVVMPass());
   pm.addPass(createConvertVectorToSCFPass());
   pm.addPass(createSCFToControlFlowPass());
   pm.addPass(createConvertNVVMToLLVMPass());

@@ -38,6 +38,8 @@ Driver loadDriver() {
   lookup(library, d.cuFuncSetAttribute, "cuFuncSetAttribute");
   lookup(library, d.cuLaunchKernel, "cuLaunchKernel");
   lookup(library, d.cuGetErrorName, "cuGetErrorName");
+  lookup(library, d.cuMemAlloc, "cuMemAlloc_v2");
+  lookup(library, d.cuMemFree, "cuMemFree_v2");
   lookup(library, d.cuOccupancyMaxActiveClusters,
          "cuOccupancyMaxActiveClusters");
   lookup(library, d.cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled");

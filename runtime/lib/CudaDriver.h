@@ -9,6 +9,7 @@
 #ifndef CODA_RUNTIME_LIB_CUDADRIVER_H
 #define CODA_RUNTIME_LIB_CUDADRIVER_H
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -21,6 +22,7 @@ using CUcontext = void *;
 using CUmodule = void *;
 using CUfunction = void *;
 using CUstream = void *;
+using CUdeviceptr = unsigned long long;
 
 /// CUtensorMap: 128 opaque bytes, 64-byte aligned.
 struct alignas(64) CUtensorMap {
@@ -74,6 +76,8 @@ struct Driver {
                              unsigned, unsigned, unsigned, CUstream, void **,
                              void **);
   CUresult (*cuGetErrorName)(CUresult, const char **);
+  CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);
+  CUresult (*cuMemFree)(CUdeviceptr);
   CUresult (*cuOccupancyMaxActiveClusters)(int *, CUfunction,
                                            const CUlaunchConfig *);
   CUresult (*cuTensorMapEncodeTiled)(CUtensorMap *, int, unsigned, void *,

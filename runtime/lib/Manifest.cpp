@@ -113,6 +113,137 @@ template <typename E> E vocabulary(const Json &v, const std::string &ctx) {
 
 } // namespace
 
+/// The elements a view reaches past its offset, plus one (0 for an empty
+/// view).
+static int64_t viewExtent(const std::vector<int64_t> &sizes,
+                          const std::vector<int64_t> &strides) {
+  int64_t last = 0;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] == 0)
+      return 0;
+    last += (sizes[d] - 1) * strides[d];
+  }
+  return last + 1;
+}
+
+static int64_t elementCount(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t size : shape)
+    n *= size;
+  return n;
+}
+
+/// One function's program, each reference checked against the manifest:
+/// kernels exist, argument and temporary positions are in range, views lie
+/// within their buffers.
+static FunctionSpec parseFunction(const Json &f, const Manifest &manifest) {
+  if (!f.is_object())
+    throw Error("manifest: a function must be an object");
+  FunctionSpec function;
+  function.name = stringOf(member(f, "name", "a function"), "function name");
+  std::string ctx = "function " + function.name;
+  if (const Json *why = optional(f, "unsupported")) {
+    function.unsupported = stringOf(*why, ctx + " unsupported");
+    return function;
+  }
+  for (const Json &a : list(member(f, "arguments", ctx), ctx + " arguments")) {
+    std::string actx =
+        ctx + " argument " + std::to_string(function.arguments.size());
+    ArgumentSpec argument;
+    argument.tensor =
+        vocabulary<abi::ParamKind>(member(a, "kind", actx), actx) ==
+        abi::ParamKind::memref;
+    argument.dtype = parseDType(stringOf(member(a, "dtype", actx), actx));
+    if (argument.tensor)
+      argument.shape = intList(member(a, "shape", actx), actx + " shape");
+    if (const Json *v = optional(a, "output"))
+      argument.output = boolean(*v, actx + " output");
+    function.arguments.push_back(std::move(argument));
+  }
+  function.workspaceBytes =
+      integer(member(f, "workspace_bytes", ctx), ctx + " workspace_bytes");
+  for (const Json &t :
+       list(member(f, "temporaries", ctx), ctx + " temporaries")) {
+    std::string tctx =
+        ctx + " temporary " + std::to_string(function.temporaries.size());
+    TemporarySpec temporary;
+    temporary.dtype = parseDType(stringOf(member(t, "dtype", tctx), tctx));
+    temporary.shape = intList(member(t, "shape", tctx), tctx + " shape");
+    temporary.bytes = integer(member(t, "bytes", tctx), tctx + " bytes");
+    temporary.offset = integer(member(t, "offset", tctx), tctx + " offset");
+    if (temporary.offset < 0 ||
+        temporary.bytes !=
+            elementCount(temporary.shape) * dtypeBytes(temporary.dtype) ||
+        temporary.offset + temporary.bytes > function.workspaceBytes)
+      throw Error("manifest: " + tctx +
+                  " does not fit its shape or the workspace");
+    function.temporaries.push_back(std::move(temporary));
+  }
+  for (const Json &st : list(member(f, "steps", ctx), ctx + " steps")) {
+    std::string sctx = ctx + " step " + std::to_string(function.steps.size());
+    Step step;
+    if (const Json *v = optional(st, "launch")) {
+      step.target = stringOf(*v, sctx + " launch");
+      (void)manifest.kernel(step.target); // absent: throws its error
+    } else {
+      step.kind = Step::Kind::call;
+      step.target = stringOf(member(st, "call", sctx), sctx + " call");
+    }
+    for (const Json &o : list(member(st, "args", sctx), sctx + " args")) {
+      std::string octx = sctx + " operand " + std::to_string(step.args.size());
+      StepOperand operand;
+      std::vector<int64_t> bufferShape;
+      DType bufferType = DType::f32;
+      if (const Json *v = optional(o, "value")) {
+        if (!v->is_number())
+          throw Error("manifest: " + octx + " value must be a number");
+        operand.value = v->get<double>();
+        step.args.push_back(std::move(operand));
+        continue;
+      }
+      if (const Json *v = optional(o, "argument")) {
+        operand.kind = StepOperand::Kind::argument;
+        operand.index = integer(*v, octx + " argument");
+        if (operand.index < 0 ||
+            operand.index >= int64_t(function.arguments.size()))
+          throw Error("manifest: " + octx + " names no argument");
+        bufferShape = function.arguments[operand.index].shape;
+        bufferType = function.arguments[operand.index].dtype;
+      } else {
+        operand.kind = StepOperand::Kind::temporary;
+        operand.index = integer(member(o, "temporary", octx), octx);
+        if (operand.index < 0 ||
+            operand.index >= int64_t(function.temporaries.size()))
+          throw Error("manifest: " + octx + " names no temporary");
+        bufferShape = function.temporaries[operand.index].shape;
+        bufferType = function.temporaries[operand.index].dtype;
+      }
+      if (const Json *v = optional(o, "offset")) {
+        operand.view = true;
+        operand.offset = integer(*v, octx + " offset");
+        operand.sizes = intList(member(o, "sizes", octx), octx + " sizes");
+        operand.strides =
+            intList(member(o, "strides", octx), octx + " strides");
+        bool dynamic = std::any_of(bufferShape.begin(), bufferShape.end(),
+                                   [](int64_t d) { return d < 0; });
+        if (operand.sizes.size() != operand.strides.size() || dynamic ||
+            operand.offset < 0 ||
+            operand.offset + viewExtent(operand.sizes, operand.strides) >
+                elementCount(bufferShape))
+          throw Error("manifest: " + octx + " is not a view within its " +
+                      dtypeName(bufferType) + " buffer");
+      } else if (operand.kind == StepOperand::Kind::temporary) {
+        throw Error("manifest: " + octx +
+                    " needs the view's offset, sizes "
+                    "and strides");
+      }
+      step.args.push_back(std::move(operand));
+    }
+    function.steps.push_back(std::move(step));
+  }
+  return function;
+}
+
 /// Whether two kernels take the same arguments: parameters of the same
 /// kinds, names, roles, sources, types and shapes (their TMA boxes may
 /// differ).
@@ -156,7 +287,23 @@ Manifest Manifest::parse(const std::string &text) {
     kernel.module = stringOf(member(k, "module", ctx), ctx + " module");
     kernel.function = stringOf(member(k, "function", ctx), ctx + " function");
     kernel.kind = vocabulary<abi::KernelKind>(member(k, "kind", ctx), ctx);
-    if (kernel.kind == KernelSpec::Kind::reducePartials) {
+    kernel.symbol = kernel.name;
+    if (const Json *v = optional(k, "symbol"))
+      kernel.symbol = stringOf(*v, ctx + " symbol");
+    if (kernel.kind == KernelSpec::Kind::loop) {
+      // A loop kernel's grid is the constant its launch was compiled with.
+      const Json &grid = list(member(k, "grid", ctx), ctx + " grid");
+      if (grid.size() != 3)
+        throw Error("manifest: " + ctx + " grid must have 3 entries");
+      for (int i = 0; i < 3; ++i) {
+        std::string text = stringOf(grid[i], ctx + " grid");
+        char *end = nullptr;
+        kernel.grid[i] = std::strtoll(text.c_str(), &end, 10);
+        if (text.empty() || *end || kernel.grid[i] < 1)
+          throw Error("manifest: " + ctx +
+                      " grid must be positive integers, got '" + text + "'");
+      }
+    } else if (kernel.kind == KernelSpec::Kind::reducePartials) {
       kernel.axis = stringOf(member(k, "axis", ctx), ctx + " axis");
       if (kernel.axis != "row" && kernel.axis != "col")
         throw Error("manifest: " + ctx + " axis must be row or col");
@@ -271,6 +418,9 @@ Manifest Manifest::parse(const std::string &text) {
     std::sort(k.variants.begin(), k.variants.end(), [&](size_t a, size_t b) {
       return manifest.kernels[a].maxK < manifest.kernels[b].maxK;
     });
+  if (const Json *functions = optional(root, "functions"))
+    for (const Json &f : list(*functions, "functions"))
+      manifest.functions.push_back(parseFunction(f, manifest));
   return manifest;
 }
 
@@ -291,6 +441,22 @@ const KernelSpec &Manifest::kernel(const std::string &name) const {
   for (const KernelSpec &k : kernels)
     known += (known.empty() ? "" : ", ") + k.name;
   throw Error("no kernel '" + name + "' in the manifest (it has: " + known +
+              ")");
+}
+
+const FunctionSpec &Manifest::function(const std::string &name) const {
+  for (const FunctionSpec &f : functions) {
+    if (f.name != name)
+      continue;
+    if (!f.unsupported.empty())
+      throw Error("function '" + name + "' cannot run whole: " + f.unsupported +
+                  "; launch its kernels one by one");
+    return f;
+  }
+  std::string known;
+  for (const FunctionSpec &f : functions)
+    known += (known.empty() ? "" : ", ") + f.name;
+  throw Error("no function '" + name + "' in the manifest (it has: " + known +
               ")");
 }
 

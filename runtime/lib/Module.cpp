@@ -136,6 +136,11 @@ struct Module::Impl {
   /// Kernels as launchKernel reads them (sources renumbered to the kernel's
   /// own parameter order), made at load so launches only read the map.
   std::map<std::string, KernelSpec> ownParameters;
+  /// The host functions programs call, by name.
+  std::map<std::string, Callback> callbacks;
+  /// The workspace launchFunction uses when given none (allocated at the
+  /// first such call, for the largest of the module's functions).
+  CUdeviceptr workspace = 0;
 };
 
 std::unique_ptr<Module> Module::load(const std::string &directory,
@@ -163,24 +168,8 @@ std::unique_ptr<Module> Module::load(const std::string &directory,
         "cuDeviceGetAttribute");
   module->impl_->multiprocessors = multiprocessors;
   for (const KernelSpec &kernel : module->manifest_.kernels) {
-    // An output's store descriptor describes the tensor given for that
-    // output: it takes the output's position, not one of its own.
-    KernelSpec own = kernel;
-    int64_t position = 0;
-    std::map<std::string, int64_t> positions;
-    for (ParamSpec &p : own.params) {
-      if (p.kind == ParamSpec::Kind::index || p.store)
-        continue;
-      p.source = position++;
-      positions[p.name] = p.source;
-    }
-    for (ParamSpec &p : own.params) {
-      if (p.kind == ParamSpec::Kind::index)
-        p.source = -1;
-      else if (p.store)
-        p.source = positions.count(p.operand) ? positions[p.operand] : -1;
-    }
-    module->impl_->ownParameters.emplace(kernel.name, std::move(own));
+    module->impl_->ownParameters.emplace(kernel.name,
+                                         withOwnParameters(kernel));
     if (module->impl_->modules.count(kernel.module))
       continue;
     std::string path = directory + "/" + kernel.module + ".cubin";
@@ -205,6 +194,8 @@ Module::~Module() {
     CurrentContext scope(impl_->context);
     for (auto &[name, handle] : impl_->modules)
       d.cuModuleUnload(handle);
+    if (impl_->workspace)
+      d.cuMemFree(impl_->workspace);
   } catch (const Error &) {
     // The driver is gone (process teardown): nothing left to free.
   }
@@ -238,7 +229,7 @@ void Module::launchSpec(const KernelSpec &kernel, const GemmSizes &sizes,
   CUfunction function = impl_->functions[name];
   if (!function) {
     check(d.cuModuleGetFunction(&function, impl_->modules.at(kernel.module),
-                                name.c_str()),
+                                kernel.symbol.c_str()),
           "finding kernel " + name);
     if (dynamicShared)
       check(d.cuFuncSetAttribute(
@@ -315,15 +306,64 @@ void Module::launchSpec(const KernelSpec &kernel, const GemmSizes &sizes,
         [&] { return "launching " + name; });
 }
 
-void Module::launchFunction(const std::string &function,
-                            const std::vector<Argument> &args,
-                            uint64_t stream) {
-  bool any = false;
-  for (const KernelSpec &kernel : manifest_.kernels)
-    if (kernel.function == function && !kernel.isBoundedVariant()) {
-      launch(kernel.name, args, stream);
-      any = true;
+void Module::setCallback(const std::string &name, Callback callback) {
+  impl_->callbacks[name] = std::move(callback);
+}
+
+int64_t Module::workspaceBytes(const std::string &function) const {
+  return manifest_.function(function).workspaceBytes;
+}
+
+void Module::launchFunction(const std::string &name,
+                            const std::vector<Argument> &args, uint64_t stream,
+                            const TensorRef *workspace) {
+  const FunctionSpec &f = manifest_.function(name);
+  validateFunctionArguments(f, args);
+  for (const Step &step : f.steps)
+    if (step.kind == Step::Kind::call && !impl_->callbacks.count(step.target))
+      throw Error("function " + name + " calls '" + step.target +
+                  "': register a callback for it (set_callback) first");
+  int device = 0;
+  for (const Argument &arg : args)
+    if (std::holds_alternative<TensorRef>(arg)) {
+      device = std::get<TensorRef>(arg).device;
+      break;
     }
-  if (!any)
-    throw Error("no kernels of function '" + function + "' in the manifest");
+  uint64_t base = 0;
+  if (f.workspaceBytes > 0 && workspace) {
+    int64_t bytes = dtypeBytes(workspace->dtype);
+    for (int64_t size : workspace->sizes)
+      bytes *= size;
+    if (bytes < f.workspaceBytes)
+      throw Error("function " + name + " needs a workspace of " +
+                  std::to_string(f.workspaceBytes) + " bytes, got " +
+                  std::to_string(bytes));
+    if (workspace->data % 256 != 0)
+      throw Error("the workspace must be 256-byte aligned");
+    if (workspace->device != device)
+      throw Error("the workspace is not on the arguments' GPU");
+    base = workspace->data;
+  } else if (f.workspaceBytes > 0) {
+    if (!impl_->workspace) {
+      int64_t largest = 0;
+      for (const FunctionSpec &other : manifest_.functions)
+        largest = std::max(largest, other.workspaceBytes);
+      CurrentContext scope(impl_->context);
+      check(driver().cuMemAlloc(&impl_->workspace, size_t(largest)), [&] {
+        return "allocating the module's workspace of " +
+               std::to_string(largest) + " bytes";
+      });
+    }
+    base = impl_->workspace;
+  }
+  std::vector<Argument> operands;
+  for (const Step &step : f.steps) {
+    operands.clear();
+    for (const StepOperand &operand : step.args)
+      operands.push_back(stepOperand(operand, f, args, base, device));
+    if (step.kind == Step::Kind::launch)
+      launchKernel(step.target, operands, stream);
+    else
+      impl_->callbacks.at(step.target)(operands, stream);
+  }
 }

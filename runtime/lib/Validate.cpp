@@ -3,6 +3,7 @@
 #include "coda/Runtime/Validate.h"
 
 #include <algorithm>
+#include <map>
 #include <sstream>
 
 using namespace coda::runtime;
@@ -53,6 +54,8 @@ public:
   GemmSizes run() {
     if (kernel.kind == KernelSpec::Kind::reducePartials)
       checkFinish();
+    else if (kernel.kind == KernelSpec::Kind::loop)
+      checkLoop();
     else
       checkGemm();
     if (!problems.empty()) {
@@ -84,6 +87,24 @@ private:
     if (in->device != out->device)
       problem("partials and output are on different GPUs");
     sizes.m = out->sizes[0];
+  }
+
+  /// A loop kernel: each parameter's kind, dtype, rank and static sizes
+  /// (its grid is fixed, compiled for those sizes).
+  void checkLoop() {
+    for (const ParamSpec &p : kernel.params) {
+      if (p.kind == ParamSpec::Kind::scalar) {
+        scalar(p);
+        continue;
+      }
+      if (const TensorRef *t = tensor(p)) {
+        checkTensor(p, *t);
+        if (!known) {
+          device = t->device;
+          known = true;
+        }
+      }
+    }
   }
 
   void checkGemm() {
@@ -275,6 +296,10 @@ GemmSizes coda::runtime::validate(const KernelSpec &kernel,
 
 void coda::runtime::gridFor(const KernelSpec &kernel, const GemmSizes &sizes,
                             int64_t residentCtas, int64_t grid[3]) {
+  if (kernel.kind == KernelSpec::Kind::loop) {
+    std::copy(kernel.grid, kernel.grid + 3, grid);
+    return;
+  }
   if (kernel.kind == KernelSpec::Kind::reducePartials) {
     grid[0] = ceilDiv(sizes.m, kernel.block[0]);
     grid[1] = grid[2] = 1;
@@ -289,4 +314,113 @@ void coda::runtime::gridFor(const KernelSpec &kernel, const GemmSizes &sizes,
     grid[0] = std::min(clusterTiles, residentCtas / cluster) * cluster;
     grid[1] = grid[0] ? 1 : 0;
   }
+}
+
+KernelSpec coda::runtime::withOwnParameters(const KernelSpec &kernel) {
+  // An output's store descriptor describes the tensor given for that
+  // output: it takes the output's position, not one of its own.
+  KernelSpec own = kernel;
+  int64_t position = 0;
+  std::map<std::string, int64_t> positions;
+  for (ParamSpec &p : own.params) {
+    if (p.kind == ParamSpec::Kind::index || p.store)
+      continue;
+    p.source = position++;
+    positions[p.name] = p.source;
+  }
+  for (ParamSpec &p : own.params) {
+    if (p.kind == ParamSpec::Kind::index)
+      p.source = -1;
+    else if (p.store)
+      p.source = positions.count(p.operand) ? positions[p.operand] : -1;
+  }
+  return own;
+}
+
+void coda::runtime::validateFunctionArguments(
+    const FunctionSpec &f, const std::vector<Argument> &args) {
+  std::vector<std::string> problems;
+  if (args.size() != f.arguments.size())
+    problems.push_back(std::to_string(f.arguments.size()) +
+                       " arguments expected (outputs last), got " +
+                       std::to_string(args.size()));
+  for (size_t i = 0; i < args.size() && i < f.arguments.size(); ++i) {
+    const ArgumentSpec &spec = f.arguments[i];
+    auto what = [&] { return "argument " + std::to_string(i); };
+    if (!spec.tensor) {
+      if (!std::holds_alternative<double>(args[i]))
+        problems.push_back(what() + " must be a scalar (" +
+                           dtypeName(spec.dtype) + "), got a tensor");
+      continue;
+    }
+    if (!std::holds_alternative<TensorRef>(args[i])) {
+      problems.push_back(what() + " must be a tensor, got a scalar");
+      continue;
+    }
+    const TensorRef &t = std::get<TensorRef>(args[i]);
+    if (t.dtype != spec.dtype)
+      problems.push_back(what() + " must be " + dtypeName(spec.dtype) +
+                         ", got " + dtypeName(t.dtype));
+    bool shapeMatches = t.sizes.size() == spec.shape.size() &&
+                        t.strides.size() == t.sizes.size();
+    for (size_t d = 0; shapeMatches && d < t.sizes.size(); ++d)
+      shapeMatches = spec.shape[d] < 0 || spec.shape[d] == t.sizes[d];
+    if (!shapeMatches) {
+      std::string want, got;
+      for (int64_t d : spec.shape)
+        want += (want.empty() ? "" : ", ") +
+                (d < 0 ? std::string("?") : std::to_string(d));
+      for (int64_t d : t.sizes)
+        got += (got.empty() ? "" : ", ") + std::to_string(d);
+      problems.push_back(what() + " must have shape [" + want + "], got [" +
+                         got + "]");
+      continue;
+    }
+    int64_t expected = 1;
+    for (size_t d = t.sizes.size(); d-- > 0;) {
+      if (t.sizes[d] != 1 && t.strides[d] != expected) {
+        problems.push_back(what() + " must be contiguous (row-major)");
+        break;
+      }
+      expected *= t.sizes[d];
+    }
+    if (t.device < 0)
+      problems.push_back(what() + " is in host memory; coda kernels read GPU "
+                                  "memory");
+    if (t.data % dtypeBytes(t.dtype) != 0)
+      problems.push_back(what() + " address is not aligned to its elements");
+  }
+  if (problems.empty())
+    return;
+  std::string message = "cannot launch function " + f.name + ":";
+  for (const std::string &p : problems)
+    message += "\n  - " + p;
+  throw Error(message);
+}
+
+Argument coda::runtime::stepOperand(const StepOperand &operand,
+                                    const FunctionSpec &f,
+                                    const std::vector<Argument> &args,
+                                    uint64_t workspace, int device) {
+  if (operand.kind == StepOperand::Kind::value)
+    return operand.value;
+  TensorRef view;
+  if (operand.kind == StepOperand::Kind::argument) {
+    const Argument &arg = args[operand.index];
+    if (!operand.view)
+      return arg;
+    const TensorRef &t = std::get<TensorRef>(arg);
+    view.data = t.data;
+    view.dtype = t.dtype;
+    view.device = t.device;
+  } else {
+    const TemporarySpec &t = f.temporaries[operand.index];
+    view.data = workspace + uint64_t(t.offset);
+    view.dtype = t.dtype;
+    view.device = device;
+  }
+  view.data += uint64_t(operand.offset * dtypeBytes(view.dtype));
+  view.sizes = operand.sizes;
+  view.strides = operand.strides;
+  return view;
 }

@@ -9,8 +9,11 @@
 
 #include "coda/Runtime/Runtime.h"
 
+#include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+
+#include <optional>
 
 namespace py = pybind11;
 using namespace coda::runtime;
@@ -74,7 +77,21 @@ PYBIND11_MODULE(_coda_runtime, m) {
                               std::move(strides), device};
            }),
            py::arg("data"), py::arg("dtype"), py::arg("sizes"),
-           py::arg("strides"), py::arg("device") = 0);
+           py::arg("strides"), py::arg("device") = 0)
+      .def_readonly("data", &TensorRef::data)
+      .def_property_readonly(
+          "dtype", [](const TensorRef &t) { return dtypeName(t.dtype); })
+      .def_readonly("sizes", &TensorRef::sizes)
+      .def_readonly("strides", &TensorRef::strides)
+      .def_readonly("device", &TensorRef::device)
+      .def("__repr__", [](const TensorRef &t) {
+        std::string sizes;
+        for (int64_t d : t.sizes)
+          sizes += (sizes.empty() ? "" : ", ") + std::to_string(d);
+        return "TensorRef(" + std::string(dtypeName(t.dtype)) + "[" + sizes +
+               "] at " + std::to_string(t.data) + ", device " +
+               std::to_string(t.device) + ")";
+      });
 
   m.def(
       "validate",
@@ -106,13 +123,16 @@ PYBIND11_MODULE(_coda_runtime, m) {
           [](const Module &self, const std::string &function) {
             std::vector<std::string> names;
             // In launch order; a GEMM dispatched by K is named once (its
-            // bounded variants are launched through that name).
+            // bounded variants are launched through that name). Loop
+            // kernels run in the function's program only.
             for (const KernelSpec &k : self.manifest().kernels)
-              if (k.function == function && !k.isBoundedVariant())
+              if (k.function == function && !k.isBoundedVariant() &&
+                  k.kind != KernelSpec::Kind::loop)
                 names.push_back(k.name);
             return names;
           },
-          py::arg("function"))
+          py::arg("function"),
+          "The GEMM and finish kernels of a function, in launch order")
       .def(
           "validate",
           [](const Module &self, const std::string &kernel,
@@ -125,7 +145,9 @@ PYBIND11_MODULE(_coda_runtime, m) {
       .def(
           "launch",
           [](Module &self, const std::string &kernel, const py::sequence &args,
-             uint64_t stream) { self.launch(kernel, toArguments(args), stream); },
+             uint64_t stream) {
+            self.launch(kernel, toArguments(args), stream);
+          },
           py::arg("kernel"), py::arg("args"), py::arg("stream") = 0)
       .def(
           "launch_kernel",
@@ -136,11 +158,50 @@ PYBIND11_MODULE(_coda_runtime, m) {
           py::arg("kernel"), py::arg("args"), py::arg("stream") = 0,
           "Like launch, with the kernel's own tensor and scalar parameters in "
           "their order (M, N, K excepted)")
+      .def_property_readonly("functions",
+                             [](const Module &self) {
+                               std::vector<std::string> names;
+                               for (const FunctionSpec &f :
+                                    self.manifest().functions)
+                                 names.push_back(f.name);
+                               return names;
+                             })
+      .def("workspace_bytes", &Module::workspaceBytes, py::arg("function"),
+           "The workspace launch_function needs for the function's "
+           "temporaries, in bytes")
+      .def(
+          "set_callback",
+          [](Module &self, const std::string &name, py::function callback) {
+            self.setCallback(name, [callback](const std::vector<Argument> &args,
+                                              uint64_t stream) {
+              py::list list;
+              for (const Argument &a : args) {
+                if (std::holds_alternative<TensorRef>(a))
+                  list.append(py::cast(std::get<TensorRef>(a)));
+                else
+                  list.append(std::get<double>(a));
+              }
+              callback(list, stream);
+            });
+          },
+          py::arg("name"), py::arg("callback"),
+          "Registers the host function that a program's call of `name` "
+          "runs: callback(args, stream), args being TensorRefs (outputs "
+          "last) and numbers")
       .def(
           "launch_function",
           [](Module &self, const std::string &function,
-             const py::sequence &args, uint64_t stream) {
-            self.launchFunction(function, toArguments(args), stream);
+             const py::sequence &args, uint64_t stream,
+             const py::object &workspace) {
+            std::optional<TensorRef> space;
+            if (!workspace.is_none())
+              space = std::get<TensorRef>(toArgument(workspace));
+            self.launchFunction(function, toArguments(args), stream,
+                                space ? &*space : nullptr);
           },
-          py::arg("function"), py::arg("args"), py::arg("stream") = 0);
+          py::arg("function"), py::arg("args"), py::arg("stream") = 0,
+          py::arg("workspace") = py::none(),
+          "Runs a function whole (its program in the manifest): args are "
+          "its arguments, outputs last; temporaries in `workspace` (a GPU "
+          "tensor of workspace_bytes(function) bytes) or the module's own");
 }

@@ -1,13 +1,16 @@
 //===- coda-runtime-check.cpp - validate launch arguments without a GPU ---===//
 //
 //   coda-runtime-check <manifest.json> <kernel> <argument>...
+//   coda-runtime-check <manifest.json> --function <name> <argument>...
 //
 // Each argument is a scalar (`1.5`) or a tensor `<dtype>[<sizes>]` with
 // optional `:<strides>` (elements; default contiguous), `@<address>` (default
 // a 256-byte aligned one) and `#<device>` (default 0; `#host` for host
 // memory), e.g. `bf16[200,256]:264,1@0x1008#0`. Prints the launch's sizes and
-// grid, or the runtime's error (exit 1). Used by the lit tests of the
-// runtime's validation.
+// grid, or the runtime's error (exit 1). With --function, checks the
+// arguments of a function's program and then each step as launch_function
+// makes it (temporaries at a workspace at 0x10000000), printing the steps.
+// Used by the lit tests of the runtime's validation.
 //
 //===----------------------------------------------------------------------===//
 
@@ -70,6 +73,46 @@ static Argument parseArgument(const std::string &text, size_t position) {
   return t;
 }
 
+static void printLaunch(const KernelSpec &kernel, const GemmSizes &sizes) {
+  int64_t grid[3];
+  gridFor(kernel, sizes, kH100Multiprocessors, grid);
+  std::cout << "grid=(" << grid[0] << ", " << grid[1] << ", " << grid[2]
+            << ") block=(" << kernel.block[0] << ", " << kernel.block[1] << ", "
+            << kernel.block[2] << ") shared=" << kernel.sharedMemoryBytes
+            << " kernel=" << kernel.name << "\n";
+}
+
+/// --function: the arguments of a function's program, then each step.
+static int checkFunction(const Manifest &manifest, int argc, char **argv) {
+  if (argc < 4)
+    throw Error("--function needs a function name");
+  const FunctionSpec &f = manifest.function(argv[3]);
+  std::vector<Argument> args;
+  for (int i = 4; i < argc; ++i)
+    args.push_back(parseArgument(argv[i], i - 4));
+  validateFunctionArguments(f, args);
+  constexpr uint64_t kWorkspace = 0x10000000;
+  std::cout << "ok: function " << f.name << ": " << f.steps.size() << " steps, "
+            << f.temporaries.size() << " temporaries, workspace "
+            << f.workspaceBytes << " bytes\n";
+  for (size_t i = 0; i < f.steps.size(); ++i) {
+    const Step &step = f.steps[i];
+    std::vector<Argument> operands;
+    for (const StepOperand &operand : step.args)
+      operands.push_back(stepOperand(operand, f, args, kWorkspace, 0));
+    std::cout << "  step " << i << ": ";
+    if (step.kind == Step::Kind::call) {
+      std::cout << "call " << step.target << " (" << operands.size()
+                << " operands)\n";
+      continue;
+    }
+    KernelSpec own = withOwnParameters(manifest.kernel(step.target));
+    GemmSizes sizes = validate(own, operands);
+    printLaunch(manifest.variantFor(own, sizes.k), sizes);
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
     std::cerr << "usage: coda-runtime-check <manifest.json> <kernel> "
@@ -78,6 +121,8 @@ int main(int argc, char **argv) {
   }
   try {
     Manifest manifest = Manifest::load(argv[1]);
+    if (std::string(argv[2]) == "--function")
+      return checkFunction(manifest, argc, argv);
     const KernelSpec &named = manifest.kernel(argv[2]);
     std::vector<Argument> args;
     for (int i = 3; i < argc; ++i)
@@ -85,14 +130,9 @@ int main(int argc, char **argv) {
     // As Module::launch: a GEMM dispatched by K launches its variant for K.
     GemmSizes sizes = validate(named, args);
     const KernelSpec &kernel = manifest.variantFor(named, sizes.k);
-    int64_t grid[3];
-    gridFor(kernel, sizes, kH100Multiprocessors, grid);
     std::cout << "ok: M=" << sizes.m << " N=" << sizes.n << " K=" << sizes.k
-              << " grid=(" << grid[0] << ", " << grid[1] << ", " << grid[2]
-              << ") block=(" << kernel.block[0] << ", " << kernel.block[1]
-              << ", " << kernel.block[2]
-              << ") shared=" << kernel.sharedMemoryBytes
-              << " kernel=" << kernel.name << "\n";
+              << " ";
+    printLaunch(kernel, sizes);
     return 0;
   } catch (const Error &e) {
     std::cout << "error: " << e.what() << "\n";

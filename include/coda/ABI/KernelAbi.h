@@ -20,14 +20,17 @@
 namespace coda::abi {
 
 /// manifest.json's "format" and the "version" this vocabulary describes
-/// (2: TMA descriptors are kernel parameters of 128 bytes, passed by value;
-/// 1 passed the address of a descriptor in device memory).
+/// (3: the manifest also holds each host function's program and the loop
+/// kernels it launches; 2: TMA descriptors are kernel parameters of 128
+/// bytes, passed by value; 1 passed the address of a descriptor in device
+/// memory).
 inline constexpr std::string_view kFormat = "coda-kernels";
-inline constexpr int kVersion = 2;
+inline constexpr int kVersion = 3;
 
-/// A kernel: a GEMM with its epilogue, or the finish of block-reduction
-/// partials.
-enum class KernelKind { gemm, reducePartials };
+/// A kernel: a GEMM with its epilogue, the finish of block-reduction
+/// partials, or a loop nest outlined from the rest of a function (launched
+/// with the grid and block its function's program gives).
+enum class KernelKind { gemm, reducePartials, loop };
 /// A kernel parameter: a TMA descriptor, one of M / N / K, a memref, or a
 /// scalar.
 enum class ParamKind { tensormap, index, memref, scalar };
@@ -47,7 +50,8 @@ template <> struct Vocabulary<KernelKind> {
   static constexpr std::string_view field = "kind";
   static constexpr std::pair<KernelKind, std::string_view> names[] = {
       {KernelKind::gemm, "gemm"},
-      {KernelKind::reducePartials, "reduce_partials"}};
+      {KernelKind::reducePartials, "reduce_partials"},
+      {KernelKind::loop, "loop"}};
 };
 template <> struct Vocabulary<ParamKind> {
   static constexpr std::string_view field = "kind";

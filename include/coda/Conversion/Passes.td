@@ -195,11 +195,20 @@ def CodaToGPU : Pass<"coda-to-gpu", "ModuleOp"> {
 }
 
 def CodaExportKernelManifest : Pass<"coda-export-kernel-manifest", "ModuleOp"> {
-  let summary = "write the ABI of every coda kernel as a JSON manifest";
+  let summary = "write the ABI of every kernel and the program of every "
+                "host function as a JSON manifest";
   let description = [{
     Collects the `coda.kernel` attribute of every kernel that `--coda-to-gpu`
-    generated and writes them as one JSON document (docs/KernelABI.md
-    describes the fields). Run it before the GPU modules are serialized.
+    generated, describes the kernels outlined from the rest (`loop` kernels:
+    their parameters, grid and block), and records each host function as a
+    program the runtime's `launch_function` runs: its arguments, the
+    temporaries it allocates (placed in one workspace by their lifetimes) and
+    its steps in order, kernel launches and calls of external functions
+    (host callbacks). A function the runtime cannot run that way (dynamic
+    temporaries, control flow, host-side memory access) is recorded with the
+    reason. Writes one JSON document (docs/KernelABI.md describes the
+    fields). Run it after `gpu-kernel-outlining` and before the TMA
+    descriptors and the host code are lowered to LLVM.
   }];
   let options = [
     Option<"path", "path", "std::string", /*default=*/"\"-\"",
@@ -207,6 +216,23 @@ def CodaExportKernelManifest : Pass<"coda-export-kernel-manifest", "ModuleOp"> {
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_90a\"",
            "chip recorded in the manifest">
   ];
+}
+
+def CodaPrepareHostProgram : Pass<"coda-prepare-host-program", "ModuleOp"> {
+  let summary = "make each host function a program the runtime can run";
+  let description = [{
+    On bufferized host code, before the GPU lowering: memref results of
+    static shape become out-parameters appended to the function's arguments
+    (upstream's `promoteBufferResultsToOutParams`, the result's allocation
+    replaced by the parameter where the function allocates it, public
+    functions and external declarations included, so that an external call
+    writes into a buffer its caller provides), and `memref.copy` becomes
+    `linalg.copy`, which the GPU pipeline turns into a kernel: every buffer
+    of a coda program lives in GPU memory, where a host copy cannot reach.
+    Functions with a result of dynamic shape keep their results (the runtime
+    cannot run them whole; their kernels launch one by one).
+  }];
+  let dependentDialects = ["linalg::LinalgDialect"];
 }
 
 def CodaCheckGPUMapping : Pass<"coda-check-gpu-mapping", "ModuleOp"> {

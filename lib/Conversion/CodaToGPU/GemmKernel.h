@@ -17,6 +17,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "llvm/Support/JSON.h"
 
 #include <functional>
 #include <memory>
@@ -395,6 +396,11 @@ DictionaryAttr buildGemmKernelAbi(OpBuilder &b, GemmOp op, func::FuncOp host,
                                   const GemmTarget &target,
                                   const GemmKernelConfig &config,
                                   ArrayRef<OutputRole> roles);
+/// The program of host function `function` for the manifest's "functions"
+/// (HostProgram.cpp), or its name and why the runtime cannot run it; the
+/// loop kernels the program launches are appended to `loopKernels`.
+llvm::json::Object buildHostProgram(func::FuncOp function,
+                                    llvm::json::Array &loopKernels);
 DictionaryAttr buildReducePartialsAbi(OpBuilder &b, ReducePartialsOp op,
                                       func::FuncOp host, int64_t threads);
 
@@ -418,6 +424,9 @@ Value tensorMapParamAddress(ImplicitLocOpBuilder &b, Value param);
 void emitGemmLaunch(ImplicitLocOpBuilder &hb, GemmOp op,
                     ArrayRef<gpu::GPUFuncOp> kernels, const GemmTarget &target,
                     ArrayRef<GemmVariant> variants);
+/// The memref a TMA descriptor operand of a GEMM launch that emitGemmLaunch
+/// made was encoded from, or null where `launchOperand` is not one.
+Value descriptorSource(Value launchOperand);
 void emitReducePartialsLaunch(ImplicitLocOpBuilder &hb, ReducePartialsOp op,
                               gpu::GPUFuncOp kernel, int64_t threads);
 

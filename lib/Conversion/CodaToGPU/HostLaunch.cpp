@@ -71,6 +71,36 @@ Value descriptorBytes(ImplicitLocOpBuilder &hb, Value map,
   return LLVM::LoadOp::create(hb, bytesType, host);
 }
 
+} // namespace
+
+Value mlir::coda::gpu_lowering::descriptorSource(Value launchOperand) {
+  // descriptorBytes' chain, backwards: load of the host copy <- mgpuMemcpy
+  // into it <- the descriptor's pointer <- nvgpu.tma.create.descriptor <-
+  // memref.cast to unranked <- the operand.
+  Value v = launchOperand;
+  if (auto load = v.getDefiningOp<LLVM::LoadOp>()) {
+    v = nullptr;
+    for (Operation *user : load.getAddr().getUsers())
+      if (auto call = dyn_cast<LLVM::CallOp>(user))
+        if (call.getCallee() == StringRef("mgpuMemcpy") &&
+            call.getArgOperands().front() == load.getAddr())
+          v = call.getArgOperands()[1];
+    if (!v)
+      return nullptr;
+  }
+  if (auto cast = v.getDefiningOp<UnrealizedConversionCastOp>())
+    v = cast.getInputs().front();
+  auto create = v.getDefiningOp<nvgpu::TmaCreateDescriptorOp>();
+  if (!create)
+    return nullptr;
+  v = create.getTensor();
+  if (auto cast = v.getDefiningOp<memref::CastOp>())
+    v = cast.getSource();
+  return v;
+}
+
+namespace {
+
 void emitOneGemmLaunch(ImplicitLocOpBuilder &hb, GemmOp op,
                        gpu::GPUFuncOp kernel, const GemmTarget &target,
                        const GemmKernelConfig &config) {

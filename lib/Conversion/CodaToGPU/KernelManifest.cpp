@@ -1,8 +1,11 @@
 //===- KernelManifest.cpp - the coda kernels' ABI as JSON -----------------===//
 
+#include "GemmKernel.h"
+
 #include "coda/ABI/KernelAbi.h"
 #include "coda/Conversion/CodaToGPU/CodaToGPU.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/FileUtilities.h"
@@ -60,10 +63,16 @@ struct CodaExportKernelManifestPass
           kernel->getParentOfType<gpu::GPUModuleOp>().getName().str();
       kernels.push_back(std::move(entry));
     });
+    llvm::json::Array functions;
+    for (auto function : getOperation().getOps<func::FuncOp>())
+      if (!function.isExternal())
+        functions.push_back(
+            mlir::coda::gpu_lowering::buildHostProgram(function, kernels));
     llvm::json::Object manifest{{"format", std::string(::coda::abi::kFormat)},
                                 {"version", ::coda::abi::kVersion},
                                 {"chip", chip},
-                                {"kernels", std::move(kernels)}};
+                                {"kernels", std::move(kernels)},
+                                {"functions", std::move(functions)}};
     std::string error;
     std::unique_ptr<llvm::ToolOutputFile> file = openOutputFile(path, &error);
     if (!file) {

@@ -3,8 +3,35 @@
     import coda_runtime
     module = coda_runtime.Module("out/block")
     module.launch("block_gemm0", [x, w, ...])        # torch tensors, numbers
+    module.set_callback("attention", attention)      # external calls
+    module.launch_function("block", [x, ..., out])   # a function whole
 """
 
 from ._coda_runtime import Error, Module, TensorRef, validate
 
-__all__ = ["Error", "Module", "TensorRef", "validate"]
+__all__ = ["Error", "Module", "TensorRef", "to_torch", "validate"]
+
+# dtype: (torch dtype name, __cuda_array_interface__ typestr). bf16 has no
+# typestr: its 16 bits travel as int16 and are viewed as bfloat16.
+_TORCH = {"bf16": ("bfloat16", "<i2"), "f16": ("float16", "<f2"),
+          "f32": ("float32", "<f4"), "f64": ("float64", "<f8"),
+          "i32": ("int32", "<i4"), "i64": ("int64", "<i8"),
+          "i8": ("int8", "|i1"), "i1": ("bool", "|b1")}
+
+
+def to_torch(ref):
+    """A torch tensor over the GPU memory of `ref` (a TensorRef a callback
+    receives), without a copy."""
+    import torch
+
+    name, typestr = _TORCH[ref.dtype]
+    itemsize = int(typestr[2:])
+
+    class _Memory:
+        __cuda_array_interface__ = {
+            "shape": tuple(ref.sizes),
+            "strides": tuple(s * itemsize for s in ref.strides),
+            "typestr": typestr, "data": (ref.data, False), "version": 3}
+
+    tensor = torch.as_tensor(_Memory(), device=f"cuda:{ref.device}")
+    return tensor.view(getattr(torch, name)) if ref.dtype == "bf16" else tensor

@@ -58,10 +58,13 @@ struct ParamSpec {
 };
 
 struct KernelSpec {
-  /// A GEMM with its epilogue, or the finish of block-reduction partials.
+  /// A GEMM with its epilogue, the finish of block-reduction partials, or a
+  /// loop kernel outlined from the rest of a function.
   using Kind = abi::KernelKind;
   Kind kind = Kind::gemm;
-  std::string name, module, function;
+  /// `symbol`: the kernel's name in its module's binary (the manifest name,
+  /// but for loop kernels, which are named after their module).
+  std::string name, symbol, module, function;
   /// reduce_partials: "row" (M x T -> M) or "col" (T x N -> N).
   std::string axis;
   std::vector<ParamSpec> params;
@@ -77,6 +80,8 @@ struct KernelSpec {
   /// cluster[0] tile rows of one tile column.
   int64_t cluster[3] = {1, 1, 1};
   int64_t block[3] = {1, 1, 1};
+  /// loop: the grid its launch was compiled with.
+  int64_t grid[3] = {1, 1, 1};
   int64_t sharedMemoryBytes = 0;
   /// A GEMM compiled once per configuration and dispatched by K: every
   /// variant names the kernel launched for it (`variantOf`, the variant for
@@ -92,14 +97,70 @@ struct KernelSpec {
   bool isBoundedVariant() const { return !variantOf.empty() && maxK > 0; }
 };
 
+/// What a step of a function's program passes: an argument of the function
+/// (whole, or a view), a view of a temporary in the workspace, or a
+/// constant.
+struct StepOperand {
+  enum class Kind { argument, temporary, value };
+  Kind kind = Kind::value;
+  /// argument / temporary: its position.
+  int64_t index = 0;
+  /// Whether offset, sizes and strides (in elements, from the buffer's
+  /// start) describe a view; an argument without them is passed whole.
+  bool view = false;
+  int64_t offset = 0;
+  std::vector<int64_t> sizes, strides;
+  double value = 0;
+};
+
+/// A step: a kernel launch or a call of a host callback.
+struct Step {
+  enum class Kind { launch, call };
+  Kind kind = Kind::launch;
+  /// launch: the kernel (launched through the GEMM's own name where K
+  /// selects a variant); call: the external function's name.
+  std::string target;
+  std::vector<StepOperand> args;
+};
+
+/// A function argument: a tensor of a dtype and shape (-1: dynamic), or a
+/// scalar; `output`: an out-parameter the function writes (a result).
+struct ArgumentSpec {
+  bool tensor = true;
+  DType dtype = DType::f32;
+  std::vector<int64_t> shape;
+  bool output = false;
+};
+
+/// A buffer the function allocates: at `offset` bytes in the workspace.
+struct TemporarySpec {
+  DType dtype = DType::f32;
+  std::vector<int64_t> shape;
+  int64_t bytes = 0, offset = 0;
+};
+
+/// A host function as the runtime runs it (launch_function), or why it
+/// cannot (`unsupported`).
+struct FunctionSpec {
+  std::string name, unsupported;
+  std::vector<ArgumentSpec> arguments;
+  std::vector<TemporarySpec> temporaries;
+  int64_t workspaceBytes = 0;
+  std::vector<Step> steps;
+};
+
 struct Manifest {
   std::string chip;
   std::vector<KernelSpec> kernels;
+  std::vector<FunctionSpec> functions;
 
   /// Parses manifest.json text; throws Error naming the offending field.
   static Manifest parse(const std::string &json);
   static Manifest load(const std::string &path);
   const KernelSpec &kernel(const std::string &name) const;
+  /// The program of `name`; throws Error when there is none or the function
+  /// cannot run whole (saying why).
+  const FunctionSpec &function(const std::string &name) const;
   /// The kernel to launch for `kernel` at K = k: its variant with the
   /// smallest max_k not below k, else `kernel` itself.
   const KernelSpec &variantFor(const KernelSpec &kernel, int64_t k) const;

@@ -12,6 +12,7 @@
 #include "coda/Runtime/Manifest.h"
 #include "coda/Runtime/Validate.h"
 
+#include <functional>
 #include <map>
 #include <memory>
 
@@ -35,9 +36,28 @@ public:
   void launch(const std::string &kernel, const std::vector<Argument> &args,
               uint64_t stream = 0);
 
-  /// Launches every kernel of `function` in manifest order.
+  /// A host function called by a program's `call` step (an external
+  /// function of the compiled module, such as attention): it gets the
+  /// step's operands (tensors and scalars; its results are the trailing
+  /// out-parameters, to write) and the stream, on which it must enqueue its
+  /// work.
+  using Callback =
+      std::function<void(const std::vector<Argument> &, uint64_t stream)>;
+  void setCallback(const std::string &name, Callback callback);
+
+  /// Runs `function` whole as its program in the manifest says: validates
+  /// `args` (its arguments, outputs last), then enqueues every step in order
+  /// on `stream`: kernel launches and callbacks. Temporaries live in
+  /// `workspace` (a GPU buffer of at least workspaceBytes(function) bytes,
+  /// 256-byte aligned) or, without one, in a workspace the module allocates
+  /// once, at its first such call, for all its functions: calls that share
+  /// it must then be ordered (one stream). Nothing else is allocated or
+  /// synchronized, so a call can be captured into a CUDA graph.
   void launchFunction(const std::string &function,
-                      const std::vector<Argument> &args, uint64_t stream = 0);
+                      const std::vector<Argument> &args, uint64_t stream = 0,
+                      const TensorRef *workspace = nullptr);
+  /// The workspace `function` needs, in bytes.
+  int64_t workspaceBytes(const std::string &function) const;
 
   /// Like `launch`, but `args` are the kernel's own tensor and scalar
   /// parameters in their order (M, N, K excepted), whatever the host function

@@ -49,6 +49,25 @@ bool tmaAddressable(const TensorRef &t);
 void gridFor(const KernelSpec &kernel, const GemmSizes &sizes,
              int64_t residentCtas, int64_t grid[3]);
 
+/// `kernel` with its parameters' sources renumbered to the kernel's own
+/// order: its tensor and scalar parameters (M, N, K excepted) in turn, an
+/// output's store descriptor at its output's position. What
+/// Module::launchKernel and a function's steps pass.
+KernelSpec withOwnParameters(const KernelSpec &kernel);
+
+/// Checks `args` against function `f`'s arguments: count, kinds, dtypes,
+/// sizes, GPU memory, and a row-major layout (which the program's views of
+/// them assume); throws Error listing every problem.
+void validateFunctionArguments(const FunctionSpec &f,
+                               const std::vector<Argument> &args);
+
+/// What a step of `f` passes for `operand`: a constant, an argument, or a
+/// view of an argument or of a temporary in the workspace at `workspace`
+/// (on GPU `device`).
+Argument stepOperand(const StepOperand &operand, const FunctionSpec &f,
+                     const std::vector<Argument> &args, uint64_t workspace,
+                     int device);
+
 } // namespace coda::runtime
 
 #endif // CODA_RUNTIME_VALIDATE_H
