@@ -5,7 +5,7 @@
 #id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
 #tab3 = affine_map<(d0, d1, d2) -> (d0, d2)>
 module {
-  func.func private @attention(tensor<16384x2048xbf16>, tensor<16384x2048xbf16>, tensor<16384x2048xbf16>) -> tensor<16384x2048xbf16>
+  func.func private @attention(tensor<16384x2048xbf16> {bufferization.access = "read"}, tensor<16384x2048xbf16> {bufferization.access = "read"}, tensor<16384x2048xbf16> {bufferization.access = "read"}) -> tensor<16384x2048xbf16>
   func.func @block(%x: tensor<16384x2048xbf16>, %attn_norm: tensor<2048xbf16>, %wq: tensor<2048x2048xbf16>, %wk: tensor<2048x2048xbf16>, %wv: tensor<2048x2048xbf16>, %cos: tensor<16384x128xf32>, %sin: tensor<16384x128xf32>, %wo: tensor<2048x2048xbf16>, %mlp_norm: tensor<2048xbf16>, %wg: tensor<5632x2048xbf16>, %wu: tensor<5632x2048xbf16>, %wd: tensor<2048x5632xbf16>) -> (tensor<16384x2048xbf16>, tensor<16384x1xf32>) {
     %zero = arith.constant 0.0 : f32
     %eD = tensor.empty() : tensor<16384x2048xbf16>

@@ -5,7 +5,7 @@
 #id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
 #tab3 = affine_map<(d0, d1, d2) -> (d0, d2)>
 module {
-  func.func private @attention(tensor<16384x4096xbf16>, tensor<16384x4096xbf16>, tensor<16384x4096xbf16>) -> tensor<16384x4096xbf16>
+  func.func private @attention(tensor<16384x4096xbf16> {bufferization.access = "read"}, tensor<16384x4096xbf16> {bufferization.access = "read"}, tensor<16384x4096xbf16> {bufferization.access = "read"}) -> tensor<16384x4096xbf16>
   func.func @block(%x: tensor<16384x4096xbf16>, %attn_norm: tensor<4096xbf16>, %wq: tensor<4096x4096xbf16>, %wk: tensor<4096x4096xbf16>, %wv: tensor<4096x4096xbf16>, %cos: tensor<16384x128xf32>, %sin: tensor<16384x128xf32>, %wo: tensor<4096x4096xbf16>, %mlp_norm: tensor<4096xbf16>, %wg: tensor<11008x4096xbf16>, %wu: tensor<11008x4096xbf16>, %wd: tensor<4096x11008xbf16>) -> (tensor<16384x4096xbf16>, tensor<16384x1xf32>) {
     %zero = arith.constant 0.0 : f32
     %eD = tensor.empty() : tensor<16384x4096xbf16>

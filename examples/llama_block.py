@@ -61,8 +61,10 @@ def emit(tokens, hidden, heads, mlp, dtype, attention, eps=1e-5,
         w(f"    return %o : tensor<{t}x{d}x{e}>")
         w("  }")
     else:
-        w(f"  func.func private @attention(tensor<{t}x{d}x{e}>, tensor<{t}x{d}x{e}>, "
-          f"tensor<{t}x{d}x{e}>) -> tensor<{t}x{d}x{e}>")
+        # Attention reads its operands: no copy of them for the call.
+        ro = '{bufferization.access = "read"}'
+        w(f"  func.func private @attention(tensor<{t}x{d}x{e}> {ro}, tensor<{t}x{d}x{e}> {ro}, "
+          f"tensor<{t}x{d}x{e}> {ro}) -> tensor<{t}x{d}x{e}>")
 
     args = (f"%x: tensor<{t}x{d}x{e}>, %attn_norm: tensor<{d}x{e}>, "
             f"%wq: tensor<{d}x{d}x{e}>, %wk: tensor<{d}x{d}x{e}>, %wv: tensor<{d}x{d}x{e}>, "

@@ -287,9 +287,10 @@ void Module::launchSpec(const KernelSpec &kernel, const GemmSizes &sizes,
     case ParamSpec::Kind::memref: {
       // MLIR's memref descriptor: allocated, aligned, offset, sizes, strides.
       const TensorRef &t = std::get<TensorRef>(args[p.source]);
-      params.add<uint64_t>(t.data);
-      params.add<uint64_t>(t.data);
-      params.add<int64_t>(0);
+      uint64_t base = t.data - uint64_t(t.offset * dtypeBytes(t.dtype));
+      params.add<uint64_t>(base);
+      params.add<uint64_t>(base);
+      params.add<int64_t>(t.offset);
       for (int64_t size : t.sizes)
         params.add<int64_t>(size);
       for (int64_t stride : t.strides)

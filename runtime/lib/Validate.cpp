@@ -420,6 +420,7 @@ Argument coda::runtime::stepOperand(const StepOperand &operand,
     view.device = device;
   }
   view.data += uint64_t(operand.offset * dtypeBytes(view.dtype));
+  view.offset = operand.offset;
   view.sizes = operand.sizes;
   view.strides = operand.strides;
   return view;

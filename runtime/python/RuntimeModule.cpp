@@ -193,9 +193,22 @@ PYBIND11_MODULE(_coda_runtime, m) {
           [](Module &self, const std::string &function,
              const py::sequence &args, uint64_t stream,
              const py::object &workspace) {
+            // The workspace is bytes: any tensor (uint8 is usual) or a
+            // TensorRef.
             std::optional<TensorRef> space;
-            if (!workspace.is_none())
-              space = std::get<TensorRef>(toArgument(workspace));
+            if (py::isinstance<TensorRef>(workspace)) {
+              space = workspace.cast<TensorRef>();
+            } else if (!workspace.is_none()) {
+              space = TensorRef{};
+              space->data = workspace.attr("data_ptr")().cast<uint64_t>();
+              space->dtype = DType::i8;
+              space->sizes = {workspace.attr("nbytes").cast<int64_t>()};
+              space->strides = {1};
+              py::object device = workspace.attr("device");
+              space->device = device.attr("type").cast<std::string>() == "cuda"
+                                  ? device.attr("index").cast<int>()
+                                  : -1;
+            }
             self.launchFunction(function, toArguments(args), stream,
                                 space ? &*space : nullptr);
           },

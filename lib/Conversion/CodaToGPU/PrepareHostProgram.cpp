@@ -41,7 +41,12 @@ void externalResultsToOutParams(func::FuncOp callee, ModuleOp module) {
   FunctionType type = callee.getFunctionType();
   SmallVector<Type> inputs(type.getInputs());
   llvm::append_range(inputs, type.getResults());
+  SmallVector<DictionaryAttr> argAttrs;
+  callee.getAllArgAttrs(argAttrs);
+  argAttrs.resize(inputs.size(), DictionaryAttr::get(callee.getContext()));
   callee.setFunctionType(FunctionType::get(callee.getContext(), inputs, {}));
+  callee.setAllArgAttrs(argAttrs);
+  callee.setAllResultAttrs(ArrayRef<DictionaryAttr>{});
   std::optional<SymbolTable::UseRange> uses = callee.getSymbolUses(module);
   for (const SymbolTable::SymbolUse &use : *uses) {
     auto call = dyn_cast<func::CallOp>(use.getUser());

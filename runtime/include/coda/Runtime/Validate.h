@@ -23,6 +23,11 @@ struct TensorRef {
   std::vector<int64_t> sizes, strides;
   /// CUDA device ordinal, or -1 for host memory.
   int device = 0;
+  /// Elements from the start of the buffer `data` lies in to `data`: the
+  /// offset field of the memref descriptor a kernel gets (whose base is the
+  /// buffer's start; a kernel compiled for a view of static offset adds that
+  /// offset itself). Zero but for the views a function's program passes.
+  int64_t offset = 0;
 };
 
 /// A host function argument: a tensor or a scalar value.
