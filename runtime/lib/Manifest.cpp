@@ -133,9 +133,122 @@ static int64_t elementCount(const std::vector<int64_t> &shape) {
   return n;
 }
 
+static std::string listString(const std::vector<int64_t> &values) {
+  std::string s = "[";
+  for (size_t i = 0; i < values.size(); ++i)
+    s += (i ? ", " : "") +
+         (values[i] < 0 ? std::string("?") : std::to_string(values[i]));
+  return s + "]";
+}
+
+/// A dtype field of the manifest (`context` names its owner in errors).
+static DType dtypeField(const Json &object, const std::string &context) {
+  std::string text = stringOf(member(object, "dtype", context),
+                              context + " dtype");
+  try {
+    return parseDType(text);
+  } catch (const Error &) {
+    throw Error("manifest: " + context + " has unsupported dtype '" + text +
+                "'");
+  }
+}
+
+/// The parameters a step passes to `kernel`: its tensor and scalar
+/// parameters, M, N, K and store descriptors excepted (withOwnParameters).
+static size_t ownParameterCount(const KernelSpec &kernel) {
+  return size_t(std::count_if(
+      kernel.params.begin(), kernel.params.end(), [](const ParamSpec &p) {
+        return p.kind != ParamSpec::Kind::index && !p.store;
+      }));
+}
+
+/// One operand of a step: a constant, an argument (whole or a view) or a
+/// view of a temporary, each view within its buffer.
+static StepOperand parseOperand(const Json &o, const FunctionSpec &function,
+                                const std::string &octx) {
+  if (!o.is_object())
+    throw Error("manifest: " + octx + " must be an object");
+  StepOperand operand;
+  if (const Json *v = optional(o, "value")) {
+    if (!v->is_number())
+      throw Error("manifest: " + octx + " value must be a number");
+    operand.value = v->get<double>();
+    return operand;
+  }
+  std::vector<int64_t> bufferShape;
+  DType bufferType = DType::f32;
+  std::string buffer;
+  if (const Json *v = optional(o, "argument")) {
+    operand.kind = StepOperand::Kind::argument;
+    operand.index = integer(*v, octx + " argument");
+    if (operand.index < 0 ||
+        operand.index >= int64_t(function.arguments.size()))
+      throw Error("manifest: " + octx + " names argument " +
+                  std::to_string(operand.index) + ", but the function has " +
+                  std::to_string(function.arguments.size()) + " arguments");
+    const ArgumentSpec &argument = function.arguments[operand.index];
+    bufferShape = argument.shape;
+    bufferType = argument.dtype;
+    buffer = "argument " + std::to_string(operand.index);
+    if (!argument.tensor && optional(o, "offset"))
+      throw Error("manifest: " + octx + " is a view of " + buffer +
+                  ", which is a scalar");
+  } else if (const Json *v = optional(o, "temporary")) {
+    operand.kind = StepOperand::Kind::temporary;
+    operand.index = integer(*v, octx + " temporary");
+    if (operand.index < 0 ||
+        operand.index >= int64_t(function.temporaries.size()))
+      throw Error("manifest: " + octx + " names temporary " +
+                  std::to_string(operand.index) + ", but the function has " +
+                  std::to_string(function.temporaries.size()) +
+                  " temporaries");
+    bufferShape = function.temporaries[operand.index].shape;
+    bufferType = function.temporaries[operand.index].dtype;
+    buffer = "temporary " + std::to_string(operand.index);
+  } else {
+    throw Error("manifest: " + octx +
+                " must have \"argument\", \"temporary\" or \"value\"");
+  }
+  const Json *offset = optional(o, "offset");
+  if (!offset) {
+    if (operand.kind == StepOperand::Kind::temporary)
+      throw Error("manifest: " + octx +
+                  " needs the view's offset, sizes and strides");
+    return operand; // an argument, passed whole
+  }
+  operand.view = true;
+  operand.offset = integer(*offset, octx + " offset");
+  operand.sizes = intList(member(o, "sizes", octx), octx + " sizes");
+  operand.strides = intList(member(o, "strides", octx), octx + " strides");
+  if (operand.sizes.size() != operand.strides.size())
+    throw Error("manifest: " + octx + " has " +
+                std::to_string(operand.sizes.size()) + " sizes but " +
+                std::to_string(operand.strides.size()) + " strides");
+  auto negative = [](int64_t d) { return d < 0; };
+  if (operand.offset < 0 ||
+      std::any_of(operand.sizes.begin(), operand.sizes.end(), negative) ||
+      std::any_of(operand.strides.begin(), operand.strides.end(), negative))
+    throw Error("manifest: " + octx +
+                " has a negative offset, size or stride");
+  if (std::any_of(bufferShape.begin(), bufferShape.end(), negative))
+    throw Error("manifest: " + octx + " is a view of " + buffer +
+                ", whose shape " + listString(bufferShape) +
+                " is dynamic (a view needs its buffer's static size)");
+  int64_t extent = viewExtent(operand.sizes, operand.strides);
+  int64_t elements = elementCount(bufferShape);
+  if (extent > 0 && operand.offset + extent > elements)
+    throw Error("manifest: " + octx + " views elements " +
+                std::to_string(operand.offset) + " to " +
+                std::to_string(operand.offset + extent - 1) + " of " + buffer +
+                ", which has " + std::to_string(elements) + " (" +
+                dtypeName(bufferType) + listString(bufferShape) + ")");
+  return operand;
+}
+
 /// One function's program, each reference checked against the manifest:
-/// kernels exist, argument and temporary positions are in range, views lie
-/// within their buffers.
+/// kernels exist and get as many operands as they take, argument and
+/// temporary positions are in range, temporaries lie in the workspace and
+/// views within their buffers.
 static FunctionSpec parseFunction(const Json &f, const Manifest &manifest) {
   if (!f.is_object())
     throw Error("manifest: a function must be an object");
@@ -149,11 +262,18 @@ static FunctionSpec parseFunction(const Json &f, const Manifest &manifest) {
   for (const Json &a : list(member(f, "arguments", ctx), ctx + " arguments")) {
     std::string actx =
         ctx + " argument " + std::to_string(function.arguments.size());
+    if (!a.is_object())
+      throw Error("manifest: " + actx + " must be an object");
     ArgumentSpec argument;
-    argument.tensor =
-        vocabulary<abi::ParamKind>(member(a, "kind", actx), actx) ==
-        abi::ParamKind::memref;
-    argument.dtype = parseDType(stringOf(member(a, "dtype", actx), actx));
+    abi::ParamKind kind =
+        vocabulary<abi::ParamKind>(member(a, "kind", actx), actx);
+    if (kind != abi::ParamKind::memref && kind != abi::ParamKind::scalar)
+      throw Error("manifest: " + actx + " kind must be " +
+                  std::string(abi::name(abi::ParamKind::memref)) + " or " +
+                  std::string(abi::name(abi::ParamKind::scalar)) + ", got '" +
+                  std::string(abi::name(kind)) + "'");
+    argument.tensor = kind == abi::ParamKind::memref;
+    argument.dtype = dtypeField(a, actx);
     if (argument.tensor)
       argument.shape = intList(member(a, "shape", actx), actx + " shape");
     if (const Json *v = optional(a, "output"))
@@ -162,83 +282,73 @@ static FunctionSpec parseFunction(const Json &f, const Manifest &manifest) {
   }
   function.workspaceBytes =
       integer(member(f, "workspace_bytes", ctx), ctx + " workspace_bytes");
+  if (function.workspaceBytes < 0)
+    throw Error("manifest: " + ctx + " workspace_bytes must not be negative");
   for (const Json &t :
        list(member(f, "temporaries", ctx), ctx + " temporaries")) {
     std::string tctx =
         ctx + " temporary " + std::to_string(function.temporaries.size());
+    if (!t.is_object())
+      throw Error("manifest: " + tctx + " must be an object");
     TemporarySpec temporary;
-    temporary.dtype = parseDType(stringOf(member(t, "dtype", tctx), tctx));
+    temporary.dtype = dtypeField(t, tctx);
     temporary.shape = intList(member(t, "shape", tctx), tctx + " shape");
     temporary.bytes = integer(member(t, "bytes", tctx), tctx + " bytes");
     temporary.offset = integer(member(t, "offset", tctx), tctx + " offset");
-    if (temporary.offset < 0 ||
-        temporary.bytes !=
-            elementCount(temporary.shape) * dtypeBytes(temporary.dtype) ||
-        temporary.offset + temporary.bytes > function.workspaceBytes)
-      throw Error("manifest: " + tctx +
-                  " does not fit its shape or the workspace");
+    if (std::any_of(temporary.shape.begin(), temporary.shape.end(),
+                    [](int64_t d) { return d < 0; }))
+      throw Error("manifest: " + tctx + " shape " +
+                  listString(temporary.shape) + " must be static");
+    int64_t needed =
+        elementCount(temporary.shape) * dtypeBytes(temporary.dtype);
+    if (temporary.bytes != needed)
+      throw Error("manifest: " + tctx + " has " +
+                  std::to_string(temporary.bytes) + " bytes, but " +
+                  dtypeName(temporary.dtype) + listString(temporary.shape) +
+                  " takes " + std::to_string(needed));
+    if (temporary.offset < 0 || temporary.offset % kWorkspaceAlignment != 0)
+      throw Error("manifest: " + tctx + " offset " +
+                  std::to_string(temporary.offset) +
+                  " is not a multiple of " +
+                  std::to_string(kWorkspaceAlignment) + " bytes");
+    if (temporary.offset + temporary.bytes > function.workspaceBytes)
+      throw Error("manifest: " + tctx + " (" + std::to_string(temporary.bytes) +
+                  " bytes at offset " + std::to_string(temporary.offset) +
+                  ") lies outside the workspace of " +
+                  std::to_string(function.workspaceBytes) + " bytes");
     function.temporaries.push_back(std::move(temporary));
   }
   for (const Json &st : list(member(f, "steps", ctx), ctx + " steps")) {
     std::string sctx = ctx + " step " + std::to_string(function.steps.size());
+    const Json *launch = st.is_object() ? optional(st, "launch") : nullptr;
+    const Json *call = st.is_object() ? optional(st, "call") : nullptr;
+    if (!launch == !call)
+      throw Error("manifest: " + sctx +
+                  " must have either \"launch\" (a kernel) or \"call\" (a "
+                  "host callback)");
     Step step;
-    if (const Json *v = optional(st, "launch")) {
-      step.target = stringOf(*v, sctx + " launch");
-      (void)manifest.kernel(step.target); // absent: throws its error
+    const KernelSpec *kernel = nullptr;
+    if (launch) {
+      step.target = stringOf(*launch, sctx + " launch");
+      for (const KernelSpec &k : manifest.kernels)
+        if (k.name == step.target)
+          kernel = &k;
+      if (!kernel)
+        throw Error("manifest: " + sctx + " launches '" + step.target +
+                    "', which is not a kernel of the manifest");
     } else {
       step.kind = Step::Kind::call;
-      step.target = stringOf(member(st, "call", sctx), sctx + " call");
+      step.target = stringOf(*call, sctx + " call");
     }
-    for (const Json &o : list(member(st, "args", sctx), sctx + " args")) {
-      std::string octx = sctx + " operand " + std::to_string(step.args.size());
-      StepOperand operand;
-      std::vector<int64_t> bufferShape;
-      DType bufferType = DType::f32;
-      if (const Json *v = optional(o, "value")) {
-        if (!v->is_number())
-          throw Error("manifest: " + octx + " value must be a number");
-        operand.value = v->get<double>();
-        step.args.push_back(std::move(operand));
-        continue;
-      }
-      if (const Json *v = optional(o, "argument")) {
-        operand.kind = StepOperand::Kind::argument;
-        operand.index = integer(*v, octx + " argument");
-        if (operand.index < 0 ||
-            operand.index >= int64_t(function.arguments.size()))
-          throw Error("manifest: " + octx + " names no argument");
-        bufferShape = function.arguments[operand.index].shape;
-        bufferType = function.arguments[operand.index].dtype;
-      } else {
-        operand.kind = StepOperand::Kind::temporary;
-        operand.index = integer(member(o, "temporary", octx), octx);
-        if (operand.index < 0 ||
-            operand.index >= int64_t(function.temporaries.size()))
-          throw Error("manifest: " + octx + " names no temporary");
-        bufferShape = function.temporaries[operand.index].shape;
-        bufferType = function.temporaries[operand.index].dtype;
-      }
-      if (const Json *v = optional(o, "offset")) {
-        operand.view = true;
-        operand.offset = integer(*v, octx + " offset");
-        operand.sizes = intList(member(o, "sizes", octx), octx + " sizes");
-        operand.strides =
-            intList(member(o, "strides", octx), octx + " strides");
-        bool dynamic = std::any_of(bufferShape.begin(), bufferShape.end(),
-                                   [](int64_t d) { return d < 0; });
-        if (operand.sizes.size() != operand.strides.size() || dynamic ||
-            operand.offset < 0 ||
-            operand.offset + viewExtent(operand.sizes, operand.strides) >
-                elementCount(bufferShape))
-          throw Error("manifest: " + octx + " is not a view within its " +
-                      dtypeName(bufferType) + " buffer");
-      } else if (operand.kind == StepOperand::Kind::temporary) {
-        throw Error("manifest: " + octx +
-                    " needs the view's offset, sizes "
-                    "and strides");
-      }
-      step.args.push_back(std::move(operand));
-    }
+    for (const Json &o : list(member(st, "args", sctx), sctx + " args"))
+      step.args.push_back(parseOperand(
+          o, function, sctx + " operand " + std::to_string(step.args.size())));
+    if (kernel && step.args.size() != ownParameterCount(*kernel))
+      throw Error("manifest: " + sctx + " passes " + step.target + " " +
+                  std::to_string(step.args.size()) + " operands, but it takes " +
+                  std::to_string(ownParameterCount(*kernel)) +
+                  " (its tensor and scalar parameters, M, N, K and store "
+                  "descriptors excepted)");
     function.steps.push_back(std::move(step));
   }
   return function;
@@ -372,8 +482,8 @@ Manifest Manifest::parse(const std::string &text) {
         param.interleave =
             vocabulary<abi::Interleave>(member(p, "interleave", pctx), pctx);
       }
-      if (const Json *v = optional(p, "dtype"))
-        param.dtype = parseDType(stringOf(*v, pctx + " dtype"));
+      if (optional(p, "dtype"))
+        param.dtype = dtypeField(p, pctx);
       if (const Json *v = optional(p, "rank"))
         param.rank = integer(*v, pctx + " rank");
       if (const Json *v = optional(p, "shape"))

@@ -319,11 +319,9 @@ void Module::launchFunction(const std::string &name,
                             const std::vector<Argument> &args, uint64_t stream,
                             const TensorRef *workspace) {
   const FunctionSpec &f = manifest_.function(name);
-  validateFunctionArguments(f, args);
-  for (const Step &step : f.steps)
-    if (step.kind == Step::Kind::call && !impl_->callbacks.count(step.target))
-      throw Error("function " + name + " calls '" + step.target +
-                  "': register a callback for it (set_callback) first");
+  validateFunctionLaunch(f, args, workspace, [&](const std::string &callee) {
+    return impl_->callbacks.count(callee) > 0;
+  });
   int device = 0;
   for (const Argument &arg : args)
     if (std::holds_alternative<TensorRef>(arg)) {
@@ -332,17 +330,6 @@ void Module::launchFunction(const std::string &name,
     }
   uint64_t base = 0;
   if (f.workspaceBytes > 0 && workspace) {
-    int64_t bytes = dtypeBytes(workspace->dtype);
-    for (int64_t size : workspace->sizes)
-      bytes *= size;
-    if (bytes < f.workspaceBytes)
-      throw Error("function " + name + " needs a workspace of " +
-                  std::to_string(f.workspaceBytes) + " bytes, got " +
-                  std::to_string(bytes));
-    if (workspace->data % 256 != 0)
-      throw Error("the workspace must be 256-byte aligned");
-    if (workspace->device != device)
-      throw Error("the workspace is not on the arguments' GPU");
     base = workspace->data;
   } else if (f.workspaceBytes > 0) {
     if (!impl_->workspace) {
@@ -357,14 +344,26 @@ void Module::launchFunction(const std::string &name,
     }
     base = impl_->workspace;
   }
-  std::vector<Argument> operands;
-  for (const Step &step : f.steps) {
-    operands.clear();
-    for (const StepOperand &operand : step.args)
-      operands.push_back(stepOperand(operand, f, args, base, device));
-    if (step.kind == Step::Kind::launch)
-      launchKernel(step.target, operands, stream);
-    else
-      impl_->callbacks.at(step.target)(operands, stream);
+  // Every launch is checked before the first step is enqueued: a refused
+  // call runs nothing.
+  std::vector<std::vector<Argument>> operands(f.steps.size());
+  for (size_t i = 0; i < f.steps.size(); ++i)
+    for (const StepOperand &operand : f.steps[i].args)
+      operands[i].push_back(stepOperand(operand, f, args, base, device));
+  std::vector<GemmSizes> sizes =
+      validateSteps(f, operands,
+                    [&](const std::string &kernel) -> const KernelSpec & {
+                      return impl_->ownParameters.at(kernel);
+                    });
+  for (size_t i = 0; i < f.steps.size(); ++i) {
+    const Step &step = f.steps[i];
+    if (step.kind == Step::Kind::call) {
+      impl_->callbacks.at(step.target)(operands[i], stream);
+      continue;
+    }
+    const KernelSpec &own = impl_->ownParameters.at(step.target);
+    const KernelSpec &variant = manifest_.variantFor(own, sizes[i].k);
+    launchSpec(impl_->ownParameters.at(variant.name), sizes[i], operands[i],
+               stream);
   }
 }

@@ -92,6 +92,17 @@ private:
   /// A loop kernel: each parameter's kind, dtype, rank and static sizes
   /// (its grid is fixed, compiled for those sizes).
   void checkLoop() {
+    // Its parameters are the loop nest's, not the host function's
+    // arguments (the manifest gives them no source): it runs as a step of
+    // its function's program, or with its own parameters.
+    if (std::any_of(kernel.params.begin(), kernel.params.end(),
+                    [](const ParamSpec &p) { return p.source < 0; })) {
+      problem(kernel.name + " is a loop kernel of function " +
+              kernel.function +
+              ": run the function whole (launch_function), or pass the "
+              "kernel's own parameters (launch_kernel)");
+      return;
+    }
     for (const ParamSpec &p : kernel.params) {
       if (p.kind == ParamSpec::Kind::scalar) {
         scalar(p);
@@ -191,6 +202,11 @@ private:
     if (arg && !std::holds_alternative<double>(*arg))
       problem(describe(p) + " must be a scalar (" + dtypeName(p.dtype) +
               "), got a tensor");
+    // What a launch can pass by value (Module::launchSpec).
+    if (p.dtype != DType::f32 && p.dtype != DType::f64 &&
+        p.dtype != DType::i32 && p.dtype != DType::i64)
+      problem(describe(p) + " is a scalar of type " + dtypeName(p.dtype) +
+              ", which the runtime cannot pass (f32, f64, i32 or i64)");
   }
 
   /// The shape the parameter's role implies, once M, N, K are known.
@@ -337,8 +353,10 @@ KernelSpec coda::runtime::withOwnParameters(const KernelSpec &kernel) {
   return own;
 }
 
-void coda::runtime::validateFunctionArguments(
-    const FunctionSpec &f, const std::vector<Argument> &args) {
+/// Why `args` do not fit function `f`'s arguments (none: they do).
+static std::vector<std::string>
+functionArgumentProblems(const FunctionSpec &f,
+                         const std::vector<Argument> &args) {
   std::vector<std::string> problems;
   if (args.size() != f.arguments.size())
     problems.push_back(std::to_string(f.arguments.size()) +
@@ -366,20 +384,18 @@ void coda::runtime::validateFunctionArguments(
     for (size_t d = 0; shapeMatches && d < t.sizes.size(); ++d)
       shapeMatches = spec.shape[d] < 0 || spec.shape[d] == t.sizes[d];
     if (!shapeMatches) {
-      std::string want, got;
-      for (int64_t d : spec.shape)
-        want += (want.empty() ? "" : ", ") +
-                (d < 0 ? std::string("?") : std::to_string(d));
-      for (int64_t d : t.sizes)
-        got += (got.empty() ? "" : ", ") + std::to_string(d);
-      problems.push_back(what() + " must have shape [" + want + "], got [" +
-                         got + "]");
+      problems.push_back(what() + " must have shape " +
+                         shapeString(spec.shape) + ", got " +
+                         shapeString(t.sizes));
       continue;
     }
     int64_t expected = 1;
     for (size_t d = t.sizes.size(); d-- > 0;) {
       if (t.sizes[d] != 1 && t.strides[d] != expected) {
-        problems.push_back(what() + " must be contiguous (row-major)");
+        problems.push_back(what() + " must be contiguous (row-major), got "
+                                    "strides " +
+                           shapeString(t.strides) + " for shape " +
+                           shapeString(t.sizes));
         break;
       }
       expected *= t.sizes[d];
@@ -390,12 +406,100 @@ void coda::runtime::validateFunctionArguments(
     if (t.data % dtypeBytes(t.dtype) != 0)
       problems.push_back(what() + " address is not aligned to its elements");
   }
-  if (problems.empty())
-    return;
+  return problems;
+}
+
+[[noreturn]] static void refuse(const FunctionSpec &f,
+                                const std::vector<std::string> &problems) {
   std::string message = "cannot launch function " + f.name + ":";
   for (const std::string &p : problems)
     message += "\n  - " + p;
   throw Error(message);
+}
+
+void coda::runtime::validateFunctionArguments(
+    const FunctionSpec &f, const std::vector<Argument> &args) {
+  std::vector<std::string> problems = functionArgumentProblems(f, args);
+  if (!problems.empty())
+    refuse(f, problems);
+}
+
+void coda::runtime::validateFunctionLaunch(
+    const FunctionSpec &f, const std::vector<Argument> &args,
+    const TensorRef *workspace,
+    const std::function<bool(const std::string &)> &hasCallback) {
+  std::vector<std::string> problems = functionArgumentProblems(f, args);
+  std::vector<std::string> called;
+  for (const Step &step : f.steps)
+    if (step.kind == Step::Kind::call && !hasCallback(step.target) &&
+        std::find(called.begin(), called.end(), step.target) == called.end()) {
+      called.push_back(step.target);
+      problems.push_back("it calls '" + step.target +
+                         "': register a callback for it (set_callback) first");
+    }
+  if (workspace && f.workspaceBytes > 0) {
+    int64_t bytes = dtypeBytes(workspace->dtype);
+    for (int64_t size : workspace->sizes)
+      bytes *= size;
+    if (bytes < f.workspaceBytes)
+      problems.push_back("it needs a workspace of " +
+                         std::to_string(f.workspaceBytes) + " bytes, got " +
+                         std::to_string(bytes));
+    int64_t expected = 1;
+    for (size_t d = workspace->sizes.size(); d-- > 0;) {
+      if (workspace->sizes[d] != 1 &&
+          (d >= workspace->strides.size() ||
+           workspace->strides[d] != expected)) {
+        problems.push_back("the workspace must be contiguous");
+        break;
+      }
+      expected *= workspace->sizes[d];
+    }
+    if (workspace->data % kWorkspaceAlignment != 0)
+      problems.push_back("the workspace must be " +
+                         std::to_string(kWorkspaceAlignment) +
+                         "-byte aligned");
+    int device = workspace->device;
+    for (const Argument &arg : args)
+      if (std::holds_alternative<TensorRef>(arg)) {
+        device = std::get<TensorRef>(arg).device;
+        break;
+      }
+    if (workspace->device < 0)
+      problems.push_back("the workspace is in host memory; temporaries live "
+                         "in GPU memory");
+    else if (device >= 0 && workspace->device != device)
+      problems.push_back("the workspace is on GPU " +
+                         std::to_string(workspace->device) +
+                         " but the arguments are on GPU " +
+                         std::to_string(device));
+  }
+  if (!problems.empty())
+    refuse(f, problems);
+}
+
+std::vector<GemmSizes> coda::runtime::validateSteps(
+    const FunctionSpec &f, const std::vector<std::vector<Argument>> &operands,
+    const std::function<const KernelSpec &(const std::string &)> &kernelOf) {
+  std::vector<GemmSizes> sizes(f.steps.size());
+  std::vector<std::string> problems;
+  for (size_t i = 0; i < f.steps.size(); ++i) {
+    if (f.steps[i].kind != Step::Kind::launch)
+      continue;
+    try {
+      sizes[i] = validate(kernelOf(f.steps[i].target), operands[i]);
+    } catch (const Error &e) {
+      // The kernel's own list, one level deeper.
+      std::string why = e.what();
+      for (size_t at = why.find('\n'); at != std::string::npos;
+           at = why.find('\n', at + 1))
+        why.insert(at + 1, "  ");
+      problems.push_back("step " + std::to_string(i) + ": " + why);
+    }
+  }
+  if (!problems.empty())
+    refuse(f, problems);
+  return sizes;
 }
 
 Argument coda::runtime::stepOperand(const StepOperand &operand,

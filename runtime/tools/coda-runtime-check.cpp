@@ -1,15 +1,23 @@
 //===- coda-runtime-check.cpp - validate launch arguments without a GPU ---===//
 //
 //   coda-runtime-check <manifest.json> <kernel> <argument>...
-//   coda-runtime-check <manifest.json> --function <name> <argument>...
+//   coda-runtime-check <manifest.json> --function <name> [--workspace=<tensor>]
+//                      [--callbacks=<name>,...] <argument>...
 //
 // Each argument is a scalar (`1.5`) or a tensor `<dtype>[<sizes>]` with
 // optional `:<strides>` (elements; default contiguous), `@<address>` (default
 // a 256-byte aligned one) and `#<device>` (default 0; `#host` for host
 // memory), e.g. `bf16[200,256]:264,1@0x1008#0`. Prints the launch's sizes and
-// grid, or the runtime's error (exit 1). With --function, checks the
-// arguments of a function's program and then each step as launch_function
-// makes it (temporaries at a workspace at 0x10000000), printing the steps.
+// grid, or the runtime's error (exit 1).
+//
+// With --function, checks a call of the function's program as
+// launch_function does before it enqueues anything: the arguments, the
+// callbacks its calls need (--callbacks lists those registered; without it,
+// every one is), the workspace (--workspace, a tensor as above; without it,
+// the module's own, here at 0x10000000) and each step's launch with the
+// operands the program gives it. Prints the program as the runtime read it:
+// its arguments, temporaries, and steps with their operands (each view with
+// its address) and launch configurations.
 // Used by the lit tests of the runtime's validation.
 //
 //===----------------------------------------------------------------------===//
@@ -17,8 +25,13 @@
 #include "coda/Runtime/Manifest.h"
 #include "coda/Runtime/Validate.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <iomanip>
 #include <iostream>
+#include <map>
+#include <optional>
+#include <sstream>
 
 using namespace coda::runtime;
 
@@ -82,33 +95,130 @@ static void printLaunch(const KernelSpec &kernel, const GemmSizes &sizes) {
             << " kernel=" << kernel.name << "\n";
 }
 
-/// --function: the arguments of a function's program, then each step.
+static std::string listString(const std::vector<int64_t> &values) {
+  std::string s = "[";
+  for (size_t i = 0; i < values.size(); ++i)
+    s += (i ? ", " : "") +
+         (values[i] < 0 ? std::string("?") : std::to_string(values[i]));
+  return s + "]";
+}
+
+static std::string hex(uint64_t value) {
+  std::ostringstream os;
+  os << "0x" << std::hex << value;
+  return os.str();
+}
+
+/// One operand of a step: where it comes from, and for a view what the
+/// kernel gets.
+static std::string describeOperand(const StepOperand &operand,
+                                   const Argument &value) {
+  if (operand.kind == StepOperand::Kind::value) {
+    std::ostringstream os;
+    os << "value " << std::setprecision(9) << operand.value;
+    return os.str();
+  }
+  std::string text =
+      (operand.kind == StepOperand::Kind::argument ? "argument " : "temporary ") +
+      std::to_string(operand.index);
+  if (!operand.view)
+    return text;
+  const TensorRef &t = std::get<TensorRef>(value);
+  return text + " view offset " + std::to_string(operand.offset) + " sizes " +
+         listString(operand.sizes) + " strides " +
+         listString(operand.strides) + ": " + dtypeName(t.dtype) + " at " +
+         hex(t.data);
+}
+
+/// --function [--workspace=...] [--callbacks=...]: a call of a function's
+/// program, checked as launch_function checks it, and the program printed.
 static int checkFunction(const Manifest &manifest, int argc, char **argv) {
   if (argc < 4)
     throw Error("--function needs a function name");
   const FunctionSpec &f = manifest.function(argv[3]);
+  int first = 4;
+  std::optional<TensorRef> workspace;
+  std::optional<std::vector<std::string>> callbacks;
+  for (; first < argc && std::string(argv[first]).rfind("--", 0) == 0;
+       ++first) {
+    std::string option = argv[first];
+    if (option.rfind("--workspace=", 0) == 0) {
+      Argument w = parseArgument(option.substr(12), 0);
+      if (!std::holds_alternative<TensorRef>(w))
+        throw Error("--workspace needs a tensor, e.g. i8[4096]@0x10000000");
+      workspace = std::get<TensorRef>(w);
+    } else if (option.rfind("--callbacks=", 0) == 0) {
+      callbacks.emplace();
+      std::string names = option.substr(12);
+      for (size_t pos = 0; pos < names.size();) {
+        size_t end = std::min(names.find(',', pos), names.size());
+        callbacks->push_back(names.substr(pos, end - pos));
+        pos = end + 1;
+      }
+    } else {
+      throw Error("unknown option '" + option +
+                  "' (--workspace=<tensor> or --callbacks=<names>)");
+    }
+  }
   std::vector<Argument> args;
-  for (int i = 4; i < argc; ++i)
-    args.push_back(parseArgument(argv[i], i - 4));
-  validateFunctionArguments(f, args);
-  constexpr uint64_t kWorkspace = 0x10000000;
+  for (int i = first; i < argc; ++i)
+    args.push_back(parseArgument(argv[i], i - first));
+  validateFunctionLaunch(
+      f, args, workspace ? &*workspace : nullptr,
+      [&](const std::string &name) {
+        return !callbacks || std::find(callbacks->begin(), callbacks->end(),
+                                       name) != callbacks->end();
+      });
+  // The module's own workspace, where none is given.
+  uint64_t base = workspace ? workspace->data : 0x10000000;
+  std::vector<std::vector<Argument>> operands(f.steps.size());
+  for (size_t i = 0; i < f.steps.size(); ++i)
+    for (const StepOperand &operand : f.steps[i].args)
+      operands[i].push_back(stepOperand(operand, f, args, base, 0));
+  std::map<std::string, KernelSpec> own;
+  for (const Step &step : f.steps)
+    if (step.kind == Step::Kind::launch && !own.count(step.target))
+      own.emplace(step.target, withOwnParameters(manifest.kernel(step.target)));
+  std::vector<GemmSizes> sizes = validateSteps(
+      f, operands, [&](const std::string &kernel) -> const KernelSpec & {
+        return own.at(kernel);
+      });
+
   std::cout << "ok: function " << f.name << ": " << f.steps.size() << " steps, "
             << f.temporaries.size() << " temporaries, workspace "
-            << f.workspaceBytes << " bytes\n";
+            << f.workspaceBytes << " bytes at " << hex(base) << "\n";
+  for (size_t i = 0; i < f.arguments.size(); ++i) {
+    const ArgumentSpec &a = f.arguments[i];
+    std::cout << "  argument " << i << ": " << dtypeName(a.dtype)
+              << (a.tensor ? listString(a.shape) : std::string(" scalar"))
+              << (a.output ? " output" : "") << "\n";
+  }
+  for (size_t i = 0; i < f.temporaries.size(); ++i) {
+    const TemporarySpec &t = f.temporaries[i];
+    std::cout << "  temporary " << i << ": " << dtypeName(t.dtype)
+              << listString(t.shape) << ", " << t.bytes << " bytes at offset "
+              << t.offset << "\n";
+  }
   for (size_t i = 0; i < f.steps.size(); ++i) {
     const Step &step = f.steps[i];
-    std::vector<Argument> operands;
-    for (const StepOperand &operand : step.args)
-      operands.push_back(stepOperand(operand, f, args, kWorkspace, 0));
     std::cout << "  step " << i << ": ";
     if (step.kind == Step::Kind::call) {
-      std::cout << "call " << step.target << " (" << operands.size()
-                << " operands)\n";
-      continue;
+      std::cout << "call " << step.target << "\n";
+    } else {
+      const KernelSpec &kernel = own.at(step.target);
+      std::cout << "launch " << step.target << " ("
+                << coda::abi::name(kernel.kind) << ")";
+      if (kernel.kind == KernelSpec::Kind::gemm)
+        std::cout << " M=" << sizes[i].m << " N=" << sizes[i].n
+                  << " K=" << sizes[i].k;
+      else if (kernel.kind == KernelSpec::Kind::reducePartials)
+        std::cout << " R=" << sizes[i].m;
+      std::cout << " ";
+      printLaunch(manifest.variantFor(kernel, sizes[i].k), sizes[i]);
     }
-    KernelSpec own = withOwnParameters(manifest.kernel(step.target));
-    GemmSizes sizes = validate(own, operands);
-    printLaunch(manifest.variantFor(own, sizes.k), sizes);
+    for (size_t j = 0; j < step.args.size(); ++j)
+      std::cout << "    operand " << j << ": "
+                << describeOperand(step.args[j], operands[i][j]) << "\n";
   }
   return 0;
 }

@@ -132,6 +132,11 @@ struct ArgumentSpec {
   bool output = false;
 };
 
+/// Temporaries lie in a workspace at offsets that are multiples of this
+/// many bytes, and a workspace starts at such an address (cuMemAlloc's
+/// alignment; more than TMA's 16 bytes).
+inline constexpr int64_t kWorkspaceAlignment = 256;
+
 /// A buffer the function allocates: at `offset` bytes in the workspace.
 struct TemporarySpec {
   DType dtype = DType::f32;

@@ -45,9 +45,12 @@ public:
       std::function<void(const std::vector<Argument> &, uint64_t stream)>;
   void setCallback(const std::string &name, Callback callback);
 
-  /// Runs `function` whole as its program in the manifest says: validates
-  /// `args` (its arguments, outputs last), then enqueues every step in order
-  /// on `stream`: kernel launches and callbacks. Temporaries live in
+  /// Runs `function` whole as its program in the manifest says: checks
+  /// `args` (its arguments, outputs last), the callbacks its calls need,
+  /// `workspace` and every step's launch (validateFunctionLaunch,
+  /// validateSteps), refusing the call before anything is enqueued, then
+  /// enqueues every step in order on `stream`: kernel launches, and
+  /// callbacks run on the calling thread at their turn. Temporaries live in
   /// `workspace` (a GPU buffer of at least workspaceBytes(function) bytes,
   /// 256-byte aligned) or, without one, in a workspace the module allocates
   /// once, at its first such call, for all its functions: calls that share

@@ -12,6 +12,7 @@
 
 #include "coda/Runtime/Manifest.h"
 
+#include <functional>
 #include <variant>
 
 namespace coda::runtime {
@@ -65,6 +66,26 @@ KernelSpec withOwnParameters(const KernelSpec &kernel);
 /// them assume); throws Error listing every problem.
 void validateFunctionArguments(const FunctionSpec &f,
                                const std::vector<Argument> &args);
+
+/// What launch_function checks before it enqueues anything: the arguments
+/// (as validateFunctionArguments), a callback for every host function the
+/// steps call (`hasCallback` says which are registered) and, where the
+/// function needs a workspace and `workspace` is given, that it holds
+/// workspaceBytes bytes, contiguous, 256-byte aligned, on the arguments'
+/// GPU (none given: the module's own). Throws Error listing every problem.
+void validateFunctionLaunch(
+    const FunctionSpec &f, const std::vector<Argument> &args,
+    const TensorRef *workspace,
+    const std::function<bool(const std::string &)> &hasCallback);
+
+/// Checks each launch step of `f` with its operands (`operands[i]`, as
+/// stepOperand makes them) against its kernel, which `kernelOf` gives with
+/// its own parameters (withOwnParameters); returns each launch's sizes or
+/// throws Error listing every step's problems, so that a refused call runs
+/// nothing.
+std::vector<GemmSizes> validateSteps(
+    const FunctionSpec &f, const std::vector<std::vector<Argument>> &operands,
+    const std::function<const KernelSpec &(const std::string &)> &kernelOf);
 
 /// What a step of `f` passes for `operand`: a constant, an argument, or a
 /// view of an argument or of a temporary in the workspace at `workspace`
