@@ -31,6 +31,8 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 lib = lambda name: os.path.join(config.mlir_lib_dir, name + config.shlib_ext)
 mlir_runner_utils = lib("libmlir_runner_utils")
 mlir_c_runner_utils = lib("libmlir_c_runner_utils")
+# The APFloat calls --coda-to-llvm-cpu makes for 8-bit float arithmetic.
+mlir_apfloat_wrappers = lib("libmlir_apfloat_wrappers")
 coda_runner_utils = os.path.join(
     config.coda_lib_dir, "libcoda_test_runner_utils" + config.shlib_ext)
 coda_opt = os.path.join(config.coda_tools_dir, "coda-opt")
@@ -44,7 +46,8 @@ config.substitutions.append(
     ("%differential", f"{coda_opt} --coda-test-differential-main"))
 # `%run-main`: runs @main of lowered LLVM-dialect IR on stdin.
 run_main = (f"{mlir_runner} -e main -entry-point-result=void "
-            f"-shared-libs={mlir_runner_utils},{mlir_c_runner_utils},{coda_runner_utils}")
+            f"-shared-libs={mlir_runner_utils},{mlir_c_runner_utils},"
+            f"{mlir_apfloat_wrappers},{coda_runner_utils}")
 config.substitutions.append(("%run-main", run_main))
 config.substitutions.append(
     ("%cpu-runner", f"{coda_opt} --coda-to-llvm-cpu | {run_main}"))

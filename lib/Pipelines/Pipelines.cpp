@@ -35,6 +35,10 @@ void mlir::coda::buildCodaToLLVMCPUPipeline(OpPassManager &pm) {
   expand.opMnemonics = {"rsqrt", "tan", "ctlz", "fpowi", "ipowi", "roundeven"};
   pm.addPass(math::createMathExpandOpsPass(expand));
   pm.addPass(createConvertMathToLibmPass());
+  // Arithmetic on types the CPU has no instructions for (the 8-bit floats
+  // of FP8 GEMMs) becomes calls to MLIR's APFloat runtime library
+  // (libmlir_apfloat_wrappers), exact as LLVM's APFloat is.
+  pm.addPass(createArithToAPFloatConversionPass());
   pm.addPass(createConvertToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
   pm.addPass(createCanonicalizerPass());

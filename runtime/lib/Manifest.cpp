@@ -15,7 +15,8 @@ DType coda::runtime::parseDType(const std::string &name) {
   static const std::pair<const char *, DType> names[] = {
       {"bf16", DType::bf16}, {"f16", DType::f16}, {"f32", DType::f32},
       {"f64", DType::f64},   {"i32", DType::i32}, {"i64", DType::i64},
-      {"i8", DType::i8},     {"i1", DType::i1}};
+      {"i8", DType::i8},     {"i1", DType::i1},
+      {"f8E4M3FN", DType::f8e4m3fn}, {"f8E5M2", DType::f8e5m2}};
   for (auto &[n, d] : names)
     if (name == n)
       return d;
@@ -32,6 +33,8 @@ const char *coda::runtime::dtypeName(DType dtype) {
   case DType::i64: return "i64";
   case DType::i8: return "i8";
   case DType::i1: return "i1";
+  case DType::f8e4m3fn: return "f8E4M3FN";
+  case DType::f8e5m2: return "f8E5M2";
   }
   return "?";
 }
@@ -45,7 +48,9 @@ int64_t coda::runtime::dtypeBytes(DType dtype) {
   case DType::f64:
   case DType::i64: return 8;
   case DType::i8:
-  case DType::i1: return 1;
+  case DType::i1:
+  case DType::f8e4m3fn:
+  case DType::f8e5m2: return 1;
   }
   return 1;
 }

@@ -38,6 +38,9 @@ int tensorMapType(DType dtype) {
   case DType::bf16: return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
   case DType::f16: return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   case DType::f32: return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  // TMA moves 8-bit floats as bytes (the driver has no FP8 data type).
+  case DType::f8e4m3fn:
+  case DType::f8e5m2: return CU_TENSOR_MAP_DATA_TYPE_UINT8;
   default: throw Error(std::string("no TMA data type for ") + dtypeName(dtype));
   }
 }

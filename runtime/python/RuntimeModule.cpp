@@ -26,7 +26,9 @@ DType dtypeOf(const py::handle &dtype) {
       {"torch.bfloat16", DType::bf16}, {"torch.float16", DType::f16},
       {"torch.float32", DType::f32},   {"torch.float64", DType::f64},
       {"torch.int32", DType::i32},     {"torch.int64", DType::i64},
-      {"torch.int8", DType::i8},       {"torch.bool", DType::i1}};
+      {"torch.int8", DType::i8},       {"torch.bool", DType::i1},
+      {"torch.float8_e4m3fn", DType::f8e4m3fn},
+      {"torch.float8_e5m2", DType::f8e5m2}};
   for (auto &[n, d] : names)
     if (name == n)
       return d;

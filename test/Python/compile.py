@@ -53,7 +53,7 @@ except coda.CompilerError as e:
     print(e)
 # CHECK: compilation failed
 # CHECK: coda-compile: compiling for sm_90a (isa)
-# CHECK: error: 'coda.gemm' op sm_90a lowering supports bf16 and f16 operands (f32 accumulation), got 'f32'
+# CHECK: error: 'coda.gemm' op sm_90a lowering supports bf16, f16, f8E4M3FN and f8E5M2 operands (f32 accumulation), got 'f32'
 
 # The raster order by coda-compile's names; anything else is refused.
 coda.compile(source, out + "/along-m", format="isa", raster="along-m", swizzle=4)

@@ -4,7 +4,7 @@
 // MN-major) go into a ring of `stages` shared-memory slots, each guarded by
 // an mbarrier that counts the bytes landing in it (arrive.expect_tx /
 // try_wait.parity); wgmma.mma_async runs over a slot (128-byte swizzle,
-// bf16/f16 in, f32 out) with one WGMMA group in flight, the first k-tile
+// bf16/f16/fp8 in, f32 out) with one WGMMA group in flight, the first k-tile
 // starting the accumulators with scale-d 0. Three kernel shapes:
 //
 //   one warpgroup     thread 0 refills a slot once its group has retired
@@ -67,15 +67,37 @@ nvgpu::TensorMapDescriptorType tensorMapType(MemRefType box) {
       nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
 }
 
+/// The WGMMA operand type of a GEMM operand element type, and its name in
+/// PTX; none for a type WGMMA does not multiply with f32 accumulation.
+std::optional<std::pair<NVVM::WGMMATypes, StringRef>>
+wgmmaOperandType(Type element) {
+  if (element.isBF16())
+    return std::make_pair(NVVM::WGMMATypes::bf16, StringRef("bf16"));
+  if (element.isF16())
+    return std::make_pair(NVVM::WGMMATypes::f16, StringRef("f16"));
+  if (isa<Float8E4M3FNType>(element))
+    return std::make_pair(NVVM::WGMMATypes::e4m3, StringRef("e4m3"));
+  if (isa<Float8E5M2Type>(element))
+    return std::make_pair(NVVM::WGMMATypes::e5m2, StringRef("e5m2"));
+  return std::nullopt;
+}
+
 class HopperTarget : public GemmTarget {
 public:
   LogicalResult checkOperands(GemmOp op,
                               const GemmKernelConfig &config) const override {
     Type element = config.operandType;
-    if (!element.isBF16() && !element.isF16())
-      return op.emitOpError("sm_90a lowering supports bf16 and f16 operands "
-                            "(f32 accumulation), got ")
+    if (!wgmmaOperandType(element))
+      return op.emitOpError("sm_90a lowering supports bf16, f16, f8E4M3FN "
+                            "and f8E5M2 operands (f32 accumulation), got ")
              << element;
+    // WGMMA reads 8-bit operands only K-major (PTX ISA, wgmma.mma_async:
+    // transposition is for .f16 and .bf16).
+    if (config.operandBytes == 1 && (!config.lhsKMajor || !config.rhsKMajor))
+      return op.emitOpError("sm_90a lowering reads ")
+             << element
+             << " operands only K-major: lhs M x K (no transpose_a) and rhs "
+                "N x K (transpose_b)";
     if (config.tileK * config.operandBytes != kSwizzleBytes)
       return op.emitOpError("tile K must span the 128-byte swizzle (")
              << kSwizzleBytes / config.operandBytes << " elements)";
@@ -439,8 +461,7 @@ public:
     if (rowUnits)
       lhsDesc = arith::AddIOp::create(lb, lhsDesc, rowUnits);
     Value rhsDesc = arith::AddIOp::create(lb, rhsDesc0, slotUnits);
-    auto wgmmaType = c.operandType.isBF16() ? NVVM::WGMMATypes::bf16
-                                            : NVVM::WGMMATypes::f16;
+    NVVM::WGMMATypes wgmmaType = wgmmaOperandType(c.operandType)->first;
     int64_t kStep = 32 / c.operandBytes;
     auto shape = NVVM::MMAShapeAttr::get(ctx, kWgmmaM, c.tileN, kStep);
     NVVM::WgmmaFenceAlignedOp::create(lb);
@@ -484,14 +505,19 @@ public:
     std::string outs;
     for (int64_t i = 0; i < count; ++i)
       outs += (i ? ", $" : "$") + std::to_string(i);
-    std::string type = c.operandType.isBF16() ? "bf16" : "f16";
+    std::string type = wgmmaOperandType(c.operandType)->second.str();
     std::string text =
         "{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\nwgmma.mma_async.sync."
         "aligned.m64n" +
-        std::to_string(c.tileN) + "k16.f32." + type + "." + type + " {" +
+        std::to_string(c.tileN) + "k" + std::to_string(32 / c.operandBytes) +
+        ".f32." + type + "." + type + " {" +
         outs + "}, $" + std::to_string(count) + ", $" +
-        std::to_string(count + 1) + ", p, 1, 1, " +
-        (c.lhsKMajor ? "0" : "1") + ", " + (c.rhsKMajor ? "0" : "1") +
+        std::to_string(count + 1) + ", p, 1, 1" +
+        // The transpose operands exist for 16-bit types only (8-bit ones
+        // are K-major, checkOperands).
+        (c.operandBytes == 2 ? std::string(", ") + (c.lhsKMajor ? "0" : "1") +
+                                   ", " + (c.rhsKMajor ? "0" : "1")
+                             : std::string()) +
         ";\n}\n";
     std::string constraints;
     for (int64_t i = 0; i < count; ++i)

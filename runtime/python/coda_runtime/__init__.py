@@ -11,12 +11,14 @@ from ._coda_runtime import Error, Module, TensorRef, validate
 
 __all__ = ["Error", "Module", "TensorRef", "to_torch", "validate"]
 
-# dtype: (torch dtype name, __cuda_array_interface__ typestr). bf16 has no
-# typestr: its 16 bits travel as int16 and are viewed as bfloat16.
+# dtype: (torch dtype name, __cuda_array_interface__ typestr). bf16 and the
+# 8-bit floats have no typestr: their bits travel as int16 / uint8 and are
+# viewed as the float type.
 _TORCH = {"bf16": ("bfloat16", "<i2"), "f16": ("float16", "<f2"),
           "f32": ("float32", "<f4"), "f64": ("float64", "<f8"),
           "i32": ("int32", "<i4"), "i64": ("int64", "<i8"),
-          "i8": ("int8", "|i1"), "i1": ("bool", "|b1")}
+          "i8": ("int8", "|i1"), "i1": ("bool", "|b1"),
+          "f8E4M3FN": ("float8_e4m3fn", "|u1"), "f8E5M2": ("float8_e5m2", "|u1")}
 
 
 def to_torch(ref):
@@ -34,4 +36,5 @@ def to_torch(ref):
             "typestr": typestr, "data": (ref.data, False), "version": 3}
 
     tensor = torch.as_tensor(_Memory(), device=f"cuda:{ref.device}")
-    return tensor.view(getattr(torch, name)) if ref.dtype == "bf16" else tensor
+    viewed = ref.dtype in ("bf16", "f8E4M3FN", "f8E5M2")
+    return tensor.view(getattr(torch, name)) if viewed else tensor

@@ -4,10 +4,36 @@
 // CHIP: error: coda-to-gpu: no GEMM lowering for chip 'sm_80' (supported: sm_90a)
 
 func.func @f32_operands(%a: memref<?x64xf32>, %b: memref<64x64xf32>, %y: memref<?x64xf32>) {
-  // expected-error @+1 {{sm_90a lowering supports bf16 and f16 operands (f32 accumulation), got 'f32'}}
+  // expected-error @+1 {{sm_90a lowering supports bf16, f16, f8E4M3FN and f8E5M2 operands (f32 accumulation), got 'f32'}}
   coda.gemm %a, %b : memref<?x64xf32>, memref<64x64xf32>
       epilogue(%acc) outs(%y : memref<?x64xf32>) {
     coda.yield %acc : f32
+  }
+  return
+}
+
+// -----
+
+// WGMMA reads 8-bit operands only K-major: the weight stored K x N (no
+// transpose_b) is refused, as is an lhs stored K x M.
+func.func @fp8_rhs_n_major(%a: memref<?x64xf8E4M3FN>, %b: memref<64x64xf8E4M3FN>, %y: memref<?x64xbf16>) {
+  // expected-error @+1 {{sm_90a lowering reads 'f8E4M3FN' operands only K-major: lhs M x K (no transpose_a) and rhs N x K (transpose_b)}}
+  coda.gemm %a, %b : memref<?x64xf8E4M3FN>, memref<64x64xf8E4M3FN>
+      epilogue(%acc) outs(%y : memref<?x64xbf16>) {
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
+
+// -----
+
+func.func @fp8_lhs_m_major(%a: memref<64x?xf8E5M2>, %b: memref<64x64xf8E5M2>, %y: memref<?x64xbf16>) {
+  // expected-error @+1 {{sm_90a lowering reads 'f8E5M2' operands only K-major}}
+  coda.gemm %a, %b transpose_a transpose_b : memref<64x?xf8E5M2>, memref<64x64xf8E5M2>
+      epilogue(%acc) outs(%y : memref<?x64xbf16>) {
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t : bf16
   }
   return
 }

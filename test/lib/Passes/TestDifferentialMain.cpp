@@ -118,6 +118,10 @@ private:
       return "f32";
     if (elementType.isBF16())
       return "bf16";
+    if (isa<Float8E4M3FNType>(elementType))
+      return "f8e4m3fn";
+    if (isa<Float8E5M2Type>(elementType))
+      return "f8e5m2";
     if (elementType.isInteger(32))
       return "i32";
     if (elementType.isInteger(64))

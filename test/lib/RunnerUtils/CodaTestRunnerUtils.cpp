@@ -4,6 +4,9 @@
 // MLIR with `attributes {llvm.emit_c_interface}`):
 //   coda_fill_random_{f32,bf16}(memref<*xT>, i64 seed)
 //       deterministic pseudo-random values in [-1, 1);
+//   coda_fill_random_{f8e4m3fn,f8e5m2}(memref<*xT>, i64 seed)
+//       deterministic pseudo-random 8-bit floats of magnitude 1/8 to 8 (both
+//       signs; every such encoding alike, never NaN or infinite);
 //   coda_fill_random_{i32,i64}(memref<*xT>, i64 seed, i64 lo, i64 hi)
 //       deterministic pseudo-random integers in [lo, hi);
 //   coda_check_close_{f32,bf16}(memref<*xT> actual, memref<*xT> expected,
@@ -193,6 +196,33 @@ void _mlir_ciface_coda_fill_random_bf16(UnrankedMemRefType<uint16_t> *desc,
   DynamicMemRefType<uint16_t> memref(*desc);
   forEachElement(memref, [&](int64_t linear, uint16_t &value) {
     value = floatToBF16(randomValue(uint64_t(seed), linear));
+  });
+}
+
+/// A random 8-bit float with `mantissaBits` mantissa bits and exponent bias
+/// `bias`: a random sign and mantissa, an exponent for magnitudes in
+/// [1/8, 8). These are exact encodings, so nothing rounds.
+static uint8_t randomFp8(uint64_t seed, int64_t index, int mantissaBits,
+                         int bias) {
+  uint64_t bits = splitMix64(seed * 0x100000001B3ull + uint64_t(index));
+  uint64_t sign = bits & 1, mantissa = (bits >> 1) & ((1u << mantissaBits) - 1);
+  uint64_t exponent = bias - 3 + (bits >> 8) % 6;
+  return uint8_t(sign << 7 | exponent << mantissaBits | mantissa);
+}
+
+void _mlir_ciface_coda_fill_random_f8e4m3fn(UnrankedMemRefType<uint8_t> *desc,
+                                            int64_t seed) {
+  DynamicMemRefType<uint8_t> memref(*desc);
+  forEachElement(memref, [&](int64_t linear, uint8_t &value) {
+    value = randomFp8(uint64_t(seed), linear, /*mantissaBits=*/3, /*bias=*/7);
+  });
+}
+
+void _mlir_ciface_coda_fill_random_f8e5m2(UnrankedMemRefType<uint8_t> *desc,
+                                          int64_t seed) {
+  DynamicMemRefType<uint8_t> memref(*desc);
+  forEachElement(memref, [&](int64_t linear, uint8_t &value) {
+    value = randomFp8(uint64_t(seed), linear, /*mantissaBits=*/2, /*bias=*/15);
   });
 }
 

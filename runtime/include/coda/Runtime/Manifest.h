@@ -23,9 +23,12 @@ public:
   using std::runtime_error::runtime_error;
 };
 
-enum class DType { bf16, f16, f32, f64, i32, i64, i8, i1 };
+/// Element types, named in the manifest as MLIR prints them ("f8E4M3FN" and
+/// "f8E5M2" are the 8-bit floats that FP8 GEMMs read).
+enum class DType { bf16, f16, f32, f64, i32, i64, i8, i1, f8e4m3fn, f8e5m2 };
 
-/// Parses "bf16", "f32", "i64", ...; throws Error for anything else.
+/// Parses "bf16", "f32", "i64", "f8E4M3FN", ...; throws Error for anything
+/// else.
 DType parseDType(const std::string &name);
 const char *dtypeName(DType dtype);
 int64_t dtypeBytes(DType dtype);
