@@ -87,12 +87,13 @@ Attribute selectConfig(GemmOp op) {
     }
   }
   unsigned numInputs = op.getEpilogueInputs().size();
-  int64_t tileInputs = 0, rowInputs = 0;
+  int64_t tileInputs = 0, rowInputs = 0, colInputs = 0;
   bool pairInput = false;
   for (unsigned k = 0; k < numInputs; ++k) {
     AccessForm form = op.getInputForm(k);
     tileInputs += form == AccessForm::tile;
     rowInputs += form == AccessForm::row;
+    colInputs += form == AccessForm::col;
     pairInput |= form == AccessForm::pair;
   }
   // Pairs at a stride (rotate-half RoPE): cooperative where every periodic
@@ -101,6 +102,10 @@ Attribute selectConfig(GemmOp op) {
   // else warp-specialized (cooperative 0.723 ms but spilling, ping-pong
   // 0.80 ms; docs/performance.md).
   std::optional<int64_t> stride = op.getPairStride();
+  // A pair stride the register epilogues' fragment layout cannot serve
+  // (not a multiple of 8: heads narrower than 16 columns): warp-specialized.
+  if (!fragmentLayoutSupports(stride))
+    return warpSpecialized;
   if (stride && *stride > 1) {
     // Beside a second tile output or a second tile input (a deferred norm's
     // Q/K/V GEMM saving its accumulator, and its adjoint reading it with
@@ -151,6 +156,23 @@ Attribute selectConfig(GemmOp op) {
   // kernel 4-10 % faster from K = 11008 on.
   if (pairs || maxPartials)
     return pingPongUpTo(op, 4096);
+  // Row and column inputs together (the row-wise scales of an FP8 GEMM):
+  // in clusters of two the cooperative kernel spills 32 bytes (ptxas -v,
+  // the GPU suite's fp8_rowwise, and the same epilogue on bf16 operands),
+  // without a cluster nothing, and it ran as fast or faster there
+  // (docs/performance.md, "FP8 GEMMs").
+  GemmConfigAttr beyond = rowInputs > 0 && colInputs > 0
+                              ? makeConfig(ctx, GemmSchedule::cooperative, 256, 1)
+                              : cooperative;
+  // 8-bit operands: the K loop runs twice as fast, so the epilogue is twice
+  // the share of a tile and ping-pong, which hides it under the other
+  // consumer's K loop, wins up to K = 4096 (FP8 plain and row-wise scaled
+  // GEMMs at the block shapes: 1.044x / 0.947x of cuBLAS with fast
+  // accumulation, against 1.015x / 0.935x cooperative everywhere).
+  if (cast<MemRefType>(op.getLhs().getType()).getElementTypeBitWidth() == 8)
+    return pingPongUpTo(op, 4096, beyond);
+  if (beyond != cooperative)
+    return beyond;
   // Plain epilogues, sum partials and inputs: cooperative in clusters of
   // two, whose staged tile stores beat ws and ping-pong at every block
   // shape. (A column input measured ping-pong 4 % ahead at K = 2048 in one

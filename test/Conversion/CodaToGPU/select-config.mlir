@@ -339,3 +339,67 @@ func.func @rope_saving_accumulator(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>,
   }
   return
 }
+
+// Row and column inputs together (row-wise scales): cooperative without a
+// cluster, where the cooperative kernel does not spill.
+// CHECK-LABEL: func.func @row_and_column_scales
+//       CHECK:   attributes {coda.gemm_config = #coda.gemm_config<schedule = cooperative, tile_m = 128, tile_n = 256, stages = 4>}
+func.func @row_and_column_scales(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %r: memref<?xf32>,
+                                 %c: memref<?xf32>, %y: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, row %rv = %r : memref<?xf32>, col %cv = %c : memref<?xf32>)
+      outs(%y : memref<?x?xbf16>) {
+    %x = arith.mulf %acc, %rv : f32
+    %z = arith.mulf %x, %cv : f32
+    %t = arith.truncf %z : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
+
+// 8-bit operands: ping-pong up to K = 4096, cooperative beyond (without a
+// cluster for row-wise scales).
+// CHECK-LABEL: func.func @fp8_tensorwise
+//       CHECK:   attributes {coda.gemm_config = [#coda.gemm_config<schedule = ping_pong, tile_m = 128, tile_n = 128, stages = 4, max_k = 4096>, #coda.gemm_config<schedule = cooperative, tile_m = 128, tile_n = 256, stages = 4, cluster_m = 2>]}
+func.func @fp8_tensorwise(%a: memref<?x?xf8E4M3FN>, %b: memref<?x?xf8E4M3FN>, %s: f32,
+                          %y: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xf8E4M3FN>, memref<?x?xf8E4M3FN>
+      epilogue(%acc, scalar %sv = %s : f32) outs(%y : memref<?x?xbf16>) {
+    %x = arith.mulf %acc, %sv : f32
+    %t = arith.truncf %x : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
+
+// CHECK-LABEL: func.func @fp8_rowwise_long_k
+//       CHECK:   attributes {coda.gemm_config = #coda.gemm_config<schedule = cooperative, tile_m = 128, tile_n = 256, stages = 4>}
+func.func @fp8_rowwise_long_k(%a: memref<?x8192xf8E4M3FN>, %b: memref<?x8192xf8E4M3FN>,
+                              %r: memref<?xf32>, %c: memref<?xf32>, %y: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x8192xf8E4M3FN>, memref<?x8192xf8E4M3FN>
+      epilogue(%acc, row %rv = %r : memref<?xf32>, col %cv = %c : memref<?xf32>)
+      outs(%y : memref<?x?xbf16>) {
+    %x = arith.mulf %acc, %rv : f32
+    %z = arith.mulf %x, %cv : f32
+    %t = arith.truncf %z : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
+
+// Pairs at a stride the register epilogues' fragment layout cannot serve
+// (4: heads of 8 columns): warp-specialized.
+// CHECK-LABEL: func.func @narrow_heads
+//       CHECK:   attributes {coda.gemm_config = #coda.gemm_config<schedule = warp_specialized, tile_m = 128, tile_n = 256, stages = 4>}
+func.func @narrow_heads(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%y : memref<?x?xbf16>) {
+    %r = coda.pair_map stride 4 (%lo, %hi) = %acc : f32 -> f32 {
+      %n = arith.negf %hi : f32
+      coda.yield %n, %lo : f32, f32
+    }
+    %rb = arith.truncf %r : f32 to bf16
+    coda.yield %rb : bf16
+  }
+  return
+}
