@@ -77,6 +77,9 @@ struct CodaPrepareHostProgramPass
     bufferization::BufferResultsToOutParamsOpts options;
     options.hoistStaticAllocs = true;
     options.modifyPublicFunctions = true;
+    // Marks each out-parameter (`bufferize.result`), which the manifest
+    // records as the argument's `output` flag.
+    options.addResultAttribute = true;
     // A function and every caller of it change together: one with a result
     // of dynamic shape keeps its results, and so do the functions calling
     // it with such results.
