@@ -10,7 +10,10 @@
 // static, else the warp-specialized kernel, as are two tile inputs and a
 // pair input beside others; two tile inputs beside an interleaved output
 // (SwiGLU's saved backward) ping-pong up to K = 4096 and warp-specialized
-// beyond; column partials and pinned GEMMs keep theirs.
+// beyond; row and column inputs together cooperative without a cluster;
+// 8-bit operands ping-pong up to K = 4096; a pair stride the fragment
+// layout cannot serve warp-specialized; column partials and pinned GEMMs
+// keep theirs.
 
 // CHECK-LABEL: func.func @plain
 //       CHECK:   coda.gemm
