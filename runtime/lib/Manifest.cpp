@@ -362,15 +362,29 @@ static FunctionSpec parseFunction(const Json &f, const Manifest &manifest) {
 /// Whether two kernels take the same arguments: parameters of the same
 /// kinds, names, roles, sources, types and shapes (their TMA boxes may
 /// differ).
+/// Whether kernels `a` and `b` take the same arguments: the same parameters
+/// but for output store descriptors, which a variant may take where another
+/// does not (a schedule that stores an output with TMA beside one that does
+/// not): a store descriptor is made from its output's argument, which the
+/// launch checks, and is encoded as null where that output's rows cannot
+/// be stored with TMA.
 static bool sameArguments(const KernelSpec &a, const KernelSpec &b) {
-  if (a.params.size() != b.params.size())
+  auto argumentParams = [](const KernelSpec &k) {
+    std::vector<const ParamSpec *> params;
+    for (const ParamSpec &p : k.params)
+      if (!p.store)
+        params.push_back(&p);
+    return params;
+  };
+  std::vector<const ParamSpec *> as = argumentParams(a), bs = argumentParams(b);
+  if (as.size() != bs.size())
     return false;
-  for (size_t i = 0; i < a.params.size(); ++i) {
-    const ParamSpec &p = a.params[i], &q = b.params[i];
+  for (size_t i = 0; i < as.size(); ++i) {
+    const ParamSpec &p = *as[i], &q = *bs[i];
     if (p.kind != q.kind || p.name != q.name || p.operand != q.operand ||
-        p.role != q.role || p.store != q.store || p.dtype != q.dtype ||
-        p.rank != q.rank || p.shape != q.shape ||
-        p.partialTile != q.partialTile || p.source != q.source)
+        p.role != q.role || p.dtype != q.dtype || p.rank != q.rank ||
+        p.shape != q.shape || p.partialTile != q.partialTile ||
+        p.source != q.source)
       return false;
   }
   return true;
@@ -510,7 +524,8 @@ Manifest Manifest::parse(const std::string &text) {
     manifest.kernels.push_back(std::move(kernel));
   }
   // Every variant names its function's unbounded variant, which takes the
-  // same arguments (a launch validates them once, against the kernel named)
+  // same arguments (sameArguments; a launch validates them once, against the
+  // kernel named)
   // and lists its bounded variants by max_k.
   for (size_t i = 0; i < manifest.kernels.size(); ++i) {
     const KernelSpec &k = manifest.kernels[i];

@@ -200,11 +200,17 @@ static SmallVector<OutputRole> outputRoles(GemmOp op) {
   return roles;
 }
 
-bool mlir::coda::gpu_lowering::storesWithTma(GemmOp op, unsigned i) {
+bool mlir::coda::gpu_lowering::storesWithTma(GemmOp op, unsigned i,
+                                             const GemmKernelConfig &config) {
   SmallVector<OutputRole> roles = outputRoles(op);
+  bool tileInput = false;
+  for (unsigned k = 0, e = op.getEpilogueInputs().size(); k < e; ++k)
+    tileInput |= op.getInputForm(k) == AccessForm::tile;
   for (unsigned k = 0, e = op.getEpilogueInputs().size(); k < e; ++k) {
     AccessForm form = op.getInputForm(k);
-    if (form == AccessForm::col || form == AccessForm::pair)
+    if (form == AccessForm::pair ||
+        (form == AccessForm::col &&
+         (config.schedule != Schedule::pingPong || tileInput)))
       return false;
   }
   return roles[i] == OutputRole::tile && stagesOutput(op, i) &&
@@ -218,7 +224,7 @@ mlir::coda::gpu_lowering::tmaStoredOutputs(GemmOp op,
   if (!config.tmaStores)
     return stored;
   for (unsigned i = 0, e = op.getOutputs().size(); i < e; ++i)
-    if (storesWithTma(op, i))
+    if (storesWithTma(op, i, config))
       stored.push_back(i);
   return stored;
 }

@@ -221,7 +221,7 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
     // warp's at a multiple of 128 bytes, still fit.
     if (config.stagedTiles && config.tileN % config.storeBoxColumns == 0) {
       for (unsigned i = 0, e = op.getOutputs().size(); i < e; ++i)
-        config.tmaStores |= storesWithTma(op, i);
+        config.tmaStores |= storesWithTma(op, i, config);
       if (!fitsSharedMemory(config))
         config.tmaStores = false;
     }

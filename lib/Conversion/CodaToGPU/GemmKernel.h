@@ -277,11 +277,13 @@ bool stagesOutput(GemmOp op, unsigned i);
 /// Whether the interior register epilogue of `op` may write output `i`
 /// with TMA stores: a staged tile output (stagesOutput) of an epilogue that
 /// takes the interior copy (a tile output and no pair or interleaved one)
-/// and reads no column or pair input. Those inputs' values per run fill the
-/// registers beside the accumulators, and with the stmatrix path ptxas
-/// spills them (column input + tile output: 144 bytes cooperative; a pair
-/// input: 8 bytes ping-pong).
-bool storesWithTma(GemmOp op, unsigned i);
+/// and reads no pair input, nor a column input unless the tile is
+/// ping-pong's (128 columns) and no tile input is read beside it. Those
+/// inputs' values per run fill the registers beside the accumulators, and
+/// with the stmatrix path ptxas spills them (column input + tile output:
+/// 116-144 bytes cooperative, none ping-pong; beside a tile input 28 bytes
+/// ping-pong; a pair input: 8 bytes ping-pong).
+bool storesWithTma(GemmOp op, unsigned i, const GemmKernelConfig &config);
 /// The outputs of `op` that its kernel under `config` stores with TMA, in
 /// order: each takes a store descriptor, after the outputs, in the kernel's
 /// parameters, its ABI and its host launch.
