@@ -17,12 +17,19 @@ def load(directory):
             _modules[name] = coda_runtime.Module(path)
 
 
-def _kernels(program, function):
+def _kernels(program, function, *roles):
+    """The module of `program` and the names of `function`'s kernels with
+    `roles`, in that order (the roles the compiler gives each kernel:
+    "forward:gemm0", "adjoint:gemm0", "grad:gemm0.lhs", ...; KernelABI.md)."""
     if program not in _modules:
         raise RuntimeError(f"coda_torch: no kernels for {program}; call "
                            "coda_torch.load(<scripts/build-torch-kernels output>)")
     module = _modules[program]
-    return module, module.kernels_of(function)
+    return module, [module.kernel_for(function, role) for role in roles]
+
+
+# The kernels of a GEMM's derived backward that _gemm_backward runs.
+_GEMM_BACKWARD = ("adjoint:gemm0", "grad:gemm0.lhs", "grad:gemm0.rhs")
 
 
 def _launch(module, kernel, *args):
@@ -126,7 +133,7 @@ def _linear_swiglu(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     if w.shape[0] % 2:
         raise ValueError("coda_torch.linear_swiglu: w needs an even number of "
                          f"rows (interleaved gate/up), got {w.shape[0]}")
-    module, (forward,) = _kernels("linear_swiglu", "linear_swiglu")
+    module, (forward,) = _kernels("linear_swiglu", "linear_swiglu", "forward:gemm0")
     y = x.new_empty(x.shape[0], w.shape[0] // 2)
     _launch(module, forward, x.contiguous(), w.contiguous(), y)
     return y
@@ -140,7 +147,7 @@ def _linear_swiglu_backward(dy: torch.Tensor, x: torch.Tensor,
                             w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """dx, dW of linear_swiglu: the adjoint GEMM recomputes x W^T and writes
     dgate / dup interleaved (dAcc), then dx = dAcc W and dW = dAcc^T x."""
-    module, kernels = _kernels("linear_swiglu", "linear_swiglu_backward")
+    module, kernels = _kernels("linear_swiglu", "linear_swiglu_backward", *_GEMM_BACKWARD)
     return _gemm_backward(module, kernels, x, w,
                           dy.contiguous().to(torch.bfloat16))
 
@@ -171,7 +178,8 @@ def _swiglu_mlp_forward(x: torch.Tensor, w_gate_up: torch.Tensor, w_down: torch.
     if w_down.shape[1] != features:
         raise ValueError(f"coda_torch.swiglu_mlp: w_down must have {features} columns "
                          f"(one per SwiGLU feature), got {tuple(w_down.shape)}")
-    module, (gate_up, down) = _kernels("swiglu_mlp", "swiglu_mlp")
+    module, (gate_up, down) = _kernels("swiglu_mlp", "swiglu_mlp", "forward:gemm0",
+                                       "forward:gemm1")
     h, g, u = (x.new_empty(tokens, features) for _ in range(3))
     x, w_gate_up, w_down = x.contiguous(), w_gate_up.contiguous(), w_down.contiguous()
     _launch(module, gate_up, x, w_gate_up, h, g, u)
@@ -194,7 +202,8 @@ def _swiglu_mlp_backward(dz: torch.Tensor, x: torch.Tensor, w_gate_up: torch.Ten
     interleaved (dAcc); dx = dAcc W_gate_up; dW_gate_up = dAcc^T x;
     dW_down = dz^T h."""
     module, (adjoint, data_grad, gate_up_grad, down_grad) = _kernels(
-        "swiglu_mlp", "swiglu_mlp_backward")
+        "swiglu_mlp", "swiglu_mlp_backward", "adjoint:gemm0", "grad:gemm0.lhs",
+        "grad:gemm0.rhs", "grad:gemm1.rhs")
     dz = dz.contiguous().to(torch.bfloat16)
     x, w_gate_up, w_down = x.contiguous(), w_gate_up.contiguous(), w_down.contiguous()
     dacc = x.new_empty(x.shape[0], w_gate_up.shape[0])
@@ -242,7 +251,8 @@ def _linear_cross_entropy_forward(x: torch.Tensor, w: torch.Tensor,
     if target.dtype != torch.int64 or target.shape != (x.shape[0],):
         raise ValueError("coda_torch.linear_cross_entropy: target must be int64 of "
                          f"shape ({x.shape[0]},), got {target.dtype} {tuple(target.shape)}")
-    module, (logits, finish) = _kernels("linear_cross_entropy", "linear_cross_entropy")
+    module, (logits, finish) = _kernels("linear_cross_entropy", "linear_cross_entropy",
+                                        "forward:gemm0", "forward:finish0")
     tokens, vocab = x.shape[0], w.shape[0]
     partials = torch.empty(tokens, (vocab + 127) // 128, device=x.device,
                            dtype=torch.float32)
@@ -264,14 +274,16 @@ def _linear_cross_entropy_backward(dloss: torch.Tensor, x: torch.Tensor, w: torc
                                    lse: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """dx, dW: the adjoint GEMM recomputes the logits and writes
     dloss (softmax - onehot(target)) as dAcc; then dx = dAcc W, dW = dAcc^T x.
-    (The derived backward program's first two kernels recompute the
-    log-sum-exp, which the forward saved.)"""
-    module, kernels = _kernels("linear_cross_entropy", "linear_cross_entropy_backward")
+    (The derived backward program also recomputes the log-sum-exp, its
+    forward:gemm0 and forward:finish0, which the forward saved: those are
+    not run.)"""
+    module, kernels = _kernels("linear_cross_entropy", "linear_cross_entropy_backward",
+                              *_GEMM_BACKWARD)
     valid = (target >= 0) & (target < w.shape[0])
     g = torch.where(valid, dloss.float(), 0.0).contiguous()
     # The adjoint reads the target, d(log-sum-exp), log-sum-exp and
     # d(target logit) = -dloss.
-    return _gemm_backward(module, kernels[2:], x, w, target.contiguous(), g,
+    return _gemm_backward(module, kernels, x, w, target.contiguous(), g,
                           lse.contiguous(), -g)
 
 
@@ -310,7 +322,7 @@ def _linear_qkv_rope(x: torch.Tensor, w: torch.Tensor, cos: torch.Tensor, sin: t
     _check("linear_qkv_rope", x=x, w=w)
     tokens, n = x.shape[0], w.shape[0]
     _check_rope("linear_qkv_rope", tokens, n, cos, sin, rotated)
-    module, (forward,) = _kernels("linear_qkv_rope", "linear_qkv_rope")
+    module, (forward,) = _kernels("linear_qkv_rope", "linear_qkv_rope", "forward:gemm0")
     y = x.new_empty(tokens, n)
     _launch(module, forward, x.contiguous(), w.contiguous(), cos.contiguous(),
             sin.contiguous(), rotated // 128, y)
@@ -337,7 +349,8 @@ def _linear_qkv_rope_backward(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor
                               cos: torch.Tensor, sin: torch.Tensor,
                               rotated: int) -> tuple[torch.Tensor, torch.Tensor]:
     """dx, dW: the adjoint GEMM applies the transposed rotation to dy (dAcc)."""
-    module, kernels = _kernels("linear_qkv_rope", "linear_qkv_rope_backward")
+    module, kernels = _kernels("linear_qkv_rope", "linear_qkv_rope_backward",
+                              *_GEMM_BACKWARD)
     return _gemm_backward(module, kernels, x, w, cos.contiguous(), sin.contiguous(),
                           rotated // 128, dy.contiguous().to(torch.bfloat16))
 
@@ -368,7 +381,8 @@ def _linear_residual_norm(x: torch.Tensor, w: torch.Tensor,
     if residual.shape != (tokens, n):
         raise ValueError(f"coda_torch.linear_residual_norm: residual must be ({tokens}, {n}), "
                          f"got {tuple(residual.shape)}")
-    module, (forward, finish) = _kernels("linear_residual_norm", "linear_residual_norm")
+    module, (forward, finish) = _kernels("linear_residual_norm", "linear_residual_norm",
+                                        "forward:gemm0", "forward:finish0")
     h = x.new_empty(tokens, n)
     partials = _row_partials(h, n)
     _launch(module, forward, x.contiguous(), w.contiguous(), residual.contiguous(), h, partials)
@@ -385,8 +399,8 @@ def _linear_residual_norm_backward(dh: torch.Tensor, dsum_sq: torch.Tensor, x: t
     """dx, dW, dresidual: the adjoint forms dAcc = dh + 2 h dsum_sq from the
     saved h (reading no product), which is also the residual's gradient;
     then dx = dAcc W and dW = dAcc^T x."""
-    module, (adjoint, data_grad, weight_grad) = _kernels("linear_residual_norm",
-                                                         "linear_residual_norm_backward")
+    module, (adjoint, data_grad, weight_grad) = _kernels(
+        "linear_residual_norm", "linear_residual_norm_backward", *_GEMM_BACKWARD)
     x, w = x.contiguous(), w.contiguous()
     dacc = x.new_empty(x.shape[0], w.shape[0])
     _launch(module, adjoint, x, w, dh.contiguous().to(torch.bfloat16),
@@ -448,7 +462,9 @@ def _norm_swiglu_mlp_forward(x: torch.Tensor, rs: torch.Tensor, w_gate_up: torch
     if w_down.shape != (hidden, features):
         raise ValueError(f"coda_torch.norm_swiglu_mlp: w_down must be ({hidden}, {features}), "
                          f"got {tuple(w_down.shape)}")
-    module, (gate_up, down, finish) = _kernels("norm_swiglu_mlp", "norm_swiglu_mlp")
+    module, (gate_up, down, finish) = _kernels("norm_swiglu_mlp", "norm_swiglu_mlp",
+                                               "forward:gemm0", "forward:gemm1",
+                                               "forward:finish0")
     x, w_gate_up, w_down = x.contiguous(), w_gate_up.contiguous(), w_down.contiguous()
     h, g, u = (x.new_empty(tokens, features) for _ in range(3))
     _launch(module, gate_up, x, w_gate_up, rs.contiguous(), h, g, u)
@@ -476,7 +492,8 @@ def _norm_swiglu_mlp_backward(dz: torch.Tensor, dsum_sq: torch.Tensor, x: torch.
     interleaved, rs's gradient as row partials); dx = dAcc W_gate_up +
     dAcc_down; the two weight gradients."""
     module, (adjoint, swiglu, finish, data_grad, gate_up_grad, down_grad) = _kernels(
-        "norm_swiglu_mlp", "norm_swiglu_mlp_backward")
+        "norm_swiglu_mlp", "norm_swiglu_mlp_backward", "adjoint:gemm1", "adjoint:gemm0",
+        "grad:gemm0.input0", "grad:gemm0.lhs", "grad:gemm0.rhs", "grad:gemm1.rhs")
     x, w_gate_up, w_down = x.contiguous(), w_gate_up.contiguous(), w_down.contiguous()
     dacc_down = torch.empty_like(x)
     _launch(module, adjoint, h, w_down, dz.contiguous().to(torch.bfloat16),
@@ -541,7 +558,8 @@ def _linear_norm_qkv_rope(x: torch.Tensor, rs: torch.Tensor, w: torch.Tensor,
     tokens, n = x.shape[0], w.shape[0]
     _check_row_scale("linear_norm_qkv_rope", rs, tokens)
     _check_rope("linear_norm_qkv_rope", tokens, n, cos, sin, rotated)
-    module, (forward,) = _kernels("linear_norm_qkv_rope", "linear_norm_qkv_rope")
+    module, (forward,) = _kernels("linear_norm_qkv_rope", "linear_norm_qkv_rope",
+                                  "forward:gemm0")
     y, acc = x.new_empty(tokens, n), x.new_empty(tokens, n)
     _launch(module, forward, x.contiguous(), w.contiguous(), rs.contiguous(), cos.contiguous(),
             sin.contiguous(), rotated // 128, y, acc)
@@ -560,7 +578,8 @@ def _linear_norm_qkv_rope_backward(dy: torch.Tensor, x: torch.Tensor, rs: torch.
     applies the transposed rotation and rs to dy (dAcc) and reduces rs's
     gradient as row partials; then dx = dAcc W and dW = dAcc^T x."""
     module, (adjoint, finish, data_grad, weight_grad) = _kernels(
-        "linear_norm_qkv_rope", "linear_norm_qkv_rope_backward")
+        "linear_norm_qkv_rope", "linear_norm_qkv_rope_backward", "adjoint:gemm0",
+        "grad:gemm0.input0", "grad:gemm0.lhs", "grad:gemm0.rhs")
     x, w = x.contiguous(), w.contiguous()
     dacc = x.new_empty(x.shape[0], w.shape[0])
     partials = _row_partials(x, w.shape[0])

@@ -138,7 +138,7 @@ static int64_t elementCount(const std::vector<int64_t> &shape) {
   return n;
 }
 
-static std::string listString(const std::vector<int64_t> &values) {
+std::string coda::runtime::listString(const std::vector<int64_t> &values) {
   std::string s = "[";
   for (size_t i = 0; i < values.size(); ++i)
     s += (i ? ", " : "") +
@@ -416,6 +416,8 @@ Manifest Manifest::parse(const std::string &text) {
     kernel.module = stringOf(member(k, "module", ctx), ctx + " module");
     kernel.function = stringOf(member(k, "function", ctx), ctx + " function");
     kernel.kind = vocabulary<abi::KernelKind>(member(k, "kind", ctx), ctx);
+    if (const Json *v = optional(k, "role"))
+      kernel.role = stringOf(*v, ctx + " role");
     kernel.symbol = kernel.name;
     if (const Json *v = optional(k, "symbol"))
       kernel.symbol = stringOf(*v, ctx + " symbol");

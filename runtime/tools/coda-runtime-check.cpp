@@ -95,14 +95,6 @@ static void printLaunch(const KernelSpec &kernel, const GemmSizes &sizes) {
             << " kernel=" << kernel.name << "\n";
 }
 
-static std::string listString(const std::vector<int64_t> &values) {
-  std::string s = "[";
-  for (size_t i = 0; i < values.size(); ++i)
-    s += (i ? ", " : "") +
-         (values[i] < 0 ? std::string("?") : std::to_string(values[i]));
-  return s + "]";
-}
-
 static std::string hex(uint64_t value) {
   std::ostringstream os;
   os << "0x" << std::hex << value;

@@ -67,6 +67,16 @@ DictionaryAttr memrefParam(OpBuilder &b, func::FuncOp host, StringRef name,
   });
 }
 
+/// A kernel's ABI: `entries`, and its `role` where the op that the kernel
+/// lowers has one (kKernelRoleAttrName).
+DictionaryAttr kernelAbi(OpBuilder &b, ArrayRef<NamedAttribute> entries,
+                         Operation *op) {
+  NamedAttrList abi(entries);
+  if (auto role = op->getAttrOfType<StringAttr>(kKernelRoleAttrName))
+    abi.set("role", role);
+  return abi.getDictionary(b.getContext());
+}
+
 } // namespace
 
 DictionaryAttr mlir::coda::gpu_lowering::buildGemmKernelAbi(
@@ -153,7 +163,7 @@ DictionaryAttr mlir::coda::gpu_lowering::buildGemmKernelAbi(
     gridX = "min(" + gridX + " * " + gridY + ", SMs)";
     gridY = "1";
   }
-  return b.getDictionaryAttr({
+  return kernelAbi(b, {
       b.getNamedAttr("kind", abiName(b, abi::KernelKind::gemm)),
       b.getNamedAttr("function", str(host.getSymName())),
       b.getNamedAttr("tile", i64s({config.tileM, config.tileN, config.tileK})),
@@ -170,12 +180,12 @@ DictionaryAttr mlir::coda::gpu_lowering::buildGemmKernelAbi(
       b.getNamedAttr("shared_memory_bytes",
                      b.getI64IntegerAttr(config.sharedBytes())),
       b.getNamedAttr("params", b.getArrayAttr(params)),
-  });
+  }, op);
 }
 
 DictionaryAttr mlir::coda::gpu_lowering::buildReducePartialsAbi(
     OpBuilder &b, ReducePartialsOp op, func::FuncOp host, int64_t threads) {
-  return b.getDictionaryAttr({
+  return kernelAbi(b, {
       b.getNamedAttr("kind", abiName(b, abi::KernelKind::reducePartials)),
       b.getNamedAttr("function", b.getStringAttr(host.getSymName())),
       b.getNamedAttr("reduction",
@@ -194,5 +204,5 @@ DictionaryAttr mlir::coda::gpu_lowering::buildReducePartialsAbi(
           b.getArrayAttr(
               {memrefParam(b, host, "partials", "partials", op.getPartials()),
                memrefParam(b, host, "output", "reduced", op.getInit())})),
-  });
+  }, op);
 }

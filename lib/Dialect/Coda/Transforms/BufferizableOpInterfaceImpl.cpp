@@ -92,8 +92,10 @@ struct ReducePartialsOpInterface
     if (failed(buffers))
       return failure();
     rewriter.setInsertionPoint(op);
-    ReducePartialsOp::create(rewriter, op->getLoc(), (*buffers)[0],
-                             (*buffers)[1], reduce.getKind(), reduce.getAxis());
+    auto bufferized =
+        ReducePartialsOp::create(rewriter, op->getLoc(), (*buffers)[0],
+                                 (*buffers)[1], reduce.getKind(), reduce.getAxis());
+    bufferized->setDiscardableAttrs(reduce->getDiscardableAttrDictionary());
     replaceOpWithBufferizedValues(rewriter, op, (*buffers)[1]);
     return success();
   }

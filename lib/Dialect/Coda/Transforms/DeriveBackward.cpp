@@ -407,10 +407,21 @@ private:
   };
   /// A GEMM whose epilogue rounds the accumulator to `element`, plus
   /// `addend` (a tile) when given.
-  Value plainGemm(Operand lhs, Operand rhs, Type element, Value addend = {});
+  Value plainGemm(Operand lhs, Operand rhs, Type element, StringRef role,
+                  Value addend = {});
   /// Adds `lhs x rhs` to the adjoint of `value`, inside the GEMM's epilogue
   /// when there is one already (no separate elementwise pass).
-  void accumulateGemm(Value value, Operand lhs, Operand rhs, Type element);
+  void accumulateGemm(Value value, Operand lhs, Operand rhs, Type element,
+                      StringRef role);
+  /// Names `op` (a kernel of the backward) by `role` (kKernelRoleAttrName).
+  void setRole(Operation *op, const Twine &role) {
+    op->setAttr(kKernelRoleAttrName, rewriter.getStringAttr(role));
+  }
+  /// "gemm<j>": the forward GEMM that backward copy `gemm` recomputes.
+  StringRef forwardName(GemmOp gemm) {
+    auto it = forwardNames.find(gemm);
+    return it == forwardNames.end() ? StringRef() : StringRef(it->second);
+  }
   Value zerosLike(Value value);
   /// Partials of one per `tile` columns (rows) of an M x N output.
   Value partialsDestination(GemmOp gemm, bool rows);
@@ -433,6 +444,9 @@ private:
   /// adjoint reads in place of the product (outputsStandIn).
   DenseSet<Operation *> readingOutputs;
   DenseMap<Value, FinishedPartials> finishedPartials;
+  /// The backward's copies of forward GEMMs and finishes: "gemm<j>",
+  /// "finish<k>" in the forward's order (their forward kernels' names).
+  DenseMap<Operation *, std::string> forwardNames;
 };
 
 /// An elementwise linalg.generic the backward can differentiate: parallel
@@ -568,7 +582,7 @@ Value BackwardBuilder::partialsDestination(GemmOp gemm, bool rows) {
 }
 
 Value BackwardBuilder::plainGemm(Operand lhs, Operand rhs, Type element,
-                                 Value addend) {
+                                 StringRef role, Value addend) {
   Location loc = lhs.value.getLoc();
   Value init =
       tensor::EmptyOp::create(rewriter, loc, outputSizes(lhs, rhs), element);
@@ -589,17 +603,18 @@ Value BackwardBuilder::plainGemm(Operand lhs, Operand rhs, Type element,
           acc = arith::TruncFOp::create(b, loc, element, acc);
         return SmallVector<Value>{acc};
       });
+  setRole(gemm, role);
   return gemm.getResult(0);
 }
 
 void BackwardBuilder::accumulateGemm(Value value, Operand lhs, Operand rhs,
-                                     Type element) {
+                                     Type element, StringRef role) {
   Value previous = adjoints.lookup(value);
   if (previous && getElementTypeOrSelf(previous.getType()) == element) {
-    adjoints[value] = plainGemm(lhs, rhs, element, previous);
+    adjoints[value] = plainGemm(lhs, rhs, element, role, previous);
     return;
   }
-  accumulate(value, plainGemm(lhs, rhs, element));
+  accumulate(value, plainGemm(lhs, rhs, element, role));
 }
 
 void BackwardBuilder::accumulate(Value value, Value g) {
@@ -974,6 +989,7 @@ LogicalResult BackwardBuilder::differentiate(GemmOp gemm) {
         savedIndex ? AccumulatorTransform(readSaved) : AccumulatorTransform());
     if (failed(swept))
       return failure();
+    setRole(adjoint, "adjoint:" + forwardName(gemm));
     dAcc = adjoint.getResult(0);
     for (auto [k, entry] : llvm::enumerate(inputGradients)) {
       auto [index, form] = entry;
@@ -981,12 +997,12 @@ LogicalResult BackwardBuilder::differentiate(GemmOp gemm) {
       Value g = adjoint.getResult(k + 1);
       if (form != AccessForm::tile) {
         bool rows = form == AccessForm::row;
-        g = ReducePartialsOp::create(
-                rewriter, loc, g,
-                emptyLike(input, getElementTypeOrSelf(input.getType())),
-                ReductionKind::sum,
-                rows ? ReductionAxis::row : ReductionAxis::col)
-                .getResult();
+        auto finish = ReducePartialsOp::create(
+            rewriter, loc, g,
+            emptyLike(input, getElementTypeOrSelf(input.getType())),
+            ReductionKind::sum, rows ? ReductionAxis::row : ReductionAxis::col);
+        setRole(finish, "grad:" + forwardName(gemm) + ".input" + Twine(index));
+        g = finish.getResult();
       }
       accumulate(input, g);
     }
@@ -1007,14 +1023,20 @@ void BackwardBuilder::differentiateOperands(GemmOp gemm, Value dAcc) {
   // operand is stored transposed. The operands are read as stored: no
   // transposes are materialized.
   bool transposeA = gemm.getTransposeA();
+  std::string lhsRole = ("grad:" + forwardName(gemm) + ".lhs").str();
+  std::string rhsRole = ("grad:" + forwardName(gemm) + ".rhs").str();
   if (!transposeA) // dA = dAcc op(B)^T
-    accumulateGemm(lhs, {dAcc, false}, {rhs, !transposeB}, operandElement);
+    accumulateGemm(lhs, {dAcc, false}, {rhs, !transposeB}, operandElement,
+                   lhsRole);
   else // dA = op(B) dAcc^T
-    accumulateGemm(lhs, {rhs, transposeB}, {dAcc, true}, operandElement);
+    accumulateGemm(lhs, {rhs, transposeB}, {dAcc, true}, operandElement,
+                   lhsRole);
   if (!transposeB) // dB = op(A)^T dAcc
-    accumulateGemm(rhs, {lhs, !transposeA}, {dAcc, false}, operandElement);
+    accumulateGemm(rhs, {lhs, !transposeA}, {dAcc, false}, operandElement,
+                   rhsRole);
   else // dB = dAcc^T op(A)
-    accumulateGemm(rhs, {dAcc, true}, {lhs, transposeA}, operandElement);
+    accumulateGemm(rhs, {dAcc, true}, {lhs, transposeA}, operandElement,
+                   rhsRole);
 }
 
 GemmOp BackwardBuilder::saveAccumulator(GemmOp gemm) {
@@ -1058,6 +1080,8 @@ GemmOp BackwardBuilder::saveAccumulator(GemmOp gemm) {
         }
         return yields;
       });
+  if (Attribute role = gemm->getAttr(kKernelRoleAttrName))
+    saved->setAttr(kKernelRoleAttrName, role);
   rewriter.replaceOp(gemm,
                      saved->getResults().take_front(gemm->getNumResults()));
   return saved;
@@ -1165,13 +1189,15 @@ FailureOr<Value> BackwardBuilder::adjointInProducer(GemmOp gemm,
       });
   if (failed(swept))
     return failure();
+  setRole(fused, "adjoint:" + forwardName(gemm));
   if (contract)
-    for (auto [i, input] : llvm::enumerate(gemm.getEpilogueInputs()))
-      accumulate(input, ReducePartialsOp::create(
-                            rewriter, loc, fused.getResult(1 + i),
-                            emptyLike(input, f32), ReductionKind::sum,
-                            ReductionAxis::row)
-                            .getResult());
+    for (auto [i, input] : llvm::enumerate(gemm.getEpilogueInputs())) {
+      auto finish = ReducePartialsOp::create(
+          rewriter, loc, fused.getResult(1 + i), emptyLike(input, f32),
+          ReductionKind::sum, ReductionAxis::row);
+      setRole(finish, "grad:" + forwardName(gemm) + ".input" + Twine(i));
+      accumulate(input, finish.getResult());
+    }
   return fused.getResult(0);
 }
 
@@ -1336,12 +1362,20 @@ FailureOr<func::FuncOp> BackwardBuilder::build(func::FuncOp forward,
   rewriter.setInsertionPointToStart(entry);
   func::ReturnOp forwardReturn;
   SmallVector<Operation *> recomputed;
+  int64_t numGemms = 0, numFinishes = 0;
   for (Operation &op : forward.getBody().front()) {
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       forwardReturn = ret;
       continue;
     }
     recomputed.push_back(rewriter.clone(op, mapping));
+    Operation *copy = recomputed.back();
+    if (isa<GemmOp>(copy))
+      forwardNames[copy] = "gemm" + std::to_string(numGemms++);
+    if (isa<ReducePartialsOp>(copy))
+      forwardNames[copy] = "finish" + std::to_string(numFinishes++);
+    if (forwardNames.contains(copy))
+      setRole(copy, "forward:" + forwardNames[copy]);
     if (saving.contains(&op))
       savingAccumulator.insert(recomputed.back());
     if (savedForAdjoint.contains(&op))
@@ -1415,6 +1449,19 @@ struct CodaDeriveBackwardPass
             << target << " exists already";
         return signalPassFailure();
       }
+      // The forward's kernels by role too, as the backward's copies of them
+      // are (kKernelRoleAttrName).
+      int64_t numGemms = 0, numFinishes = 0;
+      forward.walk([&](Operation *op) {
+        if (isa<GemmOp>(op))
+          op->setAttr(kKernelRoleAttrName,
+                      rewriter.getStringAttr("forward:gemm" +
+                                             Twine(numGemms++)));
+        else if (isa<ReducePartialsOp>(op))
+          op->setAttr(kKernelRoleAttrName,
+                      rewriter.getStringAttr("forward:finish" +
+                                             Twine(numFinishes++)));
+      });
       BackwardBuilder builder(rewriter, tile, save);
       FailureOr<func::FuncOp> backward = builder.build(forward, target);
       if (failed(backward))

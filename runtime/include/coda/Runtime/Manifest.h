@@ -32,6 +32,9 @@ enum class DType { bf16, f16, f32, f64, i32, i64, i8, i1, f8e4m3fn, f8e5m2 };
 DType parseDType(const std::string &name);
 const char *dtypeName(DType dtype);
 int64_t dtypeBytes(DType dtype);
+/// "[2, ?, 4]": sizes as diagnostics print them (a negative size is a
+/// dynamic one, "?").
+std::string listString(const std::vector<int64_t> &values);
 
 /// One kernel parameter before the memref expansion.
 struct ParamSpec {
@@ -68,6 +71,10 @@ struct KernelSpec {
   /// `symbol`: the kernel's name in its module's binary (the manifest name,
   /// but for loop kernels, which are named after their module).
   std::string name, symbol, module, function;
+  /// What the kernel computes within its function, where the compiler named
+  /// it ("forward:gemm0", "adjoint:gemm1", "grad:gemm0.rhs", ...; see
+  /// KernelABI.md); empty otherwise.
+  std::string role;
   /// reduce_partials: "row" (M x T -> M) or "col" (T x N -> N).
   std::string axis;
   std::vector<ParamSpec> params;
