@@ -4,6 +4,7 @@
 
 #include "CudaDriver.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -218,6 +219,15 @@ void Module::launchKernel(const std::string &name,
   auto it = impl_->ownParameters.find(name);
   if (it == impl_->ownParameters.end())
     (void)manifest_.kernel(name); // not in the manifest: throws its error
+  // The kernel's own parameters are all its arguments: more is a mistake
+  // (fewer is named by validate, parameter by parameter).
+  int64_t takes = 0;
+  for (const ParamSpec &p : it->second.params)
+    takes = std::max(takes, p.source + 1);
+  if (int64_t(args.size()) > takes)
+    throw Error("cannot launch " + name + ": it takes " +
+                std::to_string(takes) + " arguments, got " +
+                std::to_string(args.size()));
   GemmSizes sizes = validate(it->second, args);
   const KernelSpec &variant = manifest_.variantFor(it->second, sizes.k);
   launchSpec(impl_->ownParameters.at(variant.name), sizes, args, stream);

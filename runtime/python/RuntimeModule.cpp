@@ -225,6 +225,11 @@ PYBIND11_MODULE(_coda_runtime, m) {
             if (py::isinstance<TensorRef>(workspace)) {
               space = workspace.cast<TensorRef>();
             } else if (!workspace.is_none()) {
+              // Its bytes are one range only where it is contiguous.
+              if (py::hasattr(workspace, "is_contiguous") &&
+                  !workspace.attr("is_contiguous")().cast<bool>())
+                throw Error("the workspace of " + function +
+                            " must be a contiguous tensor");
               space = TensorRef{};
               space->data = workspace.attr("data_ptr")().cast<uint64_t>();
               space->dtype = DType::i8;

@@ -142,6 +142,11 @@ def test_block_arguments_are_checked():
     inputs[2] = inputs[2].t()  # a transposed view of wq
     with pytest.raises(coda_runtime.Error, match="argument 2 must be contiguous"):
         run_block(module, inputs, tokens, hidden)
+    strided = torch.empty(2 * module.workspace_bytes("block"), device="cuda",
+                          dtype=torch.uint8)[::2]
+    with pytest.raises(coda_runtime.Error, match="must be a contiguous tensor"):
+        run_block(module, make_inputs(tokens, hidden, heads, mlp), tokens,
+                  hidden, workspace=strided)
     small = torch.empty(module.workspace_bytes("block") // 2, device="cuda",
                         dtype=torch.uint8)
     with pytest.raises(coda_runtime.Error, match="needs a workspace of"):

@@ -310,6 +310,12 @@ def test_rejects_bad_arguments(prims):
         prims.launch(kernel, [a, b, y.cpu()])
     with pytest.raises(coda_runtime.Error, match=r"must have shape \[64, 64\]"):
         prims.launch(kernel, [a, b, y[:, :32]])
+    # launch_kernel takes the kernel's own parameters, no more.
+    with pytest.raises(coda_runtime.Error, match="it takes 3 arguments, got 4"):
+        prims.launch_kernel(kernel, [a, b, y, y], torch.cuda.current_stream().cuda_stream)
+    # A role the compiler did not give is refused with the roles there are.
+    with pytest.raises(coda_runtime.Error, match="no kernel of plain_nt has the role"):
+        prims.kernel_for("plain_nt", "adjoint:gemm0")
 
 
 @pytest.mark.parametrize("m,n,k", SHAPES)
