@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <set>
 #include <fstream>
 #include <sstream>
 
@@ -546,6 +547,13 @@ Manifest Manifest::parse(const std::string &text) {
                   "variant with the same parameters");
     target->variants.push_back(i);
   }
+  // A role names one kernel of its function (its variants share it).
+  std::set<std::pair<std::string, std::string>> roles;
+  for (const KernelSpec &k : manifest.kernels)
+    if (!k.role.empty() && !k.isBoundedVariant() &&
+        !roles.insert({k.function, k.role}).second)
+      throw Error("manifest: two kernels of " + k.function + " have the role '" +
+                  k.role + "'");
   for (KernelSpec &k : manifest.kernels)
     std::sort(k.variants.begin(), k.variants.end(), [&](size_t a, size_t b) {
       return manifest.kernels[a].maxK < manifest.kernels[b].maxK;
