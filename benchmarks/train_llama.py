@@ -9,9 +9,14 @@ time and peak memory, in one process.
   python3 benchmarks/train_llama.py --kernels build/torch-kernels --out X.json
   NCCL_NVLS_ENABLE=0 torchrun --nproc_per_node 2 benchmarks/train_llama.py ...
 
-Under torchrun the model is wrapped in DistributedDataParallel and each rank
-takes its share of every global batch, so the losses (averaged over ranks)
-are those of one GPU on the whole batch, up to bf16 rounding.
+Under torchrun the model is wrapped in DistributedDataParallel, or with
+--fsdp sharded with FSDP2 (`fully_shard` on each decoder layer, then on the
+root; torchrun with one process runs FSDP2 on one GPU), and each rank takes
+its share of every global batch, so the losses (averaged over ranks) are
+those of one GPU on the whole batch, up to bf16 rounding.
+
+  NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
+      torchrun --nproc_per_node 2 benchmarks/train_llama.py --fsdp ...
 
 The data is learnable: each sequence counts modulo the vocabulary with its own
 random start and stride, so the loss falls once the model picks the rule up.
@@ -49,7 +54,14 @@ def train(mode, args, config, rank, world):
         # residuals and o_proj torch's (llama.apply(layer=False)).
         coda_torch.llama.apply(model, layer=not mode.startswith("coda_ops"))
     step_fn = model
-    if world > 1:
+    if args.fsdp:
+        # After coda's patch: its fused parameters (qkv, gate_up) are sharded
+        # with the rest and gathered before each layer's forward.
+        from torch.distributed.fsdp import fully_shard
+        for layer in model.model.layers:
+            fully_shard(layer)
+        fully_shard(model)
+    elif world > 1:
         step_fn = model = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[torch.cuda.current_device()])
     if mode.endswith("compile"):
@@ -98,10 +110,14 @@ def main():
                                  "coda_ops", "coda_ops_compile"],
                         default=["torch_eager", "coda", "torch_compile", "coda_compile"])
     parser.add_argument("--commit", default="unknown")
+    parser.add_argument("--fsdp", action="store_true",
+                        help="shard with FSDP2 (under torchrun, one or more processes)")
     args = parser.parse_args()
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
-    if world > 1:
+    if args.fsdp and "LOCAL_RANK" not in os.environ:
+        raise SystemExit("--fsdp runs under torchrun (--nproc_per_node 1 for one GPU)")
+    if world > 1 or args.fsdp:
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
         dist.init_process_group("nccl")
         if args.batch % world:
@@ -135,10 +151,11 @@ def main():
                   f"{r['final_rel_loss_diff_vs_eager']:.4f}", flush=True)
     with open(args.out, "w") as f:
         json.dump({"device": torch.cuda.get_device_name(), "gpus": world,
+                   "parallel": "fsdp2" if args.fsdp else ("ddp" if world > 1 else "none"),
                    "date": datetime.date.today().isoformat(),
                    "commit": args.commit, "torch": torch.__version__, "config": vars(args),
                    "runs": runs}, f, indent=1)
-    if world > 1:
+    if world > 1 or args.fsdp:
         dist.destroy_process_group()
 
 
