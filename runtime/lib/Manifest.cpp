@@ -184,14 +184,19 @@ static StepOperand parseOperand(const Json &o, const FunctionSpec &function,
   std::vector<int64_t> bufferShape;
   DType bufferType = DType::f32;
   std::string buffer;
+  // The index in `v` of one of the function's `count` `what`s.
+  auto index = [&](const Json &v, const std::string &what, size_t count) {
+    int64_t i = integer(v, octx + " " + what);
+    if (i < 0 || i >= int64_t(count))
+      throw Error("manifest: " + octx + " names " + what + " " +
+                  std::to_string(i) + ", but the function has " +
+                  std::to_string(count) + " " +
+                  (what == "temporary" ? "temporaries" : what + "s"));
+    return i;
+  };
   if (const Json *v = optional(o, "argument")) {
     operand.kind = StepOperand::Kind::argument;
-    operand.index = integer(*v, octx + " argument");
-    if (operand.index < 0 ||
-        operand.index >= int64_t(function.arguments.size()))
-      throw Error("manifest: " + octx + " names argument " +
-                  std::to_string(operand.index) + ", but the function has " +
-                  std::to_string(function.arguments.size()) + " arguments");
+    operand.index = index(*v, "argument", function.arguments.size());
     const ArgumentSpec &argument = function.arguments[operand.index];
     bufferShape = argument.shape;
     bufferType = argument.dtype;
@@ -201,13 +206,7 @@ static StepOperand parseOperand(const Json &o, const FunctionSpec &function,
                   ", which is a scalar");
   } else if (const Json *v = optional(o, "temporary")) {
     operand.kind = StepOperand::Kind::temporary;
-    operand.index = integer(*v, octx + " temporary");
-    if (operand.index < 0 ||
-        operand.index >= int64_t(function.temporaries.size()))
-      throw Error("manifest: " + octx + " names temporary " +
-                  std::to_string(operand.index) + ", but the function has " +
-                  std::to_string(function.temporaries.size()) +
-                  " temporaries");
+    operand.index = index(*v, "temporary", function.temporaries.size());
     bufferShape = function.temporaries[operand.index].shape;
     bufferType = function.temporaries[operand.index].dtype;
     buffer = "temporary " + std::to_string(operand.index);
@@ -571,6 +570,22 @@ Manifest Manifest::load(const std::string &path) {
   std::stringstream text;
   text << in.rdbuf();
   return parse(text.str());
+}
+
+const KernelSpec &Manifest::kernelFor(const std::string &function,
+                                      const std::string &role) const {
+  std::string known;
+  for (const KernelSpec &k : kernels) {
+    if (k.function != function || k.isBoundedVariant() || k.role.empty())
+      continue;
+    if (k.role == role)
+      return k;
+    known += (known.empty() ? "" : ", ") + k.role;
+  }
+  throw Error("no kernel of " + function + " has the role '" + role + "' (" +
+              (known.empty() ? std::string("it names no roles")
+                             : "its roles: " + known) +
+              ")");
 }
 
 const KernelSpec &Manifest::kernel(const std::string &name) const {

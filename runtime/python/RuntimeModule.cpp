@@ -124,22 +124,7 @@ PYBIND11_MODULE(_coda_runtime, m) {
           "kernel_for",
           [](const Module &self, const std::string &function,
              const std::string &role) {
-            // The kernel of `function` that the compiler named `role` (a
-            // GEMM dispatched by K by its name).
-            std::string known;
-            for (const KernelSpec &k : self.manifest().kernels) {
-              if (k.function != function || k.isBoundedVariant() ||
-                  k.role.empty())
-                continue;
-              if (k.role == role)
-                return k.name;
-              known += (known.empty() ? "" : ", ") + k.role;
-            }
-            throw Error("no kernel of " + function + " has the role '" + role +
-                        "' (" +
-                        (known.empty() ? std::string("it names no roles")
-                                       : "its roles: " + known) +
-                        ")");
+            return self.manifest().kernelFor(function, role).name;
           },
           py::arg("function"), py::arg("role"),
           "The name of the kernel of `function` with role `role` (for "

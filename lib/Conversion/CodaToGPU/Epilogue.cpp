@@ -203,16 +203,16 @@ static SmallVector<OutputRole> outputRoles(GemmOp op) {
 bool mlir::coda::gpu_lowering::storesWithTma(GemmOp op, unsigned i,
                                              const GemmKernelConfig &config) {
   SmallVector<OutputRole> roles = outputRoles(op);
-  bool tileInput = false;
-  for (unsigned k = 0, e = op.getEpilogueInputs().size(); k < e; ++k)
-    tileInput |= op.getInputForm(k) == AccessForm::tile;
+  bool tileInput = false, colInput = false;
   for (unsigned k = 0, e = op.getEpilogueInputs().size(); k < e; ++k) {
     AccessForm form = op.getInputForm(k);
-    if (form == AccessForm::pair ||
-        (form == AccessForm::col &&
-         (config.schedule != Schedule::pingPong || tileInput)))
+    if (form == AccessForm::pair)
       return false;
+    tileInput |= form == AccessForm::tile;
+    colInput |= form == AccessForm::col;
   }
+  if (colInput && (config.schedule != Schedule::pingPong || tileInput))
+    return false;
   return roles[i] == OutputRole::tile && stagesOutput(op, i) &&
          interiorPaysFor(roles);
 }

@@ -171,13 +171,11 @@ Attribute selectConfig(GemmOp op) {
   // accumulation, against 1.015x / 0.935x cooperative everywhere).
   if (cast<MemRefType>(op.getLhs().getType()).getElementTypeBitWidth() == 8)
     return pingPongUpTo(op, 4096, beyond);
-  if (beyond != cooperative)
-    return beyond;
   // Plain epilogues, sum partials and inputs: cooperative in clusters of
   // two, whose staged tile stores beat ws and ping-pong at every block
   // shape. (A column input measured ping-pong 4 % ahead at K = 2048 in one
   // process, cooperative 2 % ahead in another: h100-2026-11-24-dispatch.json.)
-  return cooperative;
+  return beyond;
 }
 
 struct CodaSelectGemmConfigPass

@@ -47,6 +47,8 @@ namespace {
 /// keeps for the adjoint instead of recomputing it (rounded to the operands'
 /// type): memory for the product, e.g. an LM head's logits.
 constexpr StringLiteral kSaveAccumulatorAttr = "coda.save_accumulator";
+/// The prefix of a forward kernel's role (kKernelRoleAttrName).
+constexpr StringLiteral kForwardRole = "forward:";
 
 /// `v` as `type` (f32 <-> bf16/f16).
 Value convertFloat(OpBuilder &b, Location loc, Value v, Type type) {
@@ -417,10 +419,12 @@ private:
   void setRole(Operation *op, const Twine &role) {
     op->setAttr(kKernelRoleAttrName, rewriter.getStringAttr(role));
   }
-  /// "gemm<j>": the forward GEMM that backward copy `gemm` recomputes.
-  StringRef forwardName(GemmOp gemm) {
-    auto it = forwardNames.find(gemm);
-    return it == forwardNames.end() ? StringRef() : StringRef(it->second);
+  /// "gemm<j>": the forward GEMM that backward copy `gemm` recomputes (its
+  /// role "forward:gemm<j>", which the copy carries from the forward).
+  static StringRef forwardName(GemmOp gemm) {
+    auto role = gemm->getAttrOfType<StringAttr>(kKernelRoleAttrName);
+    return role ? role.getValue().drop_front(kForwardRole.size())
+                : StringRef();
   }
   Value zerosLike(Value value);
   /// Partials of one per `tile` columns (rows) of an M x N output.
@@ -444,9 +448,6 @@ private:
   /// adjoint reads in place of the product (outputsStandIn).
   DenseSet<Operation *> readingOutputs;
   DenseMap<Value, FinishedPartials> finishedPartials;
-  /// The backward's copies of forward GEMMs and finishes: "gemm<j>",
-  /// "finish<k>" in the forward's order (their forward kernels' names).
-  DenseMap<Operation *, std::string> forwardNames;
 };
 
 /// An elementwise linalg.generic the backward can differentiate: parallel
@@ -1362,20 +1363,12 @@ FailureOr<func::FuncOp> BackwardBuilder::build(func::FuncOp forward,
   rewriter.setInsertionPointToStart(entry);
   func::ReturnOp forwardReturn;
   SmallVector<Operation *> recomputed;
-  int64_t numGemms = 0, numFinishes = 0;
   for (Operation &op : forward.getBody().front()) {
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       forwardReturn = ret;
       continue;
     }
     recomputed.push_back(rewriter.clone(op, mapping));
-    Operation *copy = recomputed.back();
-    if (isa<GemmOp>(copy))
-      forwardNames[copy] = "gemm" + std::to_string(numGemms++);
-    if (isa<ReducePartialsOp>(copy))
-      forwardNames[copy] = "finish" + std::to_string(numFinishes++);
-    if (forwardNames.contains(copy))
-      setRole(copy, "forward:" + forwardNames[copy]);
     if (saving.contains(&op))
       savingAccumulator.insert(recomputed.back());
     if (savedForAdjoint.contains(&op))
@@ -1449,17 +1442,17 @@ struct CodaDeriveBackwardPass
             << target << " exists already";
         return signalPassFailure();
       }
-      // The forward's kernels by role too, as the backward's copies of them
-      // are (kKernelRoleAttrName).
+      // The forward's kernels by role; the backward's copies of them carry
+      // it (kKernelRoleAttrName), and its own kernels are named after them.
       int64_t numGemms = 0, numFinishes = 0;
       forward.walk([&](Operation *op) {
         if (isa<GemmOp>(op))
           op->setAttr(kKernelRoleAttrName,
-                      rewriter.getStringAttr("forward:gemm" +
+                      rewriter.getStringAttr(kForwardRole + "gemm" +
                                              Twine(numGemms++)));
         else if (isa<ReducePartialsOp>(op))
           op->setAttr(kKernelRoleAttrName,
-                      rewriter.getStringAttr("forward:finish" +
+                      rewriter.getStringAttr(kForwardRole + "finish" +
                                              Twine(numFinishes++)));
       });
       BackwardBuilder builder(rewriter, tile, save);

@@ -173,6 +173,11 @@ struct Manifest {
   static Manifest parse(const std::string &json);
   static Manifest load(const std::string &path);
   const KernelSpec &kernel(const std::string &name) const;
+  /// The kernel of `function` with `role` (a GEMM dispatched by K: the one
+  /// its variants are launched through); throws Error listing the
+  /// function's roles when none has it.
+  const KernelSpec &kernelFor(const std::string &function,
+                              const std::string &role) const;
   /// The program of `name`; throws Error when there is none or the function
   /// cannot run whole (saying why).
   const FunctionSpec &function(const std::string &name) const;
