@@ -60,6 +60,8 @@ def CodaSelectGemmConfig
     `coda.gemm` on memrefs that has none, from rules measured on the H100
     (docs/performance.md, "Choosing a configuration per GEMM"):
 
+    - pairs at a stride the register epilogues' fragment layout cannot
+      serve (not 1 and not a multiple of 8): the warp-specialized kernel;
     - pairs at a stride wider than one column (rotate-half RoPE):
       cooperative 128 x 256 in clusters of two where every periodic table
       has a static period (whose reads a row's congruent columns share),
@@ -76,8 +78,12 @@ def CodaSelectGemmConfig
       K is dynamic that is an array of both configurations, dispatched by K
       at launch (each becomes a kernel of its own); where K is static, the
       one configuration for it;
+    - 8-bit (FP8) operands otherwise: ping-pong 128 x 128 up to K = 4096
+      and cooperative beyond, dispatched by K as above;
     - plain epilogues, inputs and sum row partials (residual + norm
-      statistics): cooperative 128 x 256 in clusters of two.
+      statistics): cooperative 128 x 256 in clusters of two, or without a
+      cluster where a row and a column input meet (row-wise scales; there
+      the kernel in clusters spills).
 
     Column partials and GEMMs whose epilogue fixes a tile other than these
     keep no attribute (the lowering's options apply). `coda-to-gpu` reads
@@ -102,7 +108,8 @@ def CodaToGPU : Pass<"coda-to-gpu", "ModuleOp"> {
     - mainloop (sm_90a): TMA loads of lhs and rhs tiles into a ring of
       `stages` shared-memory slots with 128-byte swizzle, each guarded by an
       mbarrier (`arrive.expect_tx`, `try_wait.parity`); `wgmma.mma_async`
-      (bf16/f16 in, f32 accumulators) with one group in flight, the first
+      (bf16/f16, or f8E4M3FN/f8E5M2 read K-major, in; f32 accumulators)
+      with one group in flight, the first
       k-tile starting the accumulators with scale-d 0; lhs M x K or K x M
       (`transpose_a`), rhs K x N or N x K (`transpose_b`). 128 x 256 tiles
       are warp-specialized (a producer warpgroup refills slots released

@@ -194,7 +194,11 @@ def CodaDeriveBackward : Pass<"coda-derive-backward", "::mlir::ModuleOp"> {
     outputs (even when `@f` returns them) and its adjoint reads them: it
     reads no product. A GEMM marked `coda.save_accumulator` returns its
     accumulator for its adjoint. The derived function is CSE'd and
-    canonicalized.
+    canonicalized. Every GEMM and finish of `@f` and of the derived function
+    gets its role as `coda.role` (`forward:gemm<j>`, `adjoint:gemm<j>`,
+    `grad:gemm<j>.lhs` / `.rhs`, `grad:gemm<j>.input<i>`; the kernel
+    manifest's `role`), by which a caller launching kernels one by one
+    finds them.
 
     Scalar and periodic inputs (an epsilon, RoPE's tables) are constants to
     the derivative. Epilogue ops with a rule: arith add/sub/mul/div/neg,
