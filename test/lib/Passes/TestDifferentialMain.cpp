@@ -13,11 +13,17 @@
 // `--coda-fuse` (with `fuse-tile` columns per partial), so that a fusion is
 // checked against the program it rewrote.
 //
+// Several pairs, @fused_<k> and @reference_<k>, are checked one after the
+// other by one @main (a batch of generated programs in one run).
+//
 // Dynamic dimensions of inputs and destinations run with `dynamic-size`.
 //
 // An integer input is drawn from [lo, hi) given by the argument attribute
 // `coda_test.range = array<i64: lo, hi>` on @reference (default [0, 16)).
-// A scalar float input gets 0.5 + 0.25 * position.
+// A scalar float input gets 0.5 + 0.25 * position. The function attributes
+// `coda_test.rtol` and `coda_test.atol` of a reference override the options;
+// with `coda_test.atol_scaled`, atol is a fraction of each result's largest
+// expected magnitude.
 //
 //===----------------------------------------------------------------------===//
 
@@ -52,9 +58,9 @@ struct TestDifferentialMainPass
   }
   void getDependentDialects(DialectRegistry &registry) const override {
     registry.insert<coda::CodaDialect, arith::ArithDialect,
-                    bufferization::BufferizationDialect,
-                    func::FuncDialect, linalg::LinalgDialect,
-                    memref::MemRefDialect, tensor::TensorDialect>();
+                    bufferization::BufferizationDialect, func::FuncDialect,
+                    linalg::LinalgDialect, memref::MemRefDialect,
+                    tensor::TensorDialect>();
   }
 
   Option<double> rtol{*this, "rtol", llvm::cl::desc("relative tolerance"),
@@ -82,11 +88,11 @@ struct TestDifferentialMainPass
   void runOnOperation() override;
 
 private:
-  /// Adds @fused: @reference rewritten by coda-fuse in a scratch module.
-  LogicalResult makeFusedCopy(ModuleOp module) {
-    auto reference = module.lookupSymbol<func::FuncOp>("reference");
-    if (!reference || module.lookupSymbol("fused"))
-      return module.emitError("with fuse, expects @reference and no @fused");
+  /// Adds `fusedName`: `reference` rewritten by coda-fuse in a scratch module.
+  LogicalResult makeFusedCopy(ModuleOp module, func::FuncOp reference,
+                              StringRef fusedName) {
+    if (module.lookupSymbol(fusedName))
+      return module.emitError("with fuse, expects no @") << fusedName;
     OpBuilder b(module.getContext());
     b.setInsertionPointToEnd(module.getBody());
     auto scratch = ModuleOp::create(b, module.getLoc());
@@ -100,7 +106,7 @@ private:
       declaration.setPrivate();
     }
     auto copy = cast<func::FuncOp>(b.clone(*reference));
-    copy.setName("fused");
+    copy.setName(fusedName);
     OpPassManager pm(ModuleOp::getOperationName());
     coda::CodaFuseOptions options;
     options.tile = fuseTile;
@@ -118,6 +124,8 @@ private:
       return "f32";
     if (elementType.isBF16())
       return "bf16";
+    if (elementType.isF16())
+      return "f16";
     if (isa<Float8E4M3FNType>(elementType))
       return "f8e4m3fn";
     if (isa<Float8E5M2Type>(elementType))
@@ -153,24 +161,22 @@ void TestDifferentialMainPass::runOnOperation() {
         dim = dynamicSize;
     return RankedTensorType::get(shape, type.getElementType());
   };
-  if (fuse && failed(makeFusedCopy(module)))
-    return signalPassFailure();
-  auto fused = module.lookupSymbol<func::FuncOp>("fused");
-  auto reference = module.lookupSymbol<func::FuncOp>("reference");
-  if (!fused || !reference) {
+  // The pairs: @fused/@reference, or @fused_<k>/@reference_<k> for each k.
+  SmallVector<std::pair<std::string, func::FuncOp>> references;
+  for (auto func : module.getOps<func::FuncOp>()) {
+    StringRef name = func.getName();
+    if (name == "reference" || name.starts_with("reference_"))
+      references.push_back(
+          {("fused" + name.drop_front(strlen("reference"))).str(), func});
+  }
+  if (references.empty()) {
     module.emitError("expects functions @fused and @reference");
     return signalPassFailure();
   }
-  FunctionType fusedType = fused.getFunctionType();
-  FunctionType refType = reference.getFunctionType();
-  if (fusedType.getNumInputs() < refType.getNumInputs() ||
-      fusedType.getInputs().take_front(refType.getNumInputs()) !=
-          refType.getInputs() ||
-      fusedType.getResults() != refType.getResults()) {
-    fused.emitError("expects @fused to take @reference's inputs followed by "
-                    "its destinations, and to return the same types");
-    return signalPassFailure();
-  }
+  if (fuse)
+    for (auto &[fusedName, reference] : references)
+      if (failed(makeFusedCopy(module, reference, fusedName)))
+        return signalPassFailure();
 
   Location loc = module.getLoc();
   OpBuilder b(module.getContext());
@@ -183,144 +189,177 @@ void TestDifferentialMainPass::runOnOperation() {
     return UnrankedMemRefType::get(element, /*memorySpace=*/0);
   };
 
-  // Inputs.
-  SmallVector<Value> inputs;
-  for (auto [i, type] : llvm::enumerate(refType.getInputs())) {
-    auto tensorType = dyn_cast<RankedTensorType>(type);
-    if (!tensorType) {
-      auto floatType = dyn_cast<FloatType>(type);
-      if (!floatType) {
-        reference.emitError("cannot make up a value for scalar input #")
-            << i << " of type " << type;
-        return signalPassFailure();
-      }
-      inputs.push_back(arith::ConstantOp::create(
-          b, loc, b.getFloatAttr(floatType, 0.5 + 0.25 * i)));
-      continue;
+  auto checkPair = [&](StringRef fusedName,
+                       func::FuncOp reference) -> LogicalResult {
+    auto fused = module.lookupSymbol<func::FuncOp>(fusedName);
+    if (!fused) {
+      reference.emitError("expects a function @") << fusedName;
+      return failure();
     }
-    if (!tensorType.hasStaticShape() && dynamicSize <= 0) {
-      reference.emitError("input #")
-          << i << " has a dynamic shape: pass dynamic-size=N";
-      return signalPassFailure();
+    FunctionType fusedType = fused.getFunctionType();
+    FunctionType refType = reference.getFunctionType();
+    if (fusedType.getNumInputs() < refType.getNumInputs() ||
+        fusedType.getInputs().take_front(refType.getNumInputs()) !=
+            refType.getInputs() ||
+        fusedType.getResults() != refType.getResults()) {
+      fused.emitError("expects @")
+          << fusedName << " to take @" << reference.getName()
+          << "'s inputs followed by its destinations, and to return the same "
+             "types";
+      return failure();
     }
-    RankedTensorType declaredType = tensorType;
-    tensorType = staticTypeFor(tensorType);
-    Type element = tensorType.getElementType();
-    StringRef suffix = helperSuffix(element);
-    if (suffix.empty()) {
-      reference.emitError("no random fill for element type ") << element;
-      return signalPassFailure();
-    }
-    auto memrefType =
-        MemRefType::get(tensorType.getShape(), tensorType.getElementType());
-    Value buffer = memref::AllocOp::create(b, loc, memrefType);
-    Value erased =
-        memref::CastOp::create(b, loc, unranked(element), buffer);
-    Value seed = arith::ConstantIntOp::create(b, loc, i64, i + 1);
-    if (isa<FloatType>(element)) {
-      func::FuncOp fill =
-          declareHelper(b, module, ("coda_fill_random_" + suffix).str(),
-                        {unranked(element), i64});
-      func::CallOp::create(b, loc, fill, ValueRange{erased, seed});
-    } else {
-      int64_t lo = 0, hi = 16;
-      if (auto range = reference.getArgAttrOfType<DenseI64ArrayAttr>(
-              i, "coda_test.range")) {
-        if (range.size() != 2) {
-          reference.emitError("coda_test.range takes two values: lo, hi");
-          return signalPassFailure();
+
+    // Inputs.
+    SmallVector<Value> inputs;
+    for (auto [i, type] : llvm::enumerate(refType.getInputs())) {
+      auto tensorType = dyn_cast<RankedTensorType>(type);
+      if (!tensorType) {
+        auto floatType = dyn_cast<FloatType>(type);
+        if (!floatType) {
+          reference.emitError("cannot make up a value for scalar input #")
+              << i << " of type " << type;
+          return failure();
         }
-        lo = range[0];
-        hi = range[1];
+        inputs.push_back(arith::ConstantOp::create(
+            b, loc, b.getFloatAttr(floatType, 0.5 + 0.25 * i)));
+        continue;
       }
-      func::FuncOp fill =
-          declareHelper(b, module, ("coda_fill_random_" + suffix).str(),
-                        {unranked(element), i64, i64, i64});
-      Value loValue = arith::ConstantIntOp::create(b, loc, i64, lo);
-      Value hiValue = arith::ConstantIntOp::create(b, loc, i64, hi);
-      func::CallOp::create(b, loc, fill,
-                           ValueRange{erased, seed, loValue, hiValue});
+      if (!tensorType.hasStaticShape() && dynamicSize <= 0) {
+        reference.emitError("input #")
+            << i << " has a dynamic shape: pass dynamic-size=N";
+        return failure();
+      }
+      RankedTensorType declaredType = tensorType;
+      tensorType = staticTypeFor(tensorType);
+      Type element = tensorType.getElementType();
+      StringRef suffix = helperSuffix(element);
+      if (suffix.empty()) {
+        reference.emitError("no random fill for element type ") << element;
+        return failure();
+      }
+      auto memrefType =
+          MemRefType::get(tensorType.getShape(), tensorType.getElementType());
+      Value buffer = memref::AllocOp::create(b, loc, memrefType);
+      Value erased = memref::CastOp::create(b, loc, unranked(element), buffer);
+      Value seed = arith::ConstantIntOp::create(b, loc, i64, i + 1);
+      if (isa<FloatType>(element)) {
+        func::FuncOp fill =
+            declareHelper(b, module, ("coda_fill_random_" + suffix).str(),
+                          {unranked(element), i64});
+        func::CallOp::create(b, loc, fill, ValueRange{erased, seed});
+      } else {
+        int64_t lo = 0, hi = 16;
+        if (auto range = reference.getArgAttrOfType<DenseI64ArrayAttr>(
+                i, "coda_test.range")) {
+          if (range.size() != 2) {
+            reference.emitError("coda_test.range takes two values: lo, hi");
+            return failure();
+          }
+          lo = range[0];
+          hi = range[1];
+        }
+        func::FuncOp fill =
+            declareHelper(b, module, ("coda_fill_random_" + suffix).str(),
+                          {unranked(element), i64, i64, i64});
+        Value loValue = arith::ConstantIntOp::create(b, loc, i64, lo);
+        Value hiValue = arith::ConstantIntOp::create(b, loc, i64, hi);
+        func::CallOp::create(b, loc, fill,
+                             ValueRange{erased, seed, loValue, hiValue});
+      }
+      Value input = bufferization::ToTensorOp::create(
+          b, loc, tensorType, buffer, /*restrict=*/true, /*writable=*/false);
+      if (declaredType != tensorType)
+        input = tensor::CastOp::create(b, loc, declaredType, input);
+      inputs.push_back(input);
     }
-    Value input = bufferization::ToTensorOp::create(
-        b, loc, tensorType, buffer, /*restrict=*/true, /*writable=*/false);
-    if (declaredType != tensorType)
-      input = tensor::CastOp::create(b, loc, declaredType, input);
-    inputs.push_back(input);
-  }
 
-  // Poisoned destinations for @fused.
-  SmallVector<Value> fusedArgs(inputs);
-  for (Type type : fusedType.getInputs().drop_front(refType.getNumInputs())) {
-    auto tensorType = dyn_cast<RankedTensorType>(type);
-    auto element =
-        tensorType ? dyn_cast<FloatType>(tensorType.getElementType()) : nullptr;
-    if (!element) {
-      fused.emitError("expects destinations to be float tensors, got ")
-          << type;
-      return signalPassFailure();
+    // Poisoned destinations for @fused.
+    SmallVector<Value> fusedArgs(inputs);
+    for (Type type : fusedType.getInputs().drop_front(refType.getNumInputs())) {
+      auto tensorType = dyn_cast<RankedTensorType>(type);
+      auto element = tensorType
+                         ? dyn_cast<FloatType>(tensorType.getElementType())
+                         : nullptr;
+      if (!element) {
+        fused.emitError("expects destinations to be float tensors, got ")
+            << type;
+        return failure();
+      }
+      RankedTensorType staticType = staticTypeFor(tensorType);
+      Value empty = tensor::EmptyOp::create(b, loc, staticType.getShape(),
+                                            staticType.getElementType());
+      Value nan = arith::ConstantOp::create(
+          b, loc,
+          b.getFloatAttr(element,
+                         llvm::APFloat::getQNaN(element.getFloatSemantics())));
+      Value poisoned =
+          linalg::FillOp::create(b, loc, ValueRange{nan}, ValueRange{empty})
+              .getResult(0);
+      if (staticType != tensorType)
+        poisoned = tensor::CastOp::create(b, loc, tensorType, poisoned);
+      fusedArgs.push_back(poisoned);
     }
-    RankedTensorType staticType = staticTypeFor(tensorType);
-    Value empty = tensor::EmptyOp::create(b, loc, staticType.getShape(),
-                                          staticType.getElementType());
-    Value nan = arith::ConstantOp::create(
-        b, loc,
-        b.getFloatAttr(element,
-                       llvm::APFloat::getQNaN(element.getFloatSemantics())));
-    Value poisoned =
-        linalg::FillOp::create(b, loc, ValueRange{nan}, ValueRange{empty})
-            .getResult(0);
-    if (staticType != tensorType)
-      poisoned = tensor::CastOp::create(b, loc, tensorType, poisoned);
-    fusedArgs.push_back(poisoned);
-  }
 
-  auto fusedCall = func::CallOp::create(b, loc, fused, fusedArgs);
-  auto refCall = func::CallOp::create(b, loc, reference, inputs);
-  Value rtolValue =
-      arith::ConstantOp::create(b, loc, b.getF32FloatAttr(rtol.getValue()));
-  Value atolValue =
-      arith::ConstantOp::create(b, loc, b.getF32FloatAttr(atol.getValue()));
-  for (auto [got, want] :
-       llvm::zip(fusedCall.getResults(), refCall.getResults())) {
-    auto tensorType = dyn_cast<RankedTensorType>(got.getType());
-    Type element = tensorType ? tensorType.getElementType() : Type();
-    if (!element || !isa<Float32Type, BFloat16Type>(element)) {
-      fused.emitError("can only compare f32 and bf16 tensors, got ")
-          << got.getType();
-      return signalPassFailure();
-    }
-    auto memrefType = MemRefType::get(tensorType.getShape(), element);
-    auto toUnranked = [&](Value tensor) -> Value {
-      Value buffer =
-          bufferization::ToBufferOp::create(b, loc, memrefType, tensor);
-      return memref::CastOp::create(b, loc, unranked(element), buffer);
+    auto fusedCall = func::CallOp::create(b, loc, fused, fusedArgs);
+    auto refCall = func::CallOp::create(b, loc, reference, inputs);
+    // A reference may carry its own tolerances (coda_test.rtol/atol).
+    auto tolerance = [&](StringRef name, double option) -> Value {
+      double value = option;
+      if (auto attr = reference->getAttrOfType<FloatAttr>(name))
+        value = attr.getValueAsDouble();
+      return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(value));
     };
-    if (normTolerance > 0) {
-      func::FuncOp check = declareHelper(
-          b, module, ("coda_check_norm_" + helperSuffix(element)).str(),
-          {unranked(element), unranked(element), b.getF32Type()});
-      Value tolerance = arith::ConstantOp::create(
-          b, loc, b.getF32FloatAttr(normTolerance.getValue()));
+    Value rtolValue = tolerance("coda_test.rtol", rtol);
+    Value atolValue = tolerance("coda_test.atol", atol);
+    for (auto [got, want] :
+         llvm::zip(fusedCall.getResults(), refCall.getResults())) {
+      auto tensorType = dyn_cast<RankedTensorType>(got.getType());
+      Type element = tensorType ? tensorType.getElementType() : Type();
+      if (!element || !isa<Float32Type, BFloat16Type, Float16Type>(element)) {
+        fused.emitError("can only compare f32, bf16 and f16 tensors, got ")
+            << got.getType();
+        return failure();
+      }
+      auto memrefType = MemRefType::get(tensorType.getShape(), element);
+      auto toUnranked = [&](Value tensor) -> Value {
+        Value buffer =
+            bufferization::ToBufferOp::create(b, loc, memrefType, tensor);
+        return memref::CastOp::create(b, loc, unranked(element), buffer);
+      };
+      if (normTolerance > 0) {
+        func::FuncOp check = declareHelper(
+            b, module, ("coda_check_norm_" + helperSuffix(element)).str(),
+            {unranked(element), unranked(element), b.getF32Type()});
+        Value tolerance = arith::ConstantOp::create(
+            b, loc, b.getF32FloatAttr(normTolerance.getValue()));
+        func::CallOp::create(
+            b, loc, check,
+            ValueRange{toUnranked(got), toUnranked(want), tolerance});
+        continue;
+      }
+      // With coda_test.atol_scaled, atol is a fraction of the largest
+      // expected magnitude of each result.
+      StringRef kind = reference->hasAttr("coda_test.atol_scaled")
+                           ? "coda_check_scaled_"
+                           : "coda_check_close_";
+      func::FuncOp check =
+          declareHelper(b, module, (kind + helperSuffix(element)).str(),
+                        {unranked(element), unranked(element), b.getF32Type(),
+                         b.getF32Type()});
       func::CallOp::create(
           b, loc, check,
-          ValueRange{toUnranked(got), toUnranked(want), tolerance});
-      continue;
+          ValueRange{toUnranked(got), toUnranked(want), rtolValue, atolValue});
     }
-    func::FuncOp check = declareHelper(
-        b, module, ("coda_check_close_" + helperSuffix(element)).str(),
-        {unranked(element), unranked(element), b.getF32Type(),
-         b.getF32Type()});
-    func::CallOp::create(
-        b, loc, check,
-        ValueRange{toUnranked(got), toUnranked(want), rtolValue, atolValue});
-  }
+    return success();
+  };
+  for (auto &[fusedName, reference] : references)
+    if (failed(checkPair(fusedName, reference)))
+      return signalPassFailure();
   func::ReturnOp::create(b, loc);
 }
 
 } // namespace
 
 namespace mlir::coda {
-void registerCodaTestPasses() {
-  PassRegistration<TestDifferentialMainPass>();
-}
+void registerCodaTestPasses() { PassRegistration<TestDifferentialMainPass>(); }
 } // namespace mlir::coda

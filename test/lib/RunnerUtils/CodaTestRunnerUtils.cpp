@@ -2,18 +2,22 @@
 //
 // Functions that CPU differential tests call through mlir-runner (declared in
 // MLIR with `attributes {llvm.emit_c_interface}`):
-//   coda_fill_random_{f32,bf16}(memref<*xT>, i64 seed)
+//   coda_fill_random_{f32,bf16,f16}(memref<*xT>, i64 seed)
 //       deterministic pseudo-random values in [-1, 1);
 //   coda_fill_random_{f8e4m3fn,f8e5m2}(memref<*xT>, i64 seed)
 //       deterministic pseudo-random 8-bit floats of magnitude 1/8 to 8 (both
 //       signs; every such encoding alike, never NaN or infinite);
 //   coda_fill_random_{i32,i64}(memref<*xT>, i64 seed, i64 lo, i64 hi)
 //       deterministic pseudo-random integers in [lo, hi);
-//   coda_check_close_{f32,bf16}(memref<*xT> actual, memref<*xT> expected,
+//   coda_check_close_{f32,bf16,f16}(memref<*xT> actual, memref<*xT> expected,
 //                               f32 rtol, f32 atol)
 //       prints a one-line verdict and exits with status 1 when any element is
 //       NaN or infinite, or differs by more than atol + rtol * |expected|;
-//   coda_check_norm_{f32,bf16}(memref<*xT> actual, memref<*xT> expected,
+//   coda_check_scaled_{f32,bf16,f16}(memref<*xT> actual, memref<*xT> expected,
+//                                    f32 rtol, f32 atol)
+//       the same with atol a fraction of the largest |expected| (for
+//       generated programs, whose outputs' scales are not known in advance);
+//   coda_check_norm_{f32,bf16,f16}(memref<*xT> actual, memref<*xT> expected,
 //                              f32 tolerance)
 //       the same verdict on the relative L2 error ||actual - expected|| /
 //       ||expected|| (for results rounded to low precision at different
@@ -23,6 +27,7 @@
 
 #include "mlir/ExecutionEngine/CRunnerUtils.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cmath>
 #include <cstdint>
@@ -61,6 +66,37 @@ uint16_t floatToBF16(float value) {
   return uint16_t(word >> 16);
 }
 
+float f16ToFloat(uint16_t bits) {
+  uint32_t sign = uint32_t(bits & 0x8000) << 16;
+  uint32_t exponent = (bits >> 10) & 0x1F, mantissa = bits & 0x3FF;
+  if (exponent == 0) {
+    float magnitude = std::ldexp(float(mantissa), -24);
+    return sign ? -magnitude : magnitude;
+  }
+  uint32_t word = exponent == 31
+                      ? sign | 0x7F800000u | mantissa << 13
+                      : sign | (exponent + 112) << 23 | mantissa << 13;
+  float value;
+  std::memcpy(&value, &word, sizeof(value));
+  return value;
+}
+
+uint16_t floatToF16(float value) {
+  uint32_t word;
+  std::memcpy(&word, &value, sizeof(word));
+  uint32_t sign = (word >> 16) & 0x8000, magnitude = word & 0x7FFFFFFF;
+  // The inputs here are never NaN and far below f16's largest value.
+  if (magnitude < 0x38800000) {
+    // Below 2^-14: a subnormal, round(|value| * 2^24) to nearest even.
+    float scaled;
+    std::memcpy(&scaled, &magnitude, sizeof(scaled));
+    return uint16_t(sign | uint32_t(std::nearbyint(scaled * 16777216.0f)));
+  }
+  // Round to nearest even at bit 13, then rebias the exponent (127 -> 15).
+  magnitude += 0xFFF + ((magnitude >> 13) & 1);
+  return uint16_t(sign | (magnitude - 0x38000000u) >> 13);
+}
+
 template <typename T>
 std::vector<int64_t> shapeOf(DynamicMemRefType<T> &memref) {
   return std::vector<int64_t>(memref.sizes, memref.sizes + memref.rank);
@@ -89,18 +125,26 @@ void forEachElement(DynamicMemRefType<T> &memref, Fn &&fn) {
 template <typename T, typename ToFloat>
 void checkClose(UnrankedMemRefType<T> *actualDesc,
                 UnrankedMemRefType<T> *expectedDesc, float rtol, float atol,
-                ToFloat toFloat) {
+                ToFloat toFloat, bool scaled = false) {
   DynamicMemRefType<T> actual(*actualDesc), expected(*expectedDesc);
   if (shapeOf(actual) != shapeOf(expected)) {
-    std::printf("coda-check FAILED: shapes differ (rank %" PRId64
-                " vs %" PRId64 ")\n",
+    std::printf("coda-check FAILED: shapes differ (rank %" PRId64 " vs %" PRId64
+                ")\n",
                 actual.rank, expected.rank);
     std::fflush(stdout);
     std::exit(1);
   }
   std::vector<float> expectedValues;
-  forEachElement(expected,
-                 [&](int64_t, T value) { expectedValues.push_back(toFloat(value)); });
+  forEachElement(expected, [&](int64_t, T value) {
+    expectedValues.push_back(toFloat(value));
+  });
+  if (scaled) {
+    double largest = 0.0;
+    for (float value : expectedValues)
+      if (std::isfinite(value))
+        largest = std::max(largest, double(std::fabs(value)));
+    atol *= float(largest);
+  }
   double maxAbs = 0.0, maxRel = 0.0;
   int64_t mismatches = 0;
   forEachElement(actual, [&](int64_t linear, T value) {
@@ -134,8 +178,8 @@ void checkClose(UnrankedMemRefType<T> *actualDesc,
 }
 
 template <typename T>
-void fillRandomIntegers(UnrankedMemRefType<T> *desc, int64_t seed,
-                               int64_t lo, int64_t hi) {
+void fillRandomIntegers(UnrankedMemRefType<T> *desc, int64_t seed, int64_t lo,
+                        int64_t hi) {
   DynamicMemRefType<T> memref(*desc);
   uint64_t span = hi > lo ? uint64_t(hi - lo) : 1;
   forEachElement(memref, [&](int64_t linear, T &value) {
@@ -156,7 +200,8 @@ void checkNorm(UnrankedMemRefType<T> *actualDesc,
     std::exit(1);
   }
   std::vector<double> want;
-  forEachElement(expected, [&](int64_t, T value) { want.push_back(toFloat(value)); });
+  forEachElement(expected,
+                 [&](int64_t, T value) { want.push_back(toFloat(value)); });
   double diff = 0.0, norm = 0.0;
   bool sawNaN = false;
   forEachElement(actual, [&](int64_t linear, T value) {
@@ -236,6 +281,14 @@ void _mlir_ciface_coda_fill_random_i64(UnrankedMemRefType<int64_t> *desc,
   fillRandomIntegers(desc, seed, lo, hi);
 }
 
+void _mlir_ciface_coda_fill_random_f16(UnrankedMemRefType<uint16_t> *desc,
+                                       int64_t seed) {
+  DynamicMemRefType<uint16_t> memref(*desc);
+  forEachElement(memref, [&](int64_t linear, uint16_t &value) {
+    value = floatToF16(randomValue(uint64_t(seed), linear));
+  });
+}
+
 void _mlir_ciface_coda_check_close_f32(UnrankedMemRefType<float> *actual,
                                        UnrankedMemRefType<float> *expected,
                                        float rtol, float atol) {
@@ -248,6 +301,31 @@ void _mlir_ciface_coda_check_close_bf16(UnrankedMemRefType<uint16_t> *actual,
   checkClose(actual, expected, rtol, atol, bf16ToFloat);
 }
 
+void _mlir_ciface_coda_check_close_f16(UnrankedMemRefType<uint16_t> *actual,
+                                       UnrankedMemRefType<uint16_t> *expected,
+                                       float rtol, float atol) {
+  checkClose(actual, expected, rtol, atol, f16ToFloat);
+}
+
+void _mlir_ciface_coda_check_scaled_f32(UnrankedMemRefType<float> *actual,
+                                        UnrankedMemRefType<float> *expected,
+                                        float rtol, float atol) {
+  checkClose(
+      actual, expected, rtol, atol, [](float v) { return v; }, true);
+}
+
+void _mlir_ciface_coda_check_scaled_bf16(UnrankedMemRefType<uint16_t> *actual,
+                                         UnrankedMemRefType<uint16_t> *expected,
+                                         float rtol, float atol) {
+  checkClose(actual, expected, rtol, atol, bf16ToFloat, true);
+}
+
+void _mlir_ciface_coda_check_scaled_f16(UnrankedMemRefType<uint16_t> *actual,
+                                        UnrankedMemRefType<uint16_t> *expected,
+                                        float rtol, float atol) {
+  checkClose(actual, expected, rtol, atol, f16ToFloat, true);
+}
+
 void _mlir_ciface_coda_check_norm_f32(UnrankedMemRefType<float> *actual,
                                       UnrankedMemRefType<float> *expected,
                                       float tolerance) {
@@ -258,6 +336,12 @@ void _mlir_ciface_coda_check_norm_bf16(UnrankedMemRefType<uint16_t> *actual,
                                        UnrankedMemRefType<uint16_t> *expected,
                                        float tolerance) {
   checkNorm(actual, expected, tolerance, bf16ToFloat);
+}
+
+void _mlir_ciface_coda_check_norm_f16(UnrankedMemRefType<uint16_t> *actual,
+                                      UnrankedMemRefType<uint16_t> *expected,
+                                      float tolerance) {
+  checkNorm(actual, expected, tolerance, f16ToFloat);
 }
 
 } // extern "C"
