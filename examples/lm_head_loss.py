@@ -11,13 +11,24 @@ tensor.extract; the mean over tokens whose target is not ignored).
     examples/lm_head_loss.py --tokens 16384 --hidden 2048 --vocab 32768
 
 writes `func.func @lm_head_loss(%x, %w, %targets) -> (tensor<f32>, tensor<Txf32>)`
-returning the mean loss and the per-token losses.
+returning the mean loss and the per-token losses (`--reduction mean`, `sum`
+or `none`: only what F.cross_entropy returns with that reduction).
 """
 
 import argparse
 
 
-def emit(t, d, v, dtype, name, wrap_targets=False):
+def results(t, reduction):
+    """What the function returns, as (value, type): F.cross_entropy's
+    reduction "mean" or "sum", "none" (the per-token losses), or "both"
+    (the mean and the per-token losses)."""
+    mean, total, per_token = ("%mean", "tensor<f32>"), ("%total", "tensor<f32>"), \
+        ("%nll", f"tensor<{t}xf32>")
+    return {"mean": [mean], "sum": [total], "none": [per_token],
+            "both": [mean, per_token]}[reduction]
+
+
+def emit(t, d, v, dtype, name, wrap_targets=False, reduction="both"):
     e = dtype
     up = (lambda src: f"arith.extf {src} : {e} to f32") if e != "f32" else None
     lines = []
@@ -34,7 +45,7 @@ def emit(t, d, v, dtype, name, wrap_targets=False):
           f"%raw: tensor<{t}xi64> {{coda_test.range = array<i64: 0, {2 * v}>}})")
     else:
         w(f"func.func @{name}(%x: tensor<{t}x{d}x{e}>, %w: tensor<{v}x{d}x{e}>, %targets: tensor<{t}xi64>)")
-    w(f"    -> (tensor<f32>, tensor<{t}xf32>) {{")
+    w(f"    -> ({', '.join(ty for _, ty in results(t, reduction))}) {{")
     w("  %zero = arith.constant 0.0 : f32")
     if wrap_targets:
         w(f"  %tE = tensor.empty() : tensor<{t}xi64>")
@@ -147,7 +158,8 @@ def emit(t, d, v, dtype, name, wrap_targets=False):
     w("    %m = arith.divf %s, %c : f32")
     w("    linalg.yield %m : f32")
     w("  } -> tensor<f32>")
-    w(f"  return %mean, %nll : tensor<f32>, tensor<{t}xf32>")
+    returns = results(t, reduction)
+    w(f"  return {', '.join(n for n, _ in returns)} : {', '.join(ty for _, ty in returns)}")
     w("}")
     return "\n".join(lines) + "\n"
 
@@ -159,12 +171,15 @@ def main():
     parser.add_argument("--vocab", type=int, required=True)
     parser.add_argument("--dtype", default="bf16", choices=["bf16", "f16", "f32"])
     parser.add_argument("--function", default="lm_head_loss")
+    parser.add_argument("--reduction", default="both", choices=["mean", "sum", "none", "both"],
+                        help="what the function returns: F.cross_entropy's reduction, or "
+                             "both the mean and the per-token losses")
     parser.add_argument("--test-targets", action="store_true",
                         help="take raw targets in [0, 2 * vocab) and ignore "
                              "those >= vocab (for differential tests)")
     options = parser.parse_args()
     print(emit(options.tokens, options.hidden, options.vocab, options.dtype,
-               options.function, options.test_targets), end="")
+               options.function, options.test_targets, options.reduction), end="")
 
 
 if __name__ == "__main__":

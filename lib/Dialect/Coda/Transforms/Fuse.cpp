@@ -76,15 +76,27 @@ bool isRecomputable(Operation *op) {
   return full == 1;
 }
 
+/// Whether `op` gathers: reads a tensor at computed indices (`tensor.extract`
+/// in its body), as a cross-entropy's pick of the target's log-probability.
+bool gathers(Operation *op) {
+  auto generic = dyn_cast<linalg::GenericOp>(op);
+  return generic && !generic.getBody()->getOps<tensor::ExtractOp>().empty();
+}
+
 /// Merges chains of elementwise ops (and elementwise producers of
 /// single-input reductions) whose intermediate has no other use, and casts
 /// and transposes into all their consumers. Matrix
 /// products absorb only transposes and casts of their operands: a scaled lhs
-/// is what coda-defer-row-scale looks for.
+/// is what coda-defer-row-scale looks for. A per-row gather stays out of the
+/// reduction after it (the mean or sum of a cross-entropy over the tokens):
+/// on its own it is what coda-fuse-gathers turns into the GEMM's row_select,
+/// so that the logits are never written.
 bool shouldFuseElementwise(OpOperand *operand) {
   Operation *producer = operand->get().getDefiningOp();
   auto consumer = dyn_cast<linalg::GenericOp>(operand->getOwner());
   if (!producer || !consumer)
+    return false;
+  if (consumer.getNumReductionLoops() != 0 && gathers(producer))
     return false;
   if (consumer.getNumReductionLoops() != 0 && consumer.getNumDpsInputs() != 1)
     return isDataMovement(producer);
