@@ -9,6 +9,9 @@ Properties checked for every program, on the CPU:
   epilogue   coda.gemm through the reference lowering equals the
              independently written linalg program on random inputs;
   fuse       `--coda-fuse` of that linalg program equals the program itself;
+  derive     `--coda-derive-backward` of the program's differentiable form
+             (f32, smooth ops, finished sum / log-sum-exp partials) agrees
+             with central finite differences along random directions;
   gpu        (--gpu) every program `coda-compile` takes assembles with ptxas
              with 0 spill bytes and no warning.
 A failure is shrunk to a small program that still fails the same way and
@@ -83,6 +86,22 @@ def _differential(tools, text, options, outputs):
     return None
 
 
+def _derive_module(tools, programs):
+    """The module checking the derived backward of each program against finite
+    differences, or a failure (kind, detail) of the derivation itself."""
+    forwards = "".join(prog.emit_fused(prog.differentiable(p), f"forward_{k}", finish=True) + "\n"
+                       for k, p in enumerate(programs))
+    derived = _run([tools.opt, "-", "--coda-derive-backward"], forwards)
+    if _crashed(derived):
+        return None, ("crash", "coda-derive-backward: " + derived.stderr[-2000:])
+    if derived.returncode:
+        return None, ("refused", derived.stderr[-2000:])
+    text = derived.stdout.rstrip()
+    assert text.endswith("}"), "a module"
+    checks = "".join(prog.emit_derive_check(prog.differentiable(p), k) for k, p in enumerate(programs))
+    return text[:-1] + checks + "}\n", None
+
+
 def check(tools, p, gpu=False):
     """The first property `p` fails, as (property, kind, detail), or None."""
     failure = _differential(tools, prog.emit(p), "", len(p["outputs"]))
@@ -92,6 +111,10 @@ def check(tools, p, gpu=False):
     failure = _differential(tools, reference, "fuse", len(p["outputs"]))
     if failure:
         return ("fuse",) + failure
+    module, failure = _derive_module(tools, [p])
+    failure = failure or _differential(tools, module, "", 1)
+    if failure:
+        return ("derive",) + failure
     if gpu:
         failure = check_gpu(tools, p)
         if failure:
@@ -258,8 +281,12 @@ def _batch(args, seeds):
     outputs = sum(len(p["outputs"]) for p in programs)
     both = "".join(prog.emit(p, f"_{k}") for k, p in enumerate(programs))
     refs = "".join(prog.emit_reference(p, f"reference_{k}") + "\n" for k, p in enumerate(programs))
-    batch_ok = (_differential(tools, both, "", outputs) is None
-                and _differential(tools, refs, "fuse", outputs) is None)
+    def derive_ok():
+        module, failure = _derive_module(tools, programs)
+        return failure is None and _differential(tools, module, "", len(programs)) is None
+    batch_ok = args.gpu_only or (_differential(tools, both, "", outputs) is None
+                                 and _differential(tools, refs, "fuse", outputs) is None
+                                 and derive_ok())
     results = []
     for seed, p in zip(seeds, programs):
         failure = None if batch_ok else check(tools, p)
@@ -267,6 +294,32 @@ def _batch(args, seeds):
             failure = check_gpu(tools, p)
         results.append((seed, p, failure))
     return results
+
+
+def bundle(tools, args, passed, per_batch=50):
+    """Compiles the programs taken by the GPU lowering, `per_batch` functions
+    @p<seed> per coda-compile, into args.gpu_bundle/batch-<k>/, and lists
+    them in programs.json."""
+    taken = sorted((seed, p) for seed, p in passed if p.get("gpu", {}).get("accepted"))
+    os.makedirs(args.gpu_bundle, exist_ok=True)
+    listing = []
+    for k in range(0, len(taken), per_batch):
+        batch = taken[k:k + per_batch]
+        name = f"batch-{k // per_batch}"
+        source = os.path.join(args.gpu_bundle, name + ".mlir")
+        with open(source, "w") as f:
+            for seed, p in batch:
+                f.write(prog.emit_fused(p, f"p{seed}", memref=True) + "\n\n")
+        compiled = _run([tools.compile, source, "-o", os.path.join(args.gpu_bundle, name),
+                         "--fuse=false"], None, timeout=1800)
+        if compiled.returncode:
+            raise SystemExit(f"coda-fuzz: {source} did not compile:\n{compiled.stderr[-3000:]}")
+        os.remove(os.path.join(args.gpu_bundle, name, "host.mlir"))  # not needed to launch
+        listing += [{"seed": seed, "function": f"p{seed}", "module": name, "program": p}
+                    for seed, p in batch]
+    with open(os.path.join(args.gpu_bundle, "programs.json"), "w") as f:
+        json.dump(listing, f)
+    print(f"coda-fuzz: {len(listing)} programs compiled into {args.gpu_bundle}", flush=True)
 
 
 def main():
@@ -283,11 +336,19 @@ def main():
     parser.add_argument("--out", default="coda-fuzz-out")
     parser.add_argument("--replay", help="check one saved program (JSON)")
     parser.add_argument("--emit", type=int, help="print the program of this seed")
+    parser.add_argument("--gpu-only", action="store_true",
+                        help="with --gpu: only the GPU compilation property (the CPU ones "
+                             "are what a CPU run checks)")
+    parser.add_argument("--gpu-bundle", metavar="DIR",
+                        help="with --gpu: compile the programs that pass into DIR for "
+                             "gpu_check.py on the GPU machine (memref form, batches of 50 "
+                             "functions per coda-compile, programs.json)")
     parser.add_argument("--seed-from-git", metavar="DIR",
                         help="the first seed from the commit checked out in DIR (a different, "
                              "reproducible set for each change; 1 outside a git checkout)")
-    parser.add_argument("--inject-fault", action="store_true",
-                        help="break the reference (to test that the checks catch it)")
+    parser.add_argument("--inject-fault", choices=["epilogue", "derive"],
+                        help="break the reference of one property (to test that the checks "
+                             "catch it)")
     args = parser.parse_args()
     prog.INJECT_FAULT = args.inject_fault
     if args.seed_from_git:
@@ -312,7 +373,7 @@ def main():
           f"{', at most %gs' % args.time if args.time else ''}, gpu={args.gpu}", flush=True)
     start = time.time()
     checked = gpu_accepted = gpu_spills = 0
-    failures = []
+    failures, passed = [], []
     os.makedirs(args.out, exist_ok=True)
     with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
         seeds = iter(range(args.seed, args.seed + args.count))
@@ -337,6 +398,8 @@ def main():
                 if p.get("gpu", {}).get("accepted"):
                     gpu_accepted += 1
                     gpu_spills += p["gpu"]["spill_store_bytes"] > 0
+                if failure is None:
+                    passed.append((seed, p))
                 if failure:
                     small = shrink(tools, p, failure, args.gpu)
                     final = check(tools, small, args.gpu) or failure
@@ -348,6 +411,8 @@ def main():
                         f.write(prog.emit(small))
                     failures.append((seed, final[0], final[1], path))
                     print(f"coda-fuzz: seed {seed}: {final[0]} {final[1]} -> {path}", flush=True)
+    if args.gpu_bundle:
+        bundle(tools, args, passed)
     elapsed = time.time() - start
     gpu = f", {gpu_accepted} taken by the GPU lowering ({gpu_spills} spilling)" if args.gpu else ""
     print(f"coda-fuzz: {checked} programs{gpu}, {len(failures)} failures, {elapsed:.0f} s")

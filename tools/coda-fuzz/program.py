@@ -31,9 +31,10 @@ REDUCTIONS = ("sum", "max", "logsumexp")
 # A magnitude no value of a program may exceed (so f32 never overflows and
 # the tolerances mean something).
 BOUND = 1e4
-# Tests of the checker itself set this: the reference then adds 0.5 to the
-# product's element (0, 0), which every check reading it must catch.
-INJECT_FAULT = False
+# Tests of the checker itself set this: with "epilogue" the linalg reference
+# adds 0.5 to the product's element (0, 0); with "derive" the finite
+# differences are scaled by 1.5. Every check reading them must fail.
+INJECT_FAULT = None
 
 
 # ----------------------------------------------------------------------------
@@ -217,6 +218,216 @@ def generate(seed, gpu=False, max_size=40):
     return p
 
 
+def differentiable(p):
+    """`p` reduced to what --coda-derive-backward differentiates and finite
+    differences can check: f32 throughout (no roundings), partial sums and
+    row log-sum-exps (finished), no max partials, no interleaved outputs."""
+    q = clone(p)
+    q["dtype"] = "f32"
+    for item in q["inputs"]:
+        item["dtype"] = "f32"
+    for i, node in enumerate(q["values"]):
+        if node["op"] == "round":
+            q["values"][i] = {"op": "expr", "args": list(node["args"]), "expr": ("leaf", ("arg", 0))}
+    for node in q["values"]:
+        if "expr" in node:
+            node["expr"] = _smooth(node["expr"])
+        if "exprs" in node:
+            node["exprs"] = [_smooth(e) for e in node["exprs"]]
+    outs = []
+    for out in q["outputs"]:
+        out = dict(out)
+        if "expr" in out:
+            out["expr"] = _smooth(out["expr"])
+        if "dtype" in out:
+            out["dtype"] = "f32"
+        if out["kind"] == "interleave":
+            out = {"kind": "tile", "value": out["even"], "dtype": "f32"}
+        if out["kind"] == "row_reduce" and out["reduction"] == "max":
+            out["reduction"] = "sum"
+        if out["kind"] == "col_reduce":
+            out["reduction"] = "sum"
+        outs.append(out)
+    q["outputs"] = outs
+    return q
+
+
+DERIVE_EPSILON = 1e-3
+
+
+def _smooth(e):
+    """`e` with its kinks replaced by smooth ops (|x| by tanh x, log(|x| + 1)
+    by rsqrt(x^2 + 1), max/min by add/sub, x / (|y| + 1) by x + y), so that
+    finite differences cannot straddle one."""
+    if e[0] == "leaf":
+        return e
+    if e[0] == "un":
+        op = {"abs": "tanh", "log1p_abs": "rsqrt1p"}.get(e[1], e[1])
+        return ("un", op, e[2], _smooth(e[3]))
+    op = {"max": "add", "min": "sub", "div1p": "add"}.get(e[1], e[1])
+    return ("bin", op, _smooth(e[2]), _smooth(e[3]))
+
+
+def differentiated(p):
+    """Indices into signature(p) of the arguments the backward function
+    returns gradients for: the operands and the tile, row and column inputs
+    (scalar and periodic inputs are constants to the derivative)."""
+    kinds = [None, None] + [item["kind"] for item in p["inputs"]]
+    return [i for i, kind in enumerate(kinds) if kind in (None, "tile", "row", "col")]
+
+
+def emit_derive_check(p, k):
+    """@fused_<k> and @reference_<k> comparing the derived backward of
+    @forward_<k> with central finite differences, along random directions v
+    (one per differentiated argument) and for random upstream gradients g
+    (one per output): @fused returns sum_i <grad_i(x; g), v_i>, @reference
+    (L(x + e v) - L(x - e v)) / 2e with L(x) = sum_j <g_j, out_j(x)>."""
+    names, types = signature(p)
+    diff = differentiated(p)
+    outs = [finished_type(p, o) for o in p["outputs"]]
+    vs = [(f"%v{i}", types[i]) for i in diff]
+    gs = [(f"%g{j}", t) for j, t in enumerate(outs)]
+    params = list(zip(names, types)) + vs + gs
+    # Central differences in f32 carry, per element, a truncation error of
+    # order e^2 and a rounding error of order 1e-7 |out| / e (differences are
+    # taken elementwise, before the sums); with random g their sum grows like
+    # sqrt(elements), as the norm of g * out(x) does. Both functions divide
+    # by 1 + that norm (computed alike in both) and compare with rtol 2e-2
+    # and an absolute 2e-3: the error of one element's gradient still moves
+    # the quotient by about 1 / sqrt(elements).
+    rtol, atol = 2e-2, 2e-3
+    fresh = Names("t")
+
+    def dot(lines, x, y, ty):
+        """sum(x * y) as an f32 scalar."""
+        rank = ty.count("x")
+        dims = ", ".join(f"d{i}" for i in range(rank))
+        ident = f"affine_map<({dims}) -> ({dims})>"
+        scalar = f"affine_map<({dims}) -> ()>"
+        e, z, r, v = fresh(), fresh(), fresh(), fresh()
+        lines.append(f"{e} = tensor.empty() : tensor<f32>")
+        lines.append(f"{z} = linalg.fill ins(%zero : f32) outs({e} : tensor<f32>) -> tensor<f32>")
+        its = ", ".join('"reduction"' for _ in range(rank))
+        lines.append(f"{r} = linalg.generic {{indexing_maps = [{ident}, {ident}, {scalar}], iterator_types = [{its}]}}"
+                     f" ins({x}, {y} : {ty}, {ty}) outs({z} : tensor<f32>) {{")
+        lines.append("^bb0(%p: f32, %q: f32, %o: f32):")
+        lines.append("  %m = arith.mulf %p, %q : f32")
+        lines.append("  %s = arith.addf %m, %o : f32")
+        lines.append("  linalg.yield %s : f32")
+        lines.append("} -> tensor<f32>")
+        lines.append(f"{v} = tensor.extract {r}[] : tensor<f32>")
+        return v
+
+    def scale(lines):
+        """1 + sqrt(sum_j sum (g_j * out_j(x))^2), from @forward_<k> at x."""
+        r = fresh()
+        lines.append(f"{r}:{len(outs)} = call @forward_{k}({', '.join(names)}) : "
+                     f"({', '.join(types)}) -> ({', '.join(outs)})")
+        squares = []
+        for j, (g, t) in enumerate(gs):
+            rank = t.count("x")
+            dims = ", ".join(f"d{i}" for i in range(rank))
+            ident = f"affine_map<({dims}) -> ({dims})>"
+            its = ", ".join('"parallel"' for _ in range(rank))
+            e, prod = fresh(), fresh()
+            lines.append(f"{e} = tensor.empty() : {t}")
+            lines.append(f"{prod} = linalg.generic {{indexing_maps = [{ident}, {ident}, {ident}], iterator_types = [{its}]}}"
+                         f" ins({r}#{j}, {g} : {t}, {t}) outs({e} : {t}) {{")
+            lines.append("^bb0(%p: f32, %q: f32, %o: f32):")
+            lines.append("  %s = arith.mulf %p, %q : f32")
+            lines.append("  linalg.yield %s : f32")
+            lines.append(f"}} -> {t}")
+            squares.append(dot(lines, prod, prod, t))
+        sq, root, one, result = total(lines, squares), fresh(), fresh(), fresh()
+        lines.append(f"{root} = math.sqrt {sq} : f32")
+        lines.append(f"{one} = arith.constant 1.0 : f32")
+        lines.append(f"{result} = arith.addf {root}, {one} : f32")
+        return result
+
+    def total(lines, terms):
+        acc = terms[0]
+        for t in terms[1:]:
+            n = fresh()
+            lines.append(f"{n} = arith.addf {acc}, {t} : f32")
+            acc = n
+        return acc
+
+    head = ", ".join(f"{n}: {t}" + (f" {{coda_test.range = array<i64: -1, {p['N'] + 1}>}}"
+                                    if n.startswith("%target") else "") for n, t in params)
+    # @fused: the derived gradients against v.
+    F = [f"func.func @fused_{k}({', '.join(f'{n}: {t}' for n, t in params)}) -> tensor<1xf32> {{",
+         "  %zero = arith.constant 0.0 : f32"]
+    body = []
+    grads = fresh()
+    gtypes = [types[i] for i in diff]
+    body.append(f"{grads}:{len(diff)} = call @forward_{k}_backward({', '.join(names + [g for g, _ in gs])}) : "
+                f"({', '.join(types + [t for _, t in gs])}) -> ({', '.join(gtypes)})")
+    terms = [dot(body, f"{grads}#{n}", v, t) for n, ((v, t)) in enumerate(vs)]
+    d = total(body, terms)
+    norm, q = scale(body), fresh()
+    body.append(f"{q} = arith.divf {d}, {norm} : f32")
+    body.append(f"%res = tensor.from_elements {q} : tensor<1xf32>")
+    body.append("return %res : tensor<1xf32>")
+    F += ["  " + b for b in body] + ["}"]
+    # @reference: central differences of L.
+    R = [f"func.func @reference_{k}({head}) -> tensor<1xf32> attributes {{coda_test.rtol = {rtol:e} : f32, "
+         f"coda_test.atol = {atol:e} : f32}} {{",
+         "  %zero = arith.constant 0.0 : f32",
+         f"  %eps = arith.constant {DERIVE_EPSILON:e} : f32"]
+    body = []
+
+    def moved(sign):
+        args = list(names)
+        for (v, t), i in zip(vs, diff):
+            rank = t.count("x")
+            dims = ", ".join(f"d{j}" for j in range(rank))
+            ident = f"affine_map<({dims}) -> ({dims})>"
+            its = ", ".join('"parallel"' for _ in range(rank))
+            e, x = fresh(), fresh()
+            body.append(f"{e} = tensor.empty() : {t}")
+            body.append(f"{x} = linalg.generic {{indexing_maps = [{ident}, {ident}, {ident}], iterator_types = [{its}]}}"
+                        f" ins({names[i]}, {v} : {t}, {t}) outs({e} : {t}) {{")
+            body.append("^bb0(%p: f32, %q: f32, %o: f32):")
+            body.append("  %s = arith.mulf %q, %eps : f32")
+            body.append(f"  %r = arith.{'addf' if sign > 0 else 'subf'} %p, %s : f32")
+            body.append("  linalg.yield %r : f32")
+            body.append(f"}} -> {t}")
+            args[i] = x
+        r = fresh()
+        body.append(f"{r}:{len(outs)} = call @forward_{k}({', '.join(args)}) : ({', '.join(types)}) -> ({', '.join(outs)})")
+        return r
+    up, down = moved(+1), moved(-1)
+    terms = []
+    for j, (g, t) in enumerate(gs):
+        rank = t.count("x")
+        dims = ", ".join(f"d{i}" for i in range(rank))
+        ident = f"affine_map<({dims}) -> ({dims})>"
+        its = ", ".join('"parallel"' for _ in range(rank))
+        e, dd = fresh(), fresh()
+        body.append(f"{e} = tensor.empty() : {t}")
+        body.append(f"{dd} = linalg.generic {{indexing_maps = [{ident}, {ident}, {ident}], iterator_types = [{its}]}}"
+                    f" ins({up}#{j}, {down}#{j} : {t}, {t}) outs({e} : {t}) {{")
+        body.append("^bb0(%p: f32, %q: f32, %o: f32):")
+        body.append("  %s = arith.subf %p, %q : f32")
+        body.append("  linalg.yield %s : f32")
+        body.append(f"}} -> {t}")
+        terms.append(dot(body, dd, g, t))
+    diff_value, two_eps, quotient = total(body, terms), fresh(), fresh()
+    body.append(f"{two_eps} = arith.addf %eps, %eps : f32")
+    if INJECT_FAULT == "derive":
+        scaled, k15 = fresh(), fresh()
+        body.append(f"{k15} = arith.constant 1.5 : f32")
+        body.append(f"{scaled} = arith.mulf {diff_value}, {k15} : f32")
+        diff_value = scaled
+    body.append(f"{quotient} = arith.divf {diff_value}, {two_eps} : f32")
+    norm, q = scale(body), fresh()
+    body.append(f"{q} = arith.divf {quotient}, {norm} : f32")
+    body.append(f"%res = tensor.from_elements {q} : tensor<1xf32>")
+    body.append("return %res : tensor<1xf32>")
+    R += ["  " + b for b in body] + ["}"]
+    return "\n".join(F) + "\n\n" + "\n".join(R) + "\n"
+
+
 def _fit_gpu(rng, p):
     """Adjusts a program to what the sm_90a kernels take (TMA's 16-byte row
     strides, one partials tile per axis equal to the GEMM tile), at sizes
@@ -363,6 +574,15 @@ def output_type(p, out):
     raise ValueError(kind)
 
 
+def finished_type(p, out):
+    """An output's type once its partials are finished (reduce_partials)."""
+    if out["kind"] == "row_reduce":
+        return f"tensor<{p['M']}xf32>"
+    if out["kind"] == "col_reduce":
+        return f"tensor<{p['N']}xf32>"
+    return output_type(p, out)
+
+
 def _input_type(p, item):
     M, N = p["M"], p["N"]
     t = item["dtype"]
@@ -388,21 +608,39 @@ def signature(p):
     return names, types
 
 
-def emit_fused(p, name="fused"):
+def emit_fused(p, name="fused", memref=False, finish=False):
+    """@name as a coda.gemm on tensors (destinations after @reference's
+    arguments, results returned), or with `memref` on buffers in place (every
+    output a destination argument; a row_select destination must hold
+    zeros), the form the GPU runtime launches."""
     M, N = p["M"], p["N"]
     names, types = signature(p)
     outs = p["outputs"]
-    dest_names = [f"%d{j}" for j in range(len(outs)) if outs[j]["kind"] != "row_select"]
-    dest_types = [output_type(p, o) for o in outs if o["kind"] != "row_select"]
+    if memref:
+        types = [t.replace("tensor<", "memref<") for t in types]
+    dest_names = [f"%d{j}" for j in range(len(outs))
+                  if not finish and (memref or outs[j]["kind"] != "row_select")]
+    dest_types = [output_type(p, o) for o in outs
+                  if not finish and (memref or o["kind"] != "row_select")]
     result_types = [output_type(p, o) for o in outs]
+    if memref:
+        dest_types = [t.replace("tensor<", "memref<") for t in dest_types]
+        result_types = dest_types
     args = ", ".join(f"{n}: {t}" for n, t in zip(names + dest_names, types + dest_types))
-    L = [f"func.func @{name}({args})", f"    -> ({', '.join(result_types)}) {{"]
+    final_types = [finished_type(p, o) for o in outs] if finish else result_types
+    L = [f"func.func @{name}({args})" + ("" if memref else f"\n    -> ({', '.join(final_types)})") + " {"]
     body = []
+    if finish:
+        # Destinations made here, partials finished after the GEMM: the form
+        # --coda-derive-backward differentiates.
+        for j, out in enumerate(outs):
+            if out["kind"] != "row_select":
+                body.append(f"%d{j} = tensor.empty() : {output_type(p, out)}")
     # Row selects keep the destination's value where the target is outside
     # [0, N): start them at zero, as the reference does.
     out_operands = []
     for j, out in enumerate(outs):
-        if out["kind"] == "row_select":
+        if out["kind"] == "row_select" and not memref:
             body.append(f"%z{j}e = tensor.empty() : tensor<{M}xf32>")
             body.append(f"%z{j}c = arith.constant 0.0 : f32")
             body.append(f"%z{j} = linalg.fill ins(%z{j}c : f32) outs(%z{j}e : tensor<{M}xf32>) -> tensor<{M}xf32>")
@@ -410,14 +648,15 @@ def emit_fused(p, name="fused"):
         else:
             out_operands.append(f"%d{j}")
     epi = ["%acc"]
+    shaped = "memref<" if memref else "tensor<"
     for i, item in enumerate(p["inputs"]):
-        epi.append(f"{item['kind']} %e{i} = %in{i} : {_input_type(p, item)}")
+        epi.append(f"{item['kind']} %e{i} = %in{i} : {_input_type(p, item).replace('tensor<', shaped)}")
     for j, out in enumerate(outs):
         if out["kind"] == "row_select":
-            epi.append(f"row %t{j} = %target{j} : tensor<{M}x{out['index']}>")
+            epi.append(f"row %t{j} = %target{j} : {shaped}{M}x{out['index']}>")
     flags = (" transpose_a" if p["ta"] else "") + (" transpose_b" if p["tb"] else "")
-    res = "%r" if len(outs) == 1 else f"%r:{len(outs)}"
-    body.append(f"{res} = coda.gemm %a, %b{flags} : {types[0]}, {types[1]}")
+    res = "" if memref else ("%r = " if len(outs) == 1 else f"%r:{len(outs)} = ")
+    body.append(f"{res}coda.gemm %a, %b{flags} : {types[0]}, {types[1]}")
     body.append(f"    epilogue({', '.join(epi)})")
     body.append(f"    outs({', '.join(out_operands)} : {', '.join(result_types)}) {{")
     region = []
@@ -522,8 +761,24 @@ def emit_fused(p, name="fused"):
     region.append(f"coda.yield {', '.join(yields)} : {', '.join(ytypes)}")
     body += ["  " + s for s in region]
     body.append("}")
-    results = ["%r"] if len(outs) == 1 else [f"%r#{j}" for j in range(len(outs))]
-    body.append(f"return {', '.join(results)} : {', '.join(result_types)}")
+    if memref:
+        body.append("return")
+    elif finish:
+        results = []
+        for j, out in enumerate(outs):
+            r = "%r" if len(outs) == 1 else f"%r#{j}"
+            if out["kind"] in ("row_reduce", "col_reduce"):
+                axis = "row" if out["kind"] == "row_reduce" else "col"
+                ft = finished_type(p, out)
+                body.append(f"%f{j}e = tensor.empty() : {ft}")
+                body.append(f"%f{j} = coda.reduce_partials {out['reduction']} {axis} {r} : "
+                            f"{output_type(p, out)} outs(%f{j}e : {ft})")
+                r = f"%f{j}"
+            results.append(r)
+        body.append(f"return {', '.join(results)} : {', '.join(final_types)}")
+    else:
+        results = ["%r"] if len(outs) == 1 else [f"%r#{j}" for j in range(len(outs))]
+        body.append(f"return {', '.join(results)} : {', '.join(result_types)}")
     L += ["  " + s for s in body]
     L.append("}")
     return "\n".join(L)
@@ -602,7 +857,7 @@ def emit_reference(p, name="reference"):
     r.emit(f"%mme = tensor.empty() : {mn}")
     r.emit(f"%mmz = linalg.fill ins(%zero : f32) outs(%mme : {mn}) -> {mn}")
     r.emit(f"%mm = linalg.matmul ins({a}, {b} : tensor<{M}x{K}x{dt}>, tensor<{K}x{N}x{dt}>) outs(%mmz : {mn}) -> {mn}")
-    if INJECT_FAULT:
+    if INJECT_FAULT == "epilogue":
         r.emit("%c0i = arith.constant 0 : index")
         r.emit("%mm00 = tensor.extract %mm[%c0i, %c0i] : " + mn)
         r.emit("%half = arith.constant 0.5 : f32")
@@ -632,7 +887,7 @@ def emit_reference(p, name="reference"):
     for node in p["values"]:
         op = node["op"]
         if op == "acc":
-            vals.append("%mmf" if INJECT_FAULT else "%mm")
+            vals.append("%mmf" if INJECT_FAULT == "epilogue" else "%mm")
         elif op == "input":
             i = node["input"]
             item = p["inputs"][i]
