@@ -164,6 +164,21 @@ def emit(t, d, v, dtype, name, wrap_targets=False, reduction="both"):
     return "\n".join(lines) + "\n"
 
 
+def dynamic_tokens(text, d, dtype):
+    """`text` (emitted with the token count "?") with every token-sized
+    tensor.empty sized at run time from %x, as frontends emit variable
+    sequence lengths."""
+    lines = text.split("\n")
+    out = []
+    for line in lines:
+        line = line.replace("--tokens ?", "--dynamic-tokens")
+        out.append(line.replace("tensor.empty() : tensor<?", "tensor.empty(%T) : tensor<?"))
+        if line.startswith("    -> ("):
+            out.append("  %c0i = arith.constant 0 : index")
+            out.append(f"  %T = tensor.dim %x, %c0i : tensor<?x{d}x{dtype}>")
+    return "\n".join(out)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, required=True)
@@ -171,6 +186,8 @@ def main():
     parser.add_argument("--vocab", type=int, required=True)
     parser.add_argument("--dtype", default="bf16", choices=["bf16", "f16", "f32"])
     parser.add_argument("--function", default="lm_head_loss")
+    parser.add_argument("--dynamic-tokens", action="store_true",
+                        help="a token count known only at run time (tensor<?x...>)")
     parser.add_argument("--reduction", default="both", choices=["mean", "sum", "none", "both"],
                         help="what the function returns: F.cross_entropy's reduction, or "
                              "both the mean and the per-token losses")
@@ -178,8 +195,12 @@ def main():
                         help="take raw targets in [0, 2 * vocab) and ignore "
                              "those >= vocab (for differential tests)")
     options = parser.parse_args()
-    print(emit(options.tokens, options.hidden, options.vocab, options.dtype,
-               options.function, options.test_targets, options.reduction), end="")
+    tokens = "?" if options.dynamic_tokens else options.tokens
+    text = emit(tokens, options.hidden, options.vocab, options.dtype,
+                options.function, options.test_targets, options.reduction)
+    if options.dynamic_tokens:
+        text = dynamic_tokens(text, options.hidden, options.dtype)
+    print(text, end="")
 
 
 if __name__ == "__main__":
