@@ -318,6 +318,23 @@ def emit_derive_check(p, k):
         lines.append(f"{v} = tensor.extract {r}[] : tensor<f32>")
         return v
 
+    def combine(lines, x, y, t, body):
+        """An elementwise linalg.generic over tensors x and y of type t whose
+        body computes `%r` from their elements `%p` and `%q`."""
+        rank = t.count("x")
+        dims = ", ".join(f"d{i}" for i in range(rank))
+        ident = f"affine_map<({dims}) -> ({dims})>"
+        its = ", ".join('"parallel"' for _ in range(rank))
+        e, result = fresh(), fresh()
+        lines.append(f"{e} = tensor.empty() : {t}")
+        lines.append(f"{result} = linalg.generic {{indexing_maps = [{ident}, {ident}, {ident}], "
+                     f"iterator_types = [{its}]}} ins({x}, {y} : {t}, {t}) outs({e} : {t}) {{")
+        lines.append("^bb0(%p: f32, %q: f32, %o: f32):")
+        lines += ["  " + b for b in body]
+        lines.append("  linalg.yield %r : f32")
+        lines.append(f"}} -> {t}")
+        return result
+
     def scale(lines):
         """1 + sqrt(sum_j sum (g_j * out_j(x))^2), from @forward_<k> at x."""
         r = fresh()
@@ -325,18 +342,7 @@ def emit_derive_check(p, k):
                      f"({', '.join(types)}) -> ({', '.join(outs)})")
         squares = []
         for j, (g, t) in enumerate(gs):
-            rank = t.count("x")
-            dims = ", ".join(f"d{i}" for i in range(rank))
-            ident = f"affine_map<({dims}) -> ({dims})>"
-            its = ", ".join('"parallel"' for _ in range(rank))
-            e, prod = fresh(), fresh()
-            lines.append(f"{e} = tensor.empty() : {t}")
-            lines.append(f"{prod} = linalg.generic {{indexing_maps = [{ident}, {ident}, {ident}], iterator_types = [{its}]}}"
-                         f" ins({r}#{j}, {g} : {t}, {t}) outs({e} : {t}) {{")
-            lines.append("^bb0(%p: f32, %q: f32, %o: f32):")
-            lines.append("  %s = arith.mulf %p, %q : f32")
-            lines.append("  linalg.yield %s : f32")
-            lines.append(f"}} -> {t}")
+            prod = combine(lines, f"{r}#{j}", g, t, ["%r = arith.mulf %p, %q : f32"])
             squares.append(dot(lines, prod, prod, t))
         sq, root, one, result = total(lines, squares), fresh(), fresh(), fresh()
         lines.append(f"{root} = math.sqrt {sq} : f32")
@@ -379,38 +385,16 @@ def emit_derive_check(p, k):
     def moved(sign):
         args = list(names)
         for (v, t), i in zip(vs, diff):
-            rank = t.count("x")
-            dims = ", ".join(f"d{j}" for j in range(rank))
-            ident = f"affine_map<({dims}) -> ({dims})>"
-            its = ", ".join('"parallel"' for _ in range(rank))
-            e, x = fresh(), fresh()
-            body.append(f"{e} = tensor.empty() : {t}")
-            body.append(f"{x} = linalg.generic {{indexing_maps = [{ident}, {ident}, {ident}], iterator_types = [{its}]}}"
-                        f" ins({names[i]}, {v} : {t}, {t}) outs({e} : {t}) {{")
-            body.append("^bb0(%p: f32, %q: f32, %o: f32):")
-            body.append("  %s = arith.mulf %q, %eps : f32")
-            body.append(f"  %r = arith.{'addf' if sign > 0 else 'subf'} %p, %s : f32")
-            body.append("  linalg.yield %r : f32")
-            body.append(f"}} -> {t}")
-            args[i] = x
+            step = "addf" if sign > 0 else "subf"
+            args[i] = combine(body, names[i], v, t, ["%s = arith.mulf %q, %eps : f32",
+                                                     f"%r = arith.{step} %p, %s : f32"])
         r = fresh()
         body.append(f"{r}:{len(outs)} = call @forward_{k}({', '.join(args)}) : ({', '.join(types)}) -> ({', '.join(outs)})")
         return r
     up, down = moved(+1), moved(-1)
     terms = []
     for j, (g, t) in enumerate(gs):
-        rank = t.count("x")
-        dims = ", ".join(f"d{i}" for i in range(rank))
-        ident = f"affine_map<({dims}) -> ({dims})>"
-        its = ", ".join('"parallel"' for _ in range(rank))
-        e, dd = fresh(), fresh()
-        body.append(f"{e} = tensor.empty() : {t}")
-        body.append(f"{dd} = linalg.generic {{indexing_maps = [{ident}, {ident}, {ident}], iterator_types = [{its}]}}"
-                    f" ins({up}#{j}, {down}#{j} : {t}, {t}) outs({e} : {t}) {{")
-        body.append("^bb0(%p: f32, %q: f32, %o: f32):")
-        body.append("  %s = arith.subf %p, %q : f32")
-        body.append("  linalg.yield %s : f32")
-        body.append(f"}} -> {t}")
+        dd = combine(body, f"{up}#{j}", f"{down}#{j}", t, ["%r = arith.subf %p, %q : f32"])
         terms.append(dot(body, dd, g, t))
     diff_value, two_eps, quotient = total(body, terms), fresh(), fresh()
     body.append(f"{two_eps} = arith.addf %eps, %eps : f32")
