@@ -139,6 +139,7 @@ struct TrafficSummary {
   unsigned gemms = 0;
   unsigned memoryBound = 0;
   SmallVector<Operation *> memoryBoundOps; // the kernels, in program order
+  SmallVector<Operation *> linalgProducts; // matrix products not coda.gemm
   unsigned weightSide = 0;
   int64_t memoryBoundBytes = 0; // read + written by memory-bound kernels
   int64_t epilogueBytes = 0;    // read + written by epilogues beyond A, B, C
@@ -193,6 +194,7 @@ TrafficSummary summarize(func::FuncOp func) {
     }
     if (isContraction(&op)) {
       ++summary.gemms;
+      summary.linalgProducts.push_back(&op);
       continue;
     }
     // Fills initialize accumulators; reshapes and empties move nothing.
@@ -220,13 +222,39 @@ std::string formatBytes(int64_t bytes) {
   return text;
 }
 
+/// Why a matrix product stayed in linalg, as far as its form tells.
+std::string unconvertedReason(Operation *op) {
+  auto linalgOp = cast<linalg::LinalgOp>(op);
+  if (linalgOp.getNumReductionLoops() != 1)
+    return "it contracts over " +
+           std::to_string(linalgOp.getNumReductionLoops()) + " dimensions";
+  AffineMap output = linalgOp.getMatchingIndexingMap(linalgOp.getDpsInitOperand(0));
+  SmallVector<unsigned> dims;
+  for (AffineExpr e : output.getResults())
+    if (auto d = dyn_cast<AffineDimExpr>(e))
+      dims.push_back(d.getPosition());
+  if (!llvm::is_sorted(dims))
+    return "its result is written transposed (" +
+           [&] {
+             std::string text;
+             llvm::raw_string_ostream os(text);
+             output.print(os);
+             return text;
+           }() +
+           "); write it in loop order and transpose after";
+  return "a form --coda-convert-matmuls does not recognize";
+}
+
 void printReport(raw_ostream &os, StringRef name, const TrafficSummary &before,
                  const TrafficSummary &after) {
   os << "coda fusion report: @" << name << "\n";
   os << "  before: " << before.gemms << " GEMM kernels, "
      << before.memoryBound << " memory-bound kernels moving "
      << formatBytes(before.memoryBoundBytes) << "\n";
-  os << "  after:  " << after.gemms << " GEMM kernels, " << after.memoryBound
+  os << "  after:  " << after.gemms << " GEMM kernels";
+  if (!after.linalgProducts.empty())
+    os << " (" << after.linalgProducts.size() << " left in linalg)";
+  os << ", " << after.memoryBound
      << " memory-bound kernels moving " << formatBytes(after.memoryBoundBytes)
      << ", epilogues moving " << formatBytes(after.epilogueBytes)
      << " beyond A, B and C, " << after.weightSide
@@ -239,6 +267,12 @@ void printReport(raw_ostream &os, StringRef name, const TrafficSummary &before,
     os << "    left: " << op->getName() << " at " << op->getLoc() << " ("
        << (dynamic ? "dynamic shape" : formatBytes(bytes)) << ")\n";
   }
+  // A matrix product left in linalg runs as a loop kernel, not a GEMM
+  // (coda-compile refuses it): say which and why.
+  for (Operation *op : after.linalgProducts)
+    os << "    left: " << op->getName() << " at " << op->getLoc()
+       << " (a matrix product not made a coda.gemm: "
+       << unconvertedReason(op) << ")\n";
   int64_t beforeBytes = before.memoryBoundBytes + before.epilogueBytes;
   int64_t afterBytes = after.memoryBoundBytes + after.epilogueBytes;
   os << "  memory-bound traffic: " << formatBytes(beforeBytes) << " -> "
