@@ -560,6 +560,10 @@ Manifest Manifest::parse(const std::string &text) {
   if (const Json *functions = optional(root, "functions"))
     for (const Json &f : list(*functions, "functions"))
       manifest.functions.push_back(parseFunction(f, manifest));
+  for (const FunctionSpec &f : manifest.functions)
+    for (KernelSpec &k : manifest.kernels)
+      if (k.function == f.name)
+        k.functionArguments = static_cast<int64_t>(f.arguments.size());
   return manifest;
 }
 

@@ -208,7 +208,7 @@ Module::~Module() {
 void Module::launch(const std::string &name, const std::vector<Argument> &args,
                     uint64_t stream) {
   const KernelSpec &kernel = manifest_.kernel(name);
-  checkArgumentCount(manifest_, kernel, args);
+  checkArgumentCount(kernel, args);
   // A GEMM dispatched by K: its variants take the same arguments, checked
   // once here (Manifest::parse ensures it).
   GemmSizes sizes = validate(kernel, args);

@@ -530,18 +530,12 @@ Argument coda::runtime::stepOperand(const StepOperand &operand,
   return view;
 }
 
-void coda::runtime::checkArgumentCount(const Manifest &manifest,
-                                       const KernelSpec &kernel,
+void coda::runtime::checkArgumentCount(const KernelSpec &kernel,
                                        const std::vector<Argument> &args) {
-  for (const FunctionSpec &function : manifest.functions) {
-    if (function.name != kernel.function)
-      continue;
-    size_t takes = function.arguments.size();
-    if (args.size() > takes)
-      throw Error("cannot launch " + kernel.name + ":\n  - argument " +
-                  std::to_string(takes) + ": function " + function.name +
-                  " takes " + std::to_string(takes) + " arguments, got " +
-                  std::to_string(args.size()));
-    return;
-  }
+  int64_t takes = kernel.functionArguments;
+  if (takes >= 0 && static_cast<int64_t>(args.size()) > takes)
+    throw Error("cannot launch " + kernel.name + ":\n  - argument " +
+                std::to_string(takes) + ": function " + kernel.function +
+                " takes " + std::to_string(takes) + " arguments, got " +
+                std::to_string(args.size()));
 }

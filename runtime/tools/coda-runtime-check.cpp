@@ -230,7 +230,7 @@ int main(int argc, char **argv) {
     for (int i = 3; i < argc; ++i)
       args.push_back(parseArgument(argv[i], i - 3));
     // As Module::launch: a GEMM dispatched by K launches its variant for K.
-    checkArgumentCount(manifest, named, args);
+    checkArgumentCount(named, args);
     GemmSizes sizes = validate(named, args);
     const KernelSpec &kernel = manifest.variantFor(named, sizes.k);
     std::cout << "ok: M=" << sizes.m << " N=" << sizes.n << " K=" << sizes.k

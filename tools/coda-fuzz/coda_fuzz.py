@@ -102,24 +102,28 @@ def _derive_module(tools, programs):
     return text[:-1] + checks + "}\n", None
 
 
-def check(tools, p, gpu=False):
-    """The first property `p` fails, as (property, kind, detail), or None."""
-    failure = _differential(tools, prog.emit(p), "", len(p["outputs"]))
+def cpu_failure(tools, programs):
+    """The first CPU property the programs fail, as (property, kind,
+    detail), or None: each property checks all of them in one run."""
+    outputs = sum(len(p["outputs"]) for p in programs)
+    both = "".join(prog.emit(p, f"_{k}") for k, p in enumerate(programs))
+    failure = _differential(tools, both, "", outputs)
     if failure:
         return ("epilogue",) + failure
-    reference = prog.emit_reference(p) + "\n"
-    failure = _differential(tools, reference, "fuse", len(p["outputs"]))
+    refs = "".join(prog.emit_reference(p, f"reference_{k}") + "\n" for k, p in enumerate(programs))
+    failure = _differential(tools, refs, "fuse", outputs)
     if failure:
         return ("fuse",) + failure
-    module, failure = _derive_module(tools, [p])
-    failure = failure or _differential(tools, module, "", 1)
+    module, failure = _derive_module(tools, programs)
+    failure = failure or _differential(tools, module, "", len(programs))
     if failure:
         return ("derive",) + failure
-    if gpu:
-        failure = check_gpu(tools, p)
-        if failure:
-            return failure
     return None
+
+
+def check(tools, p, gpu=False):
+    """The first property `p` fails, as (property, kind, detail), or None."""
+    return cpu_failure(tools, [p]) or (check_gpu(tools, p) if gpu else None)
 
 
 def check_gpu(tools, p):
@@ -278,18 +282,10 @@ def _batch(args, seeds):
     tools = Tools(args.build)
     prog.INJECT_FAULT = args.inject_fault
     programs = [prog.generate(seed, gpu=args.gpu) for seed in seeds]
-    outputs = sum(len(p["outputs"]) for p in programs)
-    both = "".join(prog.emit(p, f"_{k}") for k, p in enumerate(programs))
-    refs = "".join(prog.emit_reference(p, f"reference_{k}") + "\n" for k, p in enumerate(programs))
-    def derive_ok():
-        module, failure = _derive_module(tools, programs)
-        return failure is None and _differential(tools, module, "", len(programs)) is None
-    batch_ok = args.gpu_only or (_differential(tools, both, "", outputs) is None
-                                 and _differential(tools, refs, "fuse", outputs) is None
-                                 and derive_ok())
+    batch_ok = args.gpu_only or cpu_failure(tools, programs) is None
     results = []
     for seed, p in zip(seeds, programs):
-        failure = None if batch_ok else check(tools, p)
+        failure = None if batch_ok else cpu_failure(tools, [p])
         if failure is None and args.gpu:
             failure = check_gpu(tools, p)
         results.append((seed, p, failure))

@@ -874,6 +874,17 @@ def emit_reference(p, name="reference"):
         lines.append(f"{c1} = arith.select {first}, {up}, {n} : index")
         return c0, c1, first
 
+    def pair_leaves(lines, fresh, srcs, m, c0, c1):
+        """Reads each source at the pair's two columns; the leaf function of
+        a pair region's expression over them."""
+        got = {}
+        for k, src in enumerate(srcs):
+            for side, c in ((0, c0), (1, c1)):
+                x = fresh()
+                lines.append(f"{x} = tensor.extract {src}[{m}, {c}] : {mn}")
+                got[(k, side)] = x
+        return lambda leaf: got[(leaf[1], leaf[2])]
+
     vals = []
     for node in p["values"]:
         op = node["op"]
@@ -940,13 +951,7 @@ def emit_reference(p, name="reference"):
             def body(L, f, a, srcs=srcs, node=node):
                 m, n = r.index(L, f, 0), r.index(L, f, 1)
                 c0, c1, first = partner_cols(L, f, n)
-                got = {}
-                for k, s in enumerate(srcs):
-                    for side, c in ((0, c0), (1, c1)):
-                        x = f()
-                        L.append(f"{x} = tensor.extract {s}[{m}, {c}] : {mn}")
-                        got[(k, side)] = x
-                leaf = lambda l: got[(l[1], l[2])]
+                leaf = pair_leaves(L, f, srcs, m, c0, c1)
                 y0 = emit_expr(L, f, node["exprs"][0], leaf)
                 y1 = emit_expr(L, f, node["exprs"][1], leaf)
                 y = f()
@@ -1012,13 +1017,7 @@ def emit_reference(p, name="reference"):
                 L.append(f"{c0} = arith.addi {base}, {jj} : index")
                 c1 = f()
                 L.append(f"{c1} = arith.addi {c0}, {s1} : index")
-                got = {}
-                for k, s in enumerate(srcs):
-                    for side, c in ((0, c0), (1, c1)):
-                        x = f()
-                        L.append(f"{x} = tensor.extract {s}[{m}, {c}] : {mn}")
-                        got[(k, side)] = x
-                y = emit_expr(L, f, out["expr"], lambda l: got[(l[1], l[2])])
+                y = emit_expr(L, f, out["expr"], pair_leaves(L, f, srcs, m, c0, c1))
                 if t != "f32":
                     z = f()
                     L.append(f"{z} = arith.truncf {y} : f32 to {t}")

@@ -233,15 +233,13 @@ std::string unconvertedReason(Operation *op) {
   for (AffineExpr e : output.getResults())
     if (auto d = dyn_cast<AffineDimExpr>(e))
       dims.push_back(d.getPosition());
-  if (!llvm::is_sorted(dims))
-    return "its result is written transposed (" +
-           [&] {
-             std::string text;
-             llvm::raw_string_ostream os(text);
-             output.print(os);
-             return text;
-           }() +
-           "); write it in loop order and transpose after";
+  if (!llvm::is_sorted(dims)) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << "its result is written transposed (" << output
+       << "); write it in loop order and transpose after";
+    return text;
+  }
   return "a form --coda-convert-matmuls does not recognize";
 }
 

@@ -101,6 +101,9 @@ struct KernelSpec {
   /// The kernel launched for variantOf: its bounded variants, as indices in
   /// Manifest::kernels in ascending max_k (filled by Manifest::parse).
   std::vector<size_t> variants;
+  /// How many arguments its function takes, from the function's entry
+  /// (filled by Manifest::parse; -1 when the manifest has none).
+  int64_t functionArguments = -1;
 
   /// A variant that runs only up to maxK (launched through the GEMM's own
   /// name, never on its own when a function runs).

@@ -44,10 +44,10 @@ struct GemmSizes {
 /// problem found.
 GemmSizes validate(const KernelSpec &kernel, const std::vector<Argument> &args);
 
-/// Checks `args` against the arguments of `kernel`'s function in `manifest`
-/// (what `validate` cannot see: it reads only the arguments the kernel's
+/// Checks that `args` are no more than `kernel`'s function takes (what
+/// `validate` cannot see: it reads only the arguments the kernel's
 /// parameters name); throws Error naming the first argument too many.
-void checkArgumentCount(const Manifest &manifest, const KernelSpec &kernel,
+void checkArgumentCount(const KernelSpec &kernel,
                         const std::vector<Argument> &args);
 
 /// Whether TMA can address `t` as a matrix: 2-D, contiguous rows, base and
