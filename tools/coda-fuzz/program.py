@@ -168,6 +168,13 @@ def generate(seed, gpu=False, max_size=40):
             e, b = _covering(rng, leaves, 3)
             values.append({"op": "expr", "args": args, "expr": e})
             bounds.append(b)
+    if not any(0 in node.get("args", ()) for node in values):
+        # Only roundings and pair maps of inputs so far: the last value is
+        # added to the accumulator, so that the GEMM's result reaches an output.
+        last = len(values) - 1
+        values.append({"op": "expr", "args": [0, last],
+                       "expr": ("bin", "add", ("leaf", ("arg", 0)), ("leaf", ("arg", 1)))})
+        bounds.append(bounds[0] + bounds[last])
     p["values"] = values
     p["bounds"] = bounds
 
