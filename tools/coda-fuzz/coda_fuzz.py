@@ -39,11 +39,10 @@ CRASH_MARKS = ("PLEASE submit a bug report", "Assertion", "LLVM ERROR",
 
 
 class Tools:
-    def __init__(self, build):
+    def __init__(self, build, llvm="/usr/lib/llvm-22"):
         self.opt = os.path.join(build, "bin", "coda-opt")
         self.compile = os.path.join(build, "bin", "coda-compile")
         self.ptxas = shutil.which("ptxas") or "/usr/local/cuda/bin/ptxas"
-        llvm = "/usr/lib/llvm-22"
         libs = [f"{llvm}/lib/libmlir_runner_utils.so",
                 f"{llvm}/lib/libmlir_c_runner_utils.so",
                 f"{llvm}/lib/libmlir_apfloat_wrappers.so",
@@ -281,7 +280,7 @@ def shrink(tools, p, failure, gpu=False, budget=200):
 def _batch(args, seeds):
     """(seed, program, failure) for each seed: the CPU properties of the whole
     batch in one run each, and a program alone only when its batch fails."""
-    tools = Tools(args.build)
+    tools = Tools(args.build, args.llvm)
     prog.INJECT_FAULT = args.inject_fault
     programs = [prog.generate(seed, gpu=args.gpu) for seed in seeds]
     batch_ok = args.gpu_only or cpu_failure(tools, programs) is None
@@ -323,6 +322,8 @@ def bundle(tools, args, passed, per_batch=50):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--build", default="build")
+    parser.add_argument("--llvm", default="/usr/lib/llvm-22",
+                        help="where mlir-runner and MLIR's runner libraries are (bin/, lib/)")
     parser.add_argument("--seed", type=int, default=1, help="first seed")
     parser.add_argument("--count", type=int, default=100)
     parser.add_argument("--time", type=float, default=0, help="stop after this many seconds")
@@ -353,7 +354,7 @@ def main():
         head = subprocess.run(["git", "-C", args.seed_from_git, "rev-parse", "HEAD"],
                               capture_output=True, text=True)
         args.seed = int(head.stdout[:7], 16) if head.returncode == 0 else 1
-    tools = Tools(args.build)
+    tools = Tools(args.build, args.llvm)
     if args.emit is not None:
         print(prog.emit(prog.generate(args.emit, gpu=args.gpu)))
         return 0

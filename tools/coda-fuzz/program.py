@@ -7,10 +7,11 @@ partials of sum / max / logsumexp at any tile, row_select, pair_contract,
 interleave). `generate` draws one from a seed; `emit` writes it twice:
 
   @fused      the coda.gemm with its epilogue region,
-  @reference  the same computation as plain linalg on tensors (a matmul, one
-              linalg.generic per value, pad/expand/reduce for the partials,
-              tensor.extract for pairs and gathers), written from the program
-              description and not from coda's lowering.
+  @reference  the same computation as plain linalg on tensors (a matmul, the
+              values' arithmetic in one of the forms frontends emit: STYLES,
+              pad/expand/reduce for the partials, tensor.extract for pairs
+              and gathers), written from the program description and not
+              from coda's lowering.
 
 so that `coda-opt --coda-test-differential-main` compares coda's reference
 lowering against an independent program on random inputs, and
@@ -28,6 +29,16 @@ UNARY = ("neg", "abs", "tanh", "sigmoid", "silu", "exp_tanh", "log1p_abs",
          "rsqrt1p", "gelu_erf", "scale", "offset")
 BINARY = ("add", "sub", "mul", "max", "min", "div1p")
 REDUCTIONS = ("sum", "max", "logsumexp")
+# The forms in which the linalg program is written, as frontends emit them:
+#   generic  one linalg.generic per value (its whole expression in one body,
+#            inputs broadcast through indexing maps),
+#   per_op   one linalg.generic per arithmetic op (torch-mlir's TorchToLinalg
+#            lowers each aten op to its own elementwise generic),
+#   named    inputs broadcast with linalg.broadcast and the arithmetic as
+#            named elementwise ops (linalg.add, linalg.exp, ...) where one
+#            exists, constants as linalg.fill (StableHLO-to-linalg and
+#            IREE's input conversion); the rest per_op.
+STYLES = ("generic", "per_op", "named")
 # A magnitude no value of a program may exceed (so f32 never overflows and
 # the tolerances mean something).
 BOUND = 1e4
@@ -107,6 +118,9 @@ def generate(seed, gpu=False, max_size=40):
     take: 16-bit operands, K a multiple of 8, N even."""
     rng = random.Random(seed)
     p = {"seed": seed}
+    # How the linalg program is written (see emit_reference), from a stream
+    # of its own so that the program itself does not depend on it.
+    p["style"] = random.Random(f"style-{seed}").choice(STYLES)
     p["dtype"] = rng.choice(("bf16", "f16")) if gpu else rng.choice(FLOATS)
     p["ta"] = rng.random() < 0.25
     p["tb"] = rng.random() < 0.5
@@ -821,6 +835,51 @@ class _Ref:
         self.emit(f"}} -> {ty}")
         return name
 
+    def named(self, op, ins):
+        """A named elementwise linalg op over M x N f32 tensors."""
+        e, name = self.fresh(), self.fresh()
+        self.emit(f"{e} = tensor.empty() : {self.mn}")
+        types = ", ".join(self.mn for _ in ins)
+        self.emit(f"{name} = linalg.{op} ins({', '.join(ins)} : {types}) outs({e} : {self.mn}) -> {self.mn}")
+        return name
+
+    def constant(self, value):
+        """An M x N f32 tensor of `value` (linalg.fill)."""
+        c, e, name = self.fresh(), self.fresh(), self.fresh()
+        self.emit(f"{c} = arith.constant {float(value)!r} : f32")
+        self.emit(f"{e} = tensor.empty() : {self.mn}")
+        self.emit(f"{name} = linalg.fill ins({c} : f32) outs({e} : {self.mn}) -> {self.mn}")
+        return name
+
+    # Named elementwise ops for the expression nodes that have one.
+    NAMED_UNARY = {"neg": ["negf"], "abs": ["abs"], "tanh": ["tanh"], "exp_tanh": ["tanh", "exp"]}
+    NAMED_BINARY = {"add": "add", "sub": "sub", "mul": "mul", "max": "max", "min": "min"}
+
+    def expr_per_op(self, expr, leaf_tensor, named):
+        """`expr` over M x N tensors, one linalg op per node: a named op where
+        `named` and one exists, else an elementwise linalg.generic."""
+        ID = "affine_map<(d0, d1) -> (d0, d1)>"
+        kind = expr[0]
+        if kind == "leaf":
+            return leaf_tensor(expr[1])
+        if kind == "un":
+            x = self.expr_per_op(expr[3], leaf_tensor, named)
+            op, c = expr[1], expr[2]
+            if named and op in self.NAMED_UNARY:
+                for name in self.NAMED_UNARY[op]:
+                    x = self.named(name, [x])
+                return x
+            if named and op in ("scale", "offset"):
+                return self.named("mul" if op == "scale" else "add", [x, self.constant(c)])
+            return self.generic((self.p["M"], self.p["N"]), "f32", [(x, ID, self.mn)],
+                                lambda L, f, a: _unary(L, f, op, c, a[0]))
+        x = self.expr_per_op(expr[2], leaf_tensor, named)
+        y = self.expr_per_op(expr[3], leaf_tensor, named)
+        if named and expr[1] in self.NAMED_BINARY:
+            return self.named(self.NAMED_BINARY[expr[1]], [x, y])
+        return self.generic((self.p["M"], self.p["N"]), "f32", [(x, ID, self.mn), (y, ID, self.mn)],
+                            lambda L, f, a: _binary(L, f, expr[1], a[0], a[1]))
+
     @staticmethod
     def _elem(ty):
         return ty.split("x")[-1].rstrip(">") if ty.startswith("tensor") else ty
@@ -833,6 +892,7 @@ class _Ref:
 
 def emit_reference(p, name="reference"):
     M, N, K, dt = p["M"], p["N"], p["K"], p["dtype"]
+    style = p.get("style", "generic")
     names, types = signature(p)
     r = _Ref(p)
     mn = r.mn
@@ -908,7 +968,18 @@ def emit_reference(p, name="reference"):
                 y = fresh()
                 lines.append(f"{y} = arith.extf {x} : {t} to f32")
                 return y
-            if kind == "scalar":
+            if kind == "scalar" and style == "named":
+                e, filled = r.fresh(), r.fresh()
+                r.emit(f"{e} = tensor.empty() : {mn}")
+                r.emit(f"{filled} = linalg.fill ins(%in{i} : f32) outs({e} : {mn}) -> {mn}")
+                vals.append(filled)
+            elif kind in ("row", "col") and t == "f32" and style == "named":
+                e, wide = r.fresh(), r.fresh()
+                r.emit(f"{e} = tensor.empty() : {mn}")
+                r.emit(f"{wide} = linalg.broadcast ins(%in{i} : {_input_type(p, item)}) "
+                       f"outs({e} : {mn}) dimensions = [{1 if kind == 'row' else 0}]")
+                vals.append(wide)
+            elif kind == "scalar":
                 vals.append(r.generic((M, N), "f32", [], lambda L, f, a, i=i: f"%in{i}"))
             elif kind == "periodic":
                 P = item["period"]
@@ -948,6 +1019,9 @@ def emit_reference(p, name="reference"):
                 L.append(f"{y} = arith.extf {x} : {t} to f32")
                 return y
             vals.append(r.generic((M, N), "f32", [(vals[node["args"][0]], ID, mn)], body))
+        elif op == "expr" and style != "generic":
+            vals.append(r.expr_per_op(node["expr"], lambda l, node=node: vals[node["args"][l[1]]],
+                                      named=style == "named"))
         elif op == "expr":
             ins = [(vals[x], ID, mn) for x in node["args"]]
             vals.append(r.generic((M, N), "f32", ins,
