@@ -5,6 +5,9 @@ Runs on an sm_90a GPU with kernels compiled ahead of time by
 bindings (see docs/Testing.md). Shapes include ones no tile
 divides (M, N and K tails), a single row, and a benchmark-sized GEMM.
 
+Every kernel runs twice on the same inputs and both results must be
+bitwise equal (`run_twice`).
+
 Tolerances: references are computed in float64 from the same bf16/f16
 inputs. f32 outputs differ from them only by f32 accumulation order
 (relative ~1e-6 of the dot products' magnitude): rtol 1e-4 and atol 1e-4 of the
@@ -62,10 +65,33 @@ def check_bf16(out, ref):
     torch.testing.assert_close(out.double(), ref, rtol=8e-3, atol=1e-3 * scale)
 
 
+def bits(t):
+    """`t`'s bytes, to compare results bitwise (NaN included)."""
+    return t.detach().reshape(-1).view(torch.uint8)
+
+
+def run_twice(launch, args):
+    """Calls `launch()` on `args`, then again after restoring every tensor
+    among them to what it held before the first call, and asserts that both
+    calls leave every tensor bitwise the same: every kernel's results
+    (partial reductions included) must not depend on scheduling."""
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    before = [t.clone() for t in tensors]
+    launch()
+    torch.cuda.synchronize()
+    first = [t.clone() for t in tensors]
+    for t, b in zip(tensors, before):
+        t.copy_(b)
+    launch()
+    torch.cuda.synchronize()
+    for i, (t, f) in enumerate(zip(tensors, first)):
+        assert torch.equal(bits(t), bits(f)), f"argument {i} differs between two runs"
+
+
 def run(prims, function, *args):
     (kernel,) = prims.kernels_of(function)
-    prims.launch(kernel, list(args), torch.cuda.current_stream().cuda_stream)
-    torch.cuda.synchronize()
+    run_twice(lambda: prims.launch(kernel, list(args), torch.cuda.current_stream().cuda_stream),
+              args)
 
 
 def poison(*shape, dtype=torch.float32):

@@ -1,7 +1,7 @@
 """GPU correctness of the fused patterns (test/GPU/cases/patterns.mlir), each
 run whole by the runtime (GEMM kernels and partial finishes in order) against
 a float64 PyTorch reference; shapes with tails, one token, and the benchmark
-size at hidden 4096. Tolerances as in test_kernels.py: bf16 outputs carry one
+size at hidden 4096, each run twice and bitwise equal. Tolerances as in test_kernels.py: bf16 outputs carry one
 bf16 rounding, f32 outputs only f32 accumulation order.
 """
 
@@ -14,6 +14,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
 from patterns import PATTERNS  # noqa: E402
+from test_kernels import run_twice  # noqa: E402
 
 BUILD = os.environ.get("CODA_GPU_TESTS", os.path.join(
     os.path.dirname(__file__), "..", "..", "build", "gpu-tests"))
@@ -46,9 +47,9 @@ def test_pattern(module, pattern, shape):
     for name, out in pattern.outputs(t).items():
         if out.is_floating_point():
             out.fill_(float("nan"))
-    module.launch_function(pattern.function, pattern.coda_args(t),
-                           torch.cuda.current_stream().cuda_stream)
-    torch.cuda.synchronize()
+    args = pattern.coda_args(t)
+    run_twice(lambda: module.launch_function(pattern.function, args,
+                                             torch.cuda.current_stream().cuda_stream), args)
     ref = pattern.reference(t)
     for name, out in pattern.outputs(t).items():
         close(out, ref[name])
