@@ -161,7 +161,7 @@ def CodaToGPU : Pass<"coda-to-gpu", "ModuleOp"> {
            "consumer warpgroups on WGMMA (otherwise one warpgroup per CTA)">,
     Option<"persistent", "persistent", "bool", /*default=*/"false",
            "warp-specialized kernels as persistent CTAs with 128 x 128 tiles "
-           "whose producer warpgroup's warps 1-3 run each tile's epilogue "
+           "whose producer warpgroup's warps 2-3 run each tile's epilogue "
            "while the consumers compute the next tile">,
     Option<"cooperative", "cooperative", "bool", /*default=*/"false",
            "warp-specialized 128-row kernels as persistent CTAs whose two "

@@ -171,7 +171,9 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
     config.schedule = Schedule::staged;
     config.tileN = kPersistentTileN;
     config.numThreads = 384;
-    config.epilogueThreads = 96;
+    // Warps 2-3 of the producer warpgroup: 64 threads cover 4 rows of 128
+    // columns per pass, which divides the tile (three warps' 6 rows do not).
+    config.epilogueThreads = 64;
   }
   // Otherwise warp-specialized (two consumer warpgroups of 64 rows each)
   // where it pays: 128 x 256 tiles. Narrower tiles run one warpgroup per CTA.
@@ -184,6 +186,15 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
   if (config.schedule == Schedule::single && !colTile &&
       config.tileM * config.tileN > 128 * 128)
     config.tileM = 64;
+  // A shared-tile epilogue covers the tile in whole passes of
+  // epilogueRowsPerPass rows.
+  if (!config.registerEpilogue() &&
+      (config.epilogueRowsPerPass() == 0 ||
+       config.tileM % config.epilogueRowsPerPass() != 0))
+    return op.emitOpError("internal: a ")
+           << config.epilogueThreads << "-thread epilogue over "
+           << config.tileN << "-column rows does not cover "
+           << config.tileM << "-row tiles in whole passes";
   if (clusterM != 1 && clusterM != 2)
     return op.emitOpError("cluster M must be 1 or 2, got ") << clusterM;
   if (swizzle < 1)

@@ -10,7 +10,7 @@
 //   one warpgroup     thread 0 refills a slot once its group has retired
 //   warp-specialized  a producer warpgroup refills slots the two consumer
 //                     warpgroups (64 rows each) release via `empty` barriers
-//   persistent        the same roles, CTAs loop over tiles, and warps 1-3 of
+//   persistent        the same roles, CTAs loop over tiles, and warps 2-3 of
 //                     the producer warpgroup run each tile's epilogue from a
 //                     staging tile while the consumers compute the next one
 //   cooperative       persistent, registers moved from the producer to the
@@ -912,7 +912,7 @@ OpBuilder::InsertPoint emitWarpSpecialized(ImplicitLocOpBuilder &b,
 /// tile boundaries. Warpgroups 1 and 2 compute 64 rows each, then hand the
 /// accumulators over in a staging tile after the ring (`staged`, once the
 /// previous hand-over has been `drained` by the epilogue) and go on with the
-/// next tile. Warps 1-3 run the epilogue from the staging tile meanwhile (a
+/// next tile. Warps 2-3 run the epilogue from the staging tile meanwhile (a
 /// fourth warpgroup would leave the consumers too few registers). Ring slots
 /// and hand-overs are counted across tiles; each barrier is waited on for
 /// consecutive phases only, as parity waits require.
@@ -935,13 +935,16 @@ void emitPersistent(ImplicitLocOpBuilder &b, KernelFrame &frame,
     return arith::CmpIOp::create(b, arith::CmpIPredicate::eq, warpgroup,
                                  m.index(b, i));
   };
-  // Warp 0 of warpgroup 0 produces, its warps 1-3 run the epilogue; the
-  // warp index is made warp-uniform like the warpgroup's.
+  // Warp 0 of warpgroup 0 produces, its last epilogueThreads / 32 warps
+  // run the epilogue; the warp index is made warp-uniform like the
+  // warpgroup's.
+  const int64_t firstEpilogueThread = 128 - epilogueThreads;
+  assert(firstEpilogueThread >= 32 && "warp 0 produces");
   Value warpOfProducerGroup = uniformGroupIndex(b, frame.tid, 32);
   Value isEpilogue = arith::AndIOp::create(
       b, isWarpgroup(0),
-      arith::CmpIOp::create(b, arith::CmpIPredicate::ne, warpOfProducerGroup,
-                            zero));
+      arith::CmpIOp::create(b, arith::CmpIPredicate::uge, warpOfProducerGroup,
+                            m.index(b, firstEpilogueThread / 32)));
 
   // Producer.
   Value isProducerLeader = arith::AndIOp::create(
@@ -997,7 +1000,8 @@ void emitPersistent(ImplicitLocOpBuilder &b, KernelFrame &frame,
   scf::IfOp::create(b, isEpilogue, [&](OpBuilder &ob, Location loc) {
     ImplicitLocOpBuilder eb(loc, ob);
     KernelFrame epilogueFrame = frame;
-    epilogueFrame.tid = arith::SubIOp::create(eb, frame.tid, m.index(eb, 32));
+    epilogueFrame.tid =
+        arith::SubIOp::create(eb, frame.tid, m.index(eb, firstEpilogueThread));
     epilogueFrame.warp =
         arith::DivUIOp::create(eb, epilogueFrame.tid, m.index(eb, 32));
     epilogueFrame.lane =

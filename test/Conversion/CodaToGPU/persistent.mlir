@@ -6,7 +6,8 @@
 // gridDim.x); thread 0 streams every tile's k-tiles through the ring,
 // warpgroups 1 and 2 compute and hand the accumulators over through a staging
 // tile after the ring (`staged`, once the epilogue has `drained` the previous
-// one), warps 1-3 run the epilogue meanwhile. Shared memory: 4 ring slots of
+// one), warps 2-3 run the epilogue meanwhile (64 threads: 4 rows of 128
+// columns per pass, 32 passes cover the tile). Shared memory: 4 ring slots of
 // 32 KiB + the 128 x 132 f32 staging tile + 1 KiB of alignment. tile-n=128
 // gives the same kernel.
 
@@ -22,9 +23,9 @@
 //       CHECK:   %[[EMPTY:.*]] = nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 4>
 //       CHECK:   %[[STAGED:.*]] = nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>>
 //       CHECK:   %[[DRAINED:.*]] = nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>>
-// Both consumer warpgroups hand over; the 96 epilogue threads drain.
+// Both consumer warpgroups hand over; the 64 epilogue threads drain.
 //       CHECK:   nvgpu.mbarrier.init %[[STAGED]][%{{.*}}], %c256
-//       CHECK:   nvgpu.mbarrier.init %[[DRAINED]][%{{.*}}], %c96
+//       CHECK:   nvgpu.mbarrier.init %[[DRAINED]][%{{.*}}], %c64
 // The producer: a tile loop around the k loop; ring slots count across tiles.
 //       CHECK:   scf.if
 //       CHECK:     %[[STRIDE:.*]] = gpu.grid_dim x
@@ -47,11 +48,15 @@
 //       CHECK:       nvgpu.mbarrier.try_wait.parity %[[DRAINED]]
 //       CHECK:       memref.store
 //       CHECK:       nvgpu.mbarrier.arrive %[[STAGED]]
-// The epilogue warps: their own named barrier of 96 threads.
+// The epilogue warps: their own named barrier of 64 threads.
 //       CHECK:   scf.if
 //       CHECK:     scf.for %{{.*}} step %{{.*}}grid_dim
 //       CHECK:       nvgpu.mbarrier.try_wait.parity %[[STAGED]]
-//       CHECK:       nvvm.barrier id = %{{.*}} number_of_threads = %c96_i32
+//       CHECK:       nvvm.barrier id = %{{.*}} number_of_threads = %c64_i32
+// Every row of the tile: 32 passes of 4 rows (16 threads a row).
+//       CHECK:       %[[PASSES:.*]] = arith.constant 32 : index
+//  CHECK-NEXT:       %[[UNROLL:.*]] = arith.constant 4 : index
+//  CHECK-NEXT:       scf.for %{{.*}} = %{{.*}} to %[[PASSES]] step %[[UNROLL]]
 //       CHECK:       vector.store
 //       CHECK:       nvgpu.mbarrier.arrive %[[DRAINED]]
 //       CHECK:   gpu.return
@@ -68,10 +73,11 @@ func.func @plain(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16
 
 // -----
 
-// Column partials: the scratch rows follow the staging tile, after the ring
+// Column partials: the scratch rows (one per pass row: 4 x 128 f32) follow
+// the staging tile, after the ring
 // (offset 131072 + 67584 from the aligned base).
 // CHECK-LABEL: gpu.func @col_partials_gemm0
-//  CHECK-SAME:   persistent = true, shared_memory_bytes = 202752
+//  CHECK-SAME:   persistent = true, shared_memory_bytes = 201728
 //       CHECK:   arith.addi %{{.*}}, %c198656
 func.func @col_partials(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %p: memref<?x?xf32>) {
   coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>

@@ -84,7 +84,7 @@ def Coda_GemmSchedule : I32EnumAttr<"GemmSchedule",
       // warpgroups run WGMMA over 64 rows each and then the epilogue from a
       // shared-memory tile.
       I32EnumAttrCase<"warpSpecialized", 1, "warp_specialized">,
-      // Persistent CTAs with the warpSpecialized roles; warps 1-3 of the
+      // Persistent CTAs with the warpSpecialized roles; warps 2-3 of the
       // producer warpgroup run each tile's epilogue from a staging tile
       // while the consumers compute the next.
       I32EnumAttrCase<"staged", 2>,
