@@ -262,16 +262,33 @@ static SmallVector<Value> capturedValues(Operation &op, Block &block) {
   return captured;
 }
 
-bool mlir::coda::hasOnlyEpilogueComputeOps(Block &block, bool allowIndex) {
+static bool isCapturedScalar(Value value) {
+  Operation *def = value.getDefiningOp();
+  return !(def && def->hasTrait<OpTrait::ConstantLike>()) &&
+         isa<FloatType>(value.getType());
+}
+
+bool mlir::coda::hasOnlyEpilogueComputeOps(Block &block, bool allowIndex,
+                                           bool allowCapturedScalars) {
   return llvm::all_of(block, [&](Operation &op) {
     if (!op.hasTrait<OpTrait::IsTerminator>() && !isEpilogueComputeOp(&op) &&
         !(allowIndex && isa<linalg::IndexOp>(op)))
       return false;
-    return llvm::all_of(capturedValues(op, block), [](Value value) {
+    return llvm::all_of(capturedValues(op, block), [&](Value value) {
       Operation *def = value.getDefiningOp();
-      return def && def->hasTrait<OpTrait::ConstantLike>();
+      return (def && def->hasTrait<OpTrait::ConstantLike>()) ||
+             (allowCapturedScalars && isCapturedScalar(value));
     });
   });
+}
+
+SmallVector<Value> mlir::coda::capturedScalars(Block &block) {
+  SmallVector<Value> scalars;
+  for (Operation &op : block)
+    for (Value value : capturedValues(op, block))
+      if (isCapturedScalar(value) && !llvm::is_contained(scalars, value))
+        scalars.push_back(value);
+  return scalars;
 }
 
 void mlir::coda::cloneCapturedConstants(OpBuilder &builder, Block &block,

@@ -108,8 +108,15 @@ bool isEpilogueComputeOp(Operation *op);
 
 /// True when every op of `block` but its terminator is an epilogue compute op
 /// (or, with `allowIndex`, linalg.index) and every value it uses from outside
-/// the block is a block argument or a constant.
-bool hasOnlyEpilogueComputeOps(Block &block, bool allowIndex);
+/// the block is a block argument or a constant (or, with
+/// `allowCapturedScalars`, one of capturedScalars(block)).
+bool hasOnlyEpilogueComputeOps(Block &block, bool allowIndex,
+                               bool allowCapturedScalars = false);
+
+/// The floating-point values that `block`'s ops use from outside it and that
+/// are not constants (a runtime scalar a frontend captures in an elementwise
+/// body, such as `aten.mul.Scalar`'s), each once, in order of first use.
+SmallVector<Value> capturedScalars(Block &block);
 
 /// Clones the constants that `block` uses from outside it at `builder`'s
 /// insertion point and maps them in `mapping`, so that the block's ops can be

@@ -62,7 +62,8 @@ bool isRecomputable(Operation *op) {
   auto generic = dyn_cast<linalg::GenericOp>(op);
   if (!generic || generic.getNumReductionLoops() != 0 ||
       generic.getNumDpsInits() != 1 ||
-      !hasOnlyEpilogueComputeOps(*generic.getBlock(), /*allowIndex=*/true))
+      !hasOnlyEpilogueComputeOps(*generic.getBlock(), /*allowIndex=*/true,
+                                 /*allowCapturedScalars=*/true))
     return false;
   unsigned full = 0;
   for (OpOperand *input : generic.getDpsInputOperands()) {

@@ -34,7 +34,8 @@ struct FuseElementwiseConsumer : OpRewritePattern<linalg::GenericOp> {
     unsigned numLoops = op.getNumLoops();
     if (numLoops != 2 && numLoops != 3)
       return rewriter.notifyMatchFailure(op, "not over a GEMM output space");
-    if (!hasOnlyEpilogueComputeOps(*op.getBlock(), /*allowIndex=*/true))
+    if (!hasOnlyEpilogueComputeOps(*op.getBlock(), /*allowIndex=*/true,
+                                   /*allowCapturedScalars=*/true))
       return rewriter.notifyMatchFailure(op, "body is not scalar math");
     for (auto index : op.getBlock()->getOps<linalg::IndexOp>())
       if (index.getDim() < numLoops - 2)
@@ -76,6 +77,14 @@ struct FuseElementwiseConsumer : OpRewritePattern<linalg::GenericOp> {
       addedIndex[input->getOperandNumber()] = added.size();
       added.push_back({value, *form});
     }
+    // Runtime scalars the body captures become scalar epilogue inputs.
+    SmallVector<Value> scalars = capturedScalars(*op.getBlock());
+    for (Value scalar : scalars)
+      if (!isAvailableBefore(scalar, producer))
+        return rewriter.notifyMatchFailure(op, "scalar defined after GEMM");
+    unsigned firstScalar = added.size();
+    for (Value scalar : scalars)
+      added.push_back({scalar, AccessForm::scalar});
     // The destination must exist before the producer too; a tensor.empty can
     // be made again there.
     Value destination = op.getDpsInits()[0];
@@ -120,6 +129,8 @@ struct FuseElementwiseConsumer : OpRewritePattern<linalg::GenericOp> {
         producer.getTransposeB(), added, outputs,
         [&](OpBuilder &b, IRMapping &mapping, ValueRange addedArgs) {
           IRMapping inner;
+          for (auto [i, scalar] : llvm::enumerate(scalars))
+            inner.map(scalar, addedArgs[firstScalar + i]);
           cloneCapturedConstants(b, consumerBody, inner);
           for (OpOperand *input : op.getDpsInputOperands()) {
             BlockArgument arg = consumerBody.getArgument(input->getOperandNumber());
