@@ -186,15 +186,6 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
   if (config.schedule == Schedule::single && !colTile &&
       config.tileM * config.tileN > 128 * 128)
     config.tileM = 64;
-  // A shared-tile epilogue covers the tile in whole passes of
-  // epilogueRowsPerPass rows.
-  if (!config.registerEpilogue() &&
-      (config.epilogueRowsPerPass() == 0 ||
-       config.tileM % config.epilogueRowsPerPass() != 0))
-    return op.emitOpError("internal: a ")
-           << config.epilogueThreads << "-thread epilogue over "
-           << config.tileN << "-column rows does not cover "
-           << config.tileM << "-row tiles in whole passes";
   if (clusterM != 1 && clusterM != 2)
     return op.emitOpError("cluster M must be 1 or 2, got ") << clusterM;
   if (swizzle < 1)
@@ -258,6 +249,15 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
                   "columns");
     return failure();
   }
+  // A shared-tile epilogue covers the tile in whole passes of
+  // epilogueRowsPerPass rows.
+  if (!config.registerEpilogue() &&
+      (config.epilogueRowsPerPass() == 0 ||
+       config.tileM % config.epilogueRowsPerPass() != 0))
+    return op.emitOpError("internal: a ")
+           << config.epilogueThreads << "-thread epilogue over "
+           << config.tileN << "-column rows does not cover "
+           << config.tileM << "-row tiles in whole passes";
   if (stages < 2)
     return op.emitOpError("the TMA ring needs at least 2 stages, got ")
            << stages;
