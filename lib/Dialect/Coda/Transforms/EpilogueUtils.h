@@ -113,6 +113,11 @@ bool isEpilogueComputeOp(Operation *op);
 bool hasOnlyEpilogueComputeOps(Block &block, bool allowIndex,
                                bool allowCapturedScalars = false);
 
+/// Why the elementwise op `op` did not join a GEMM's epilogue as
+/// --coda-fuse-pointwise would join it, in words for the fusion report; or
+/// nothing if it could.
+std::optional<std::string> whyNotFusedPointwise(linalg::GenericOp op);
+
 /// The floating-point values that `block`'s ops use from outside it and that
 /// are not constants (a runtime scalar a frontend captures in an elementwise
 /// body, such as `aten.mul.Scalar`'s), each once, in order of first use.

@@ -244,6 +244,20 @@ std::string unconvertedReason(Operation *op) {
   return "a form --coda-convert-matmuls does not recognize";
 }
 
+/// For an op left outside every epilogue that reads a coda.gemm's tile
+/// output: why it did not join that epilogue, as far as the elementwise
+/// fusion tells (reductions and gathers after a GEMM have their own
+/// patterns, whose forms docs/Fusion.md lists).
+std::optional<std::string> whyNotInEpilogue(Operation *op) {
+  auto generic = dyn_cast<linalg::GenericOp>(op);
+  if (!generic || !isElementwise(generic) ||
+      llvm::none_of(generic.getDpsInputs(), [](Value input) {
+        return getTileOutput(input).has_value();
+      }))
+    return std::nullopt;
+  return whyNotFusedPointwise(generic);
+}
+
 void printReport(raw_ostream &os, StringRef name, const TrafficSummary &before,
                  const TrafficSummary &after) {
   os << "coda fusion report: @" << name << "\n";
@@ -264,7 +278,11 @@ void printReport(raw_ostream &os, StringRef name, const TrafficSummary &before,
     unsigned dynamic = 0;
     int64_t bytes = kernelBytes(op, dynamic);
     os << "    left: " << op->getName() << " at " << op->getLoc() << " ("
-       << (dynamic ? "dynamic shape" : formatBytes(bytes)) << ")\n";
+       << (dynamic ? "dynamic shape" : formatBytes(bytes)) << ")";
+    if (std::optional<std::string> why = whyNotInEpilogue(op))
+      os << ": reads a coda.gemm's result but stays outside its epilogue: "
+         << *why;
+    os << "\n";
   }
   // A matrix product left in linalg runs as a loop kernel, not a GEMM
   // (coda-compile refuses it): say which and why.

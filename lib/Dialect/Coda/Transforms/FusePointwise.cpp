@@ -23,80 +23,122 @@ GemmOp getTileProducer(Value value) {
   return tile ? tile->gemm : GemmOp();
 }
 
+/// What FuseElementwiseConsumer takes from `op`: its producing GEMM, the
+/// epilogue inputs it adds (operands, then captured scalars) and, where the
+/// destination must be made again before the GEMM, its tensor.empty.
+struct ConsumerMatch {
+  GemmOp producer;
+  SmallVector<EpilogueInput> added;
+  SmallVector<std::optional<unsigned>> addedIndex;
+  SmallVector<Value> scalars;
+  unsigned firstScalar = 0;
+  tensor::EmptyOp emptyToRecreate;
+};
+
+/// Matches `op` as an elementwise consumer of a GEMM's tile output that can
+/// join its epilogue; else returns why not, in words a fusion report shows.
+std::optional<std::string> matchConsumer(linalg::GenericOp op,
+                                         ConsumerMatch &m) {
+  if (!op.hasPureTensorSemantics() || !isElementwise(op) ||
+      op.getNumDpsInits() != 1)
+    return "it is not an elementwise op on tensors with one result";
+  unsigned numLoops = op.getNumLoops();
+  if (numLoops != 2 && numLoops != 3)
+    return "it has " + std::to_string(numLoops) +
+           " loops, not a GEMM output's 2 (or 3 with a batch)";
+  if (!hasOnlyEpilogueComputeOps(*op.getBlock(), /*allowIndex=*/true,
+                                 /*allowCapturedScalars=*/true)) {
+    for (Operation &inner : op.getBlock()->without_terminator())
+      if (!isEpilogueComputeOp(&inner) && !isa<linalg::IndexOp>(inner))
+        return "its body has " + inner.getName().getStringRef().str() +
+               ", which an epilogue does not run";
+    return "its body uses a value from outside it that is neither a "
+           "constant nor a floating-point scalar";
+  }
+  for (auto index : op.getBlock()->getOps<linalg::IndexOp>())
+    if (index.getDim() < numLoops - 2)
+      return std::string("it reads the batch index");
+
+  // The producer: the last GEMM (in the block) whose tile output is read
+  // elementwise, so that the other GEMMs' results exist before it and
+  // become its tile inputs (a sum of two products).
+  for (OpOperand *input : op.getDpsInputOperands()) {
+    GemmOp gemm = getTileProducer(input->get());
+    if (gemm && op.getMatchingIndexingMap(input).isIdentity() &&
+        gemm.getLhsType().getRank() == numLoops &&
+        (!m.producer || (gemm->getBlock() == m.producer->getBlock() &&
+                         m.producer->isBeforeInBlock(gemm))))
+      m.producer = gemm;
+  }
+  if (!m.producer)
+    return "it reads no GEMM result elementwise (identity map)";
+
+  // Every other operand must exist before the producer (no reordering) and
+  // be readable in one of the access forms.
+  m.addedIndex.assign(op.getNumDpsInputs(), std::nullopt);
+  for (OpOperand *input : op.getDpsInputOperands()) {
+    Value value = input->get();
+    AffineMap map = op.getMatchingIndexingMap(input);
+    std::string which = "its operand #" + std::to_string(input->getOperandNumber());
+    if (value.getDefiningOp() == m.producer.getOperation()) {
+      if (!map.isIdentity() || !getTileProducer(value))
+        return which + " reads the GEMM's result transposed or as a partial";
+      continue;
+    }
+    auto type = dyn_cast<RankedTensorType>(value.getType());
+    std::optional<AccessForm> form =
+        type ? classifyAccess(map, type, numLoops) : std::nullopt;
+    if (!form) {
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      os << which << " is read through " << map
+         << ", none of the epilogue's access forms (tile, row, column, scalar)";
+      return text;
+    }
+    if (!isAvailableBefore(value, m.producer))
+      return which + " is computed after the GEMM";
+    m.addedIndex[input->getOperandNumber()] = m.added.size();
+    m.added.push_back({value, *form});
+  }
+  // Runtime scalars the body captures become scalar epilogue inputs.
+  m.scalars = capturedScalars(*op.getBlock());
+  for (Value scalar : m.scalars)
+    if (!isAvailableBefore(scalar, m.producer))
+      return std::string("a scalar its body reads is computed after the GEMM");
+  m.firstScalar = m.added.size();
+  for (Value scalar : m.scalars)
+    m.added.push_back({scalar, AccessForm::scalar});
+  // The destination must exist before the producer too; a tensor.empty can
+  // be made again there.
+  Value destination = op.getDpsInits()[0];
+  if (!isAvailableBefore(destination, m.producer)) {
+    m.emptyToRecreate = destination.getDefiningOp<tensor::EmptyOp>();
+    if (!m.emptyToRecreate ||
+        !llvm::all_of(m.emptyToRecreate->getOperands(), [&](Value size) {
+          return isAvailableBefore(size, m.producer);
+        }))
+      return std::string("its destination is computed after the GEMM");
+  }
+  return std::nullopt;
+}
+
 struct FuseElementwiseConsumer : OpRewritePattern<linalg::GenericOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(linalg::GenericOp op,
                                 PatternRewriter &rewriter) const override {
-    if (!op.hasPureTensorSemantics() || !isElementwise(op) ||
-        op.getNumDpsInits() != 1)
-      return rewriter.notifyMatchFailure(op, "not an elementwise tensor op");
+    ConsumerMatch match;
+    if (std::optional<std::string> why = matchConsumer(op, match))
+      return rewriter.notifyMatchFailure(op, *why);
+    GemmOp producer = match.producer;
+    SmallVector<EpilogueInput> &added = match.added;
+    ArrayRef<std::optional<unsigned>> addedIndex = match.addedIndex;
+    ArrayRef<Value> scalars = match.scalars;
+    unsigned firstScalar = match.firstScalar;
     unsigned numLoops = op.getNumLoops();
-    if (numLoops != 2 && numLoops != 3)
-      return rewriter.notifyMatchFailure(op, "not over a GEMM output space");
-    if (!hasOnlyEpilogueComputeOps(*op.getBlock(), /*allowIndex=*/true,
-                                   /*allowCapturedScalars=*/true))
-      return rewriter.notifyMatchFailure(op, "body is not scalar math");
-    for (auto index : op.getBlock()->getOps<linalg::IndexOp>())
-      if (index.getDim() < numLoops - 2)
-        return rewriter.notifyMatchFailure(op, "reads the batch index");
-
-    // The producer: the first tile output of a gemm read elementwise.
-    GemmOp producer;
-    for (OpOperand *input : op.getDpsInputOperands()) {
-      GemmOp gemm = getTileProducer(input->get());
-      if (gemm && op.getMatchingIndexingMap(input).isIdentity() &&
-          gemm.getLhsType().getRank() == numLoops) {
-        producer = gemm;
-        break;
-      }
-    }
-    if (!producer)
-      return rewriter.notifyMatchFailure(op, "no GEMM operand");
-
-    // Every other operand must exist before the producer (no reordering) and
-    // be readable in one of the access forms.
-    SmallVector<EpilogueInput> added;
-    SmallVector<std::optional<unsigned>> addedIndex(op.getNumDpsInputs());
     Location loc = op.getLoc();
-    for (OpOperand *input : op.getDpsInputOperands()) {
-      Value value = input->get();
-      AffineMap map = op.getMatchingIndexingMap(input);
-      if (value.getDefiningOp() == producer.getOperation()) {
-        if (!map.isIdentity() || !getTileProducer(value))
-          return rewriter.notifyMatchFailure(op, "reads the GEMM transposed");
-        continue;
-      }
-      auto type = dyn_cast<RankedTensorType>(value.getType());
-      std::optional<AccessForm> form =
-          type ? classifyAccess(map, type, numLoops) : std::nullopt;
-      if (!form)
-        return rewriter.notifyMatchFailure(op, "operand access not fusable");
-      if (!isAvailableBefore(value, producer))
-        return rewriter.notifyMatchFailure(op, "operand defined after GEMM");
-      addedIndex[input->getOperandNumber()] = added.size();
-      added.push_back({value, *form});
-    }
-    // Runtime scalars the body captures become scalar epilogue inputs.
-    SmallVector<Value> scalars = capturedScalars(*op.getBlock());
-    for (Value scalar : scalars)
-      if (!isAvailableBefore(scalar, producer))
-        return rewriter.notifyMatchFailure(op, "scalar defined after GEMM");
-    unsigned firstScalar = added.size();
-    for (Value scalar : scalars)
-      added.push_back({scalar, AccessForm::scalar});
-    // The destination must exist before the producer too; a tensor.empty can
-    // be made again there.
     Value destination = op.getDpsInits()[0];
-    tensor::EmptyOp emptyToRecreate;
-    if (!isAvailableBefore(destination, producer)) {
-      emptyToRecreate = destination.getDefiningOp<tensor::EmptyOp>();
-      if (!emptyToRecreate ||
-          !llvm::all_of(emptyToRecreate->getOperands(), [&](Value size) {
-            return isAvailableBefore(size, producer);
-          }))
-        return rewriter.notifyMatchFailure(op, "destination defined after GEMM");
-    }
+    tensor::EmptyOp emptyToRecreate = match.emptyToRecreate;
 
     rewriter.setInsertionPoint(producer);
     if (emptyToRecreate)
@@ -180,6 +222,12 @@ struct CodaFusePointwisePass
 };
 
 } // namespace
+
+std::optional<std::string>
+mlir::coda::whyNotFusedPointwise(linalg::GenericOp op) {
+  ConsumerMatch match;
+  return matchConsumer(op, match);
+}
 
 void mlir::coda::populateFusePointwisePatterns(RewritePatternSet &patterns) {
   patterns.add<FuseElementwiseConsumer>(patterns.getContext());
