@@ -24,14 +24,14 @@ GemmOp getTileProducer(Value value) {
 }
 
 /// What FuseElementwiseConsumer takes from `op`: its producing GEMM, the
-/// epilogue inputs it adds (operands, then captured scalars) and, where the
-/// destination must be made again before the GEMM, its tensor.empty.
+/// epilogue inputs it adds (operands, then `scalars`, the captured scalars)
+/// and, where the destination must be made again before the GEMM, its
+/// tensor.empty.
 struct ConsumerMatch {
   GemmOp producer;
   SmallVector<EpilogueInput> added;
   SmallVector<std::optional<unsigned>> addedIndex;
   SmallVector<Value> scalars;
-  unsigned firstScalar = 0;
   tensor::EmptyOp emptyToRecreate;
 };
 
@@ -105,7 +105,6 @@ std::optional<std::string> matchConsumer(linalg::GenericOp op,
   for (Value scalar : m.scalars)
     if (!isAvailableBefore(scalar, m.producer))
       return std::string("a scalar its body reads is computed after the GEMM");
-  m.firstScalar = m.added.size();
   for (Value scalar : m.scalars)
     m.added.push_back({scalar, AccessForm::scalar});
   // The destination must exist before the producer too; a tensor.empty can
@@ -134,7 +133,7 @@ struct FuseElementwiseConsumer : OpRewritePattern<linalg::GenericOp> {
     SmallVector<EpilogueInput> &added = match.added;
     ArrayRef<std::optional<unsigned>> addedIndex = match.addedIndex;
     ArrayRef<Value> scalars = match.scalars;
-    unsigned firstScalar = match.firstScalar;
+    unsigned firstScalar = added.size() - scalars.size();
     unsigned numLoops = op.getNumLoops();
     Location loc = op.getLoc();
     Value destination = op.getDpsInits()[0];
