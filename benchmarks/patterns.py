@@ -29,7 +29,15 @@ def rotate_half(x):
     return torch.cat((-x2, x1), dim=-1)
 
 
-class RMSNormGEMM:
+class Pattern:
+    def written(self, t):
+        """The tensors coda's function writes whole: the correctness suite
+        fills them with NaN before the launch, so an element left unwritten
+        fails the comparison."""
+        return list(self.outputs(t).values())
+
+
+class RMSNormGEMM(Pattern):
     """h = x Wo^T + res; y = RMSNorm(h) W^T (gamma folded into W for coda)."""
     name = "rmsnorm_gemm"
     function = "rmsnorm_gemm"
@@ -66,7 +74,7 @@ class RMSNormGEMM:
         return {"h": h, "ss": ss, "y": y}
 
 
-class GateUpSwiGLU:
+class GateUpSwiGLU(Pattern):
     """silu(x Wg^T) * (x Wu^T); coda runs one GEMM over interleaved Wg/Wu."""
     name = "gate_up_swiglu"
     function = "gate_up_swiglu"
@@ -95,7 +103,7 @@ class GateUpSwiGLU:
         return {"out": F.silu(x @ t["wg"].double().T) * (x @ t["wu"].double().T)}
 
 
-class DownResidualNorm:
+class DownResidualNorm(Pattern):
     """h = a Wd^T + res and the next norm's sum of squares per row."""
     name = "down_residual_norm"
     function = "down_residual_norm"
@@ -123,7 +131,7 @@ class DownResidualNorm:
         return {"h": h, "ss": (h * h).sum(-1)}
 
 
-class QKVRoPE:
+class QKVRoPE(Pattern):
     """q, k, v projections with rotate_half RoPE on q and k (head dim 128)."""
     name = "qkv_rope"
     function = "qkv_rope"
@@ -174,7 +182,7 @@ class QKVRoPE:
         return {"qkv": torch.cat([q, k, v], 1)}
 
 
-class LMHeadCE:
+class LMHeadCE(Pattern):
     """Per-token cross-entropy of x W^T; coda never writes the logits."""
     name = "lm_head_ce"
     function = "lm_head_ce"
@@ -199,6 +207,11 @@ class LMHeadCE:
 
     def outputs(self, t):
         return {"loss": self.finish(t)}
+
+    def written(self, t):
+        # The loss is computed from lse and logit after the launch; logit
+        # starts at zero (rows whose target is ignored keep it).
+        return [t["lse_part"], t["lse"]]
 
     def eager(self, t):
         return F.cross_entropy(F.linear(t["x"], t["w"]).float(), t["t"], reduction="none")

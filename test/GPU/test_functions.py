@@ -115,7 +115,11 @@ def test_block_matches_pytorch(block):
     module = coda_runtime.Module(os.path.join(BUILD, name))
     module.set_callback("attention", attention_callback(heads))
     inputs = make_inputs(tokens, hidden, heads, mlp)
-    out, ss = run_block(module, inputs, tokens, hidden)
+    # Every temporary starts as NaN (bytes 0xff are a NaN in f32 and bf16):
+    # an element a kernel reads before any kernel wrote it reaches the output.
+    workspace = torch.full((module.workspace_bytes("block"),), 255, device="cuda",
+                           dtype=torch.uint8)
+    out, ss = run_block(module, inputs, tokens, hidden, workspace)
     torch.cuda.synchronize()
     ref_out, ref_ss = reference(inputs, heads, torch.float32)
     bf_out, bf_ss = reference(inputs, heads, torch.bfloat16)
