@@ -12,6 +12,8 @@
 #include "mlir/Dialect/Tensor/Transforms/Transforms.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
+#include "llvm/ADT/SetVector.h"
+
 namespace mlir::coda {
 #define GEN_PASS_DEF_CODACONVERTMATMULS
 #include "coda/Dialect/Coda/Transforms/Passes.h.inc"
@@ -59,26 +61,35 @@ bool isZeroFill(Value value) {
   return attr && attr.getValue().isZero();
 }
 
+/// Why `op` is not a tensor product over [b,] m, n, k loops (k innermost)
+/// with a multiply-add body, or nothing when it is one.
+std::optional<StringRef> whyNotProductLoops(linalg::GenericOp op) {
+  if (!op.hasPureTensorSemantics() || op.getNumDpsInputs() != 2 ||
+      op.getNumDpsInits() != 1)
+    return StringRef("not a two-input tensor op");
+  unsigned numLoops = op.getNumLoops();
+  if ((numLoops != 3 && numLoops != 4) || op.getNumReductionLoops() != 1 ||
+      op.getIteratorTypesArray().back() != utils::IteratorType::reduction)
+    return StringRef("not [b,] m, n, k loops");
+  if (!isMultiplyAccumulateBody(*op.getBlock()))
+    return StringRef("body is not a multiply-add");
+  return std::nullopt;
+}
+
 struct ConvertContraction : OpRewritePattern<linalg::GenericOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(linalg::GenericOp op,
                                 PatternRewriter &rewriter) const override {
-    if (!op.hasPureTensorSemantics() || op.getNumDpsInputs() != 2 ||
-        op.getNumDpsInits() != 1)
-      return rewriter.notifyMatchFailure(op, "not a two-input tensor op");
-    unsigned numLoops = op.getNumLoops();
-    if ((numLoops != 3 && numLoops != 4) || op.getNumReductionLoops() != 1 ||
-        op.getIteratorTypesArray().back() != utils::IteratorType::reduction)
-      return rewriter.notifyMatchFailure(op, "not [b,] m, n, k loops");
-    if (!isMultiplyAccumulateBody(*op.getBlock()))
-      return rewriter.notifyMatchFailure(op, "body is not a multiply-add");
+    if (std::optional<StringRef> why = whyNotProductLoops(op))
+      return rewriter.notifyMatchFailure(op, *why);
 
     MLIRContext *ctx = op.getContext();
+    unsigned numLoops = op.getNumLoops();
     bool batched = numLoops == 4;
     unsigned d = batched ? 1 : 0;
-    AffineExpr b = getAffineDimExpr(0, ctx), m = getAffineDimExpr(d, ctx),
-               n = getAffineDimExpr(d + 1, ctx), k = getAffineDimExpr(d + 2, ctx);
+    AffineExpr b = getAffineDimExpr(0, ctx),
+               k = getAffineDimExpr(numLoops - 1, ctx);
     auto makeMap = [&](ArrayRef<AffineExpr> exprs, bool withBatch) {
       SmallVector<AffineExpr> all;
       if (withBatch)
@@ -87,8 +98,16 @@ struct ConvertContraction : OpRewritePattern<linalg::GenericOp> {
       return AffineMap::get(numLoops, 0, all, ctx);
     };
     SmallVector<AffineMap> maps = op.getIndexingMapsArray();
-    if (maps[2] != makeMap({m, n}, batched))
+    // The result's rows are m and its columns n, in either loop order: a
+    // result written transposed, C^T = B^T A^T, is the product of the
+    // swapped operands.
+    AffineMap resultMap = maps[2];
+    if (resultMap.getNumResults() != d + 2 ||
+        !resultMap.isProjectedPermutation() ||
+        llvm::is_contained(resultMap.getResults(), k) ||
+        (batched && resultMap.getResult(0) != b))
       return rewriter.notifyMatchFailure(op, "result map");
+    AffineExpr m = resultMap.getResult(d), n = resultMap.getResult(d + 1);
     // Operands may come in either order; the one read at (m, k), or at
     // (k, m) (transpose_a: a weight gradient's X^T), is lhs.
     std::optional<unsigned> lhsIndex;
@@ -196,6 +215,105 @@ struct ConvertContraction : OpRewritePattern<linalg::GenericOp> {
   }
 };
 
+/// `map` with its last two results swapped.
+AffineMap swapLastTwo(AffineMap map) {
+  SmallVector<AffineExpr> results(map.getResults());
+  std::swap(results[results.size() - 2], results.back());
+  return AffineMap::get(map.getNumDims(), map.getNumSymbols(), results,
+                        map.getContext());
+}
+
+/// True for a generic that copies its one input unchanged to an output of
+/// the same type, reading and writing each element at the same place.
+bool isPlainCopy(linalg::GenericOp op) {
+  if (op.getNumDpsInputs() != 1 || op.getNumDpsInits() != 1 ||
+      op.getDpsInputs()[0].getType() != op.getResult(0).getType())
+    return false;
+  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  return maps[0] == maps[1] && maps[0].isPermutation() &&
+         op.getBlock()->getTerminator()->getOperand(0) ==
+             op.getBlock()->getArgument(0);
+}
+
+/// A product that every reader reads transposed (its last two dimensions
+/// swapped: a `linalg.transpose` after a matmul, as frontends lower
+/// `x.t()` or `transpose(-1, -2)`, or such a transpose already merged into
+/// an elementwise op) computes the transposed result instead, which its
+/// readers read in loop order: it then becomes the GEMM of the swapped
+/// operands (C^T = B^T A^T), whose elementwise readers can join its
+/// epilogue. A reader that is left a plain copy is the product itself.
+struct ComputeTransposedProduct : OpRewritePattern<linalg::GenericOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::GenericOp op,
+                                PatternRewriter &rewriter) const override {
+    if (std::optional<StringRef> why = whyNotProductLoops(op))
+      return rewriter.notifyMatchFailure(op, *why);
+    Value init = op.getDpsInits()[0];
+    if (!isZeroFill(init))
+      return rewriter.notifyMatchFailure(op, "accumulates into a tensor");
+    // A batch of products sharing an operand is one GEMM over the folded
+    // batch's rows; transposed, its rows would be the shared operand's.
+    if (op.getNumLoops() == 4 &&
+        llvm::any_of(op.getDpsInputOperands(), [&](OpOperand *operand) {
+          return op.getMatchingIndexingMap(operand).getNumResults() != 3;
+        }))
+      return rewriter.notifyMatchFailure(op, "a batch sharing an operand");
+    Value result = op.getResult(0);
+    SmallVector<OpOperand *> reads;
+    for (OpOperand &use : result.getUses()) {
+      auto reader = dyn_cast<linalg::GenericOp>(use.getOwner());
+      if (!reader || !reader.hasPureTensorSemantics() ||
+          !reader.isDpsInput(&use) || reader.getNumReductionLoops() != 0)
+        return rewriter.notifyMatchFailure(op, "a reader is not elementwise");
+      AffineMap read = reader.getMatchingIndexingMap(&use);
+      if (!read.isPermutation() ||
+          llvm::any_of(reader.getDpsInitsMutable(), [&](OpOperand &out) {
+            return reader.getMatchingIndexingMap(&out) != swapLastTwo(read);
+          }))
+        return rewriter.notifyMatchFailure(op, "a reader reads it in order");
+      reads.push_back(&use);
+    }
+    if (reads.empty())
+      return rewriter.notifyMatchFailure(op, "no readers");
+
+    Location loc = op.getLoc();
+    auto fill = init.getDefiningOp<linalg::FillOp>();
+    SmallVector<OpFoldResult> sizes =
+        tensor::getMixedSizes(rewriter, loc, fill.getOutputs()[0]);
+    std::swap(sizes[sizes.size() - 2], sizes.back());
+    Value empty = tensor::EmptyOp::create(
+        rewriter, loc, sizes, getElementTypeOrSelf(init.getType()));
+    Value zero = linalg::FillOp::create(rewriter, loc, fill.getInputs()[0],
+                                        empty)
+                     .getResult(0);
+    SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+    maps[2] = swapLastTwo(maps[2]);
+    auto transposed = linalg::GenericOp::create(
+        rewriter, loc, zero.getType(), op.getDpsInputs(), ValueRange{zero},
+        maps, op.getIteratorTypesArray());
+    rewriter.cloneRegionBefore(op.getRegion(), transposed.getRegion(),
+                               transposed.getRegion().end());
+    llvm::SmallSetVector<Operation *, 4> readers;
+    for (OpOperand *read : reads) {
+      auto reader = cast<linalg::GenericOp>(read->getOwner());
+      readers.insert(reader);
+      SmallVector<AffineMap> readerMaps = reader.getIndexingMapsArray();
+      unsigned index = read->getOperandNumber();
+      readerMaps[index] = swapLastTwo(readerMaps[index]);
+      rewriter.modifyOpInPlace(reader, [&] {
+        reader.setIndexingMapsAttr(rewriter.getAffineMapArrayAttr(readerMaps));
+        read->set(transposed.getResult(0));
+      });
+    }
+    rewriter.eraseOp(op);
+    for (Operation *reader : readers)
+      if (isPlainCopy(cast<linalg::GenericOp>(reader)))
+        rewriter.replaceOp(reader, reader->getOperand(0));
+    return success();
+  }
+};
+
 /// Generalizes named contractions (linalg.matmul, batch_matmul, their
 /// transposed variants) so that one pattern matches them all.
 struct GeneralizeContraction
@@ -266,6 +384,9 @@ struct CodaConvertMatmulsPass
 void mlir::coda::populateConvertMatmulsPatterns(RewritePatternSet &patterns) {
   patterns.add<ConvertContraction, GeneralizeContraction>(
       patterns.getContext());
+  // Before a product becomes a GEMM: the orientation its readers want.
+  patterns.add<ComputeTransposedProduct>(patterns.getContext(),
+                                         /*benefit=*/2);
   // A GEMM result reshaped before its elementwise consumers (a folded batch
   // unfolded, the heads split from the hidden dimension): the consumer is
   // collapsed onto the GEMM's 2-D iteration space and the reshape moved

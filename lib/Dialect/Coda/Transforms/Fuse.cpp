@@ -229,18 +229,11 @@ std::string unconvertedReason(Operation *op) {
   if (linalgOp.getNumReductionLoops() != 1)
     return "it contracts over " +
            std::to_string(linalgOp.getNumReductionLoops()) + " dimensions";
-  AffineMap output = linalgOp.getMatchingIndexingMap(linalgOp.getDpsInitOperand(0));
-  SmallVector<unsigned> dims;
-  for (AffineExpr e : output.getResults())
-    if (auto d = dyn_cast<AffineDimExpr>(e))
-      dims.push_back(d.getPosition());
-  if (!llvm::is_sorted(dims)) {
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    os << "its result is written transposed (" << output
-       << "); write it in loop order and transpose after";
-    return text;
-  }
+  unsigned parallel = linalgOp.getNumParallelLoops();
+  if (parallel > 3)
+    return "it has " + std::to_string(parallel - 2) +
+           " batch dimensions; coda.gemm takes one (collapse them into one "
+           "before the product)";
   return "a form --coda-convert-matmuls does not recognize";
 }
 
@@ -248,14 +241,68 @@ std::string unconvertedReason(Operation *op) {
 /// output: why it did not join that epilogue, as far as the elementwise
 /// fusion tells (reductions and gathers after a GEMM have their own
 /// patterns, whose forms docs/Fusion.md lists).
+/// Why the reshape `expand`, read by `reader` at `read`, could not be moved
+/// after it: the reshape moves past an elementwise op whose every operand
+/// and result keeps each group of the reshaped dimensions together and in
+/// order (or does not read it at all).
+std::string whyReshapeStays(linalg::GenericOp reader, OpOperand &read,
+                            tensor::ExpandShapeOp expand) {
+  AffineMap readMap = reader.getMatchingIndexingMap(&read);
+  for (const ReassociationIndices &group : expand.getReassociationIndices()) {
+    if (group.size() < 2)
+      continue;
+    SmallVector<AffineExpr> dims;
+    for (int64_t i : group)
+      dims.push_back(readMap.getResult(i));
+    for (OpOperand &other : reader->getOpOperands()) {
+      AffineMap map = reader.getMatchingIndexingMap(&other);
+      SmallVector<int64_t> at;
+      for (AffineExpr dim : dims) {
+        const AffineExpr *it = llvm::find(map.getResults(), dim);
+        at.push_back(it == map.getResults().end()
+                         ? -1
+                         : it - map.getResults().begin());
+      }
+      bool absent = llvm::all_equal(at) && at.front() == -1;
+      bool together = !llvm::is_contained(at, -1) &&
+                      llvm::all_of(llvm::seq<size_t>(1, at.size()),
+                                   [&](size_t i) { return at[i] == at[i - 1] + 1; });
+      if (absent || together)
+        continue;
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      bool result = reader.isDpsInit(&other);
+      os << "it reads it through a tensor.expand_shape that cannot move after "
+            "it: its "
+         << (result ? "result #" : "operand #")
+         << (result ? other.getOperandNumber() - reader.getNumDpsInputs()
+                    : other.getOperandNumber())
+         << (result ? " is written through " : " is read through ") << map
+         << ", which does not keep the reshaped dimensions (";
+      llvm::interleaveComma(dims, os);
+      os << ") together and in order";
+      return text;
+    }
+  }
+  return "it reads it through a tensor.expand_shape that cannot move after it";
+}
+
 std::optional<std::string> whyNotInEpilogue(Operation *op) {
   auto generic = dyn_cast<linalg::GenericOp>(op);
-  if (!generic || !isElementwise(generic) ||
-      llvm::none_of(generic.getDpsInputs(), [](Value input) {
+  if (!generic || !isElementwise(generic))
+    return std::nullopt;
+  if (llvm::any_of(generic.getDpsInputs(), [](Value input) {
         return getTileOutput(input).has_value();
       }))
-    return std::nullopt;
-  return whyNotFusedPointwise(generic);
+    return whyNotFusedPointwise(generic);
+  // A GEMM result reshaped (heads split, a folded batch unfolded) reaches
+  // its readers once --coda-convert-matmuls moves the reshape after them.
+  for (OpOperand *input : generic.getDpsInputOperands()) {
+    auto expand = input->get().getDefiningOp<tensor::ExpandShapeOp>();
+    if (expand && getTileOutput(expand.getSrc()))
+      return whyReshapeStays(generic, *input, expand);
+  }
+  return std::nullopt;
 }
 
 void printReport(raw_ostream &os, StringRef name, const TrafficSummary &before,

@@ -212,3 +212,107 @@ func.func @reshape_not_moved(%x: tensor<?x8xf32>, %w: tensor<12x8xf32>, %cos: te
   } -> tensor<?x3x4xf32>
   return %y : tensor<?x3x4xf32>
 }
+
+// -----
+
+// A product read only transposed (a transpose merged into its elementwise
+// reader) is computed transposed, as the GEMM of the swapped operands, and
+// read in loop order.
+// CHECK-LABEL: func @read_transposed
+// CHECK-SAME: (%[[X:[a-z0-9_]+]]: tensor<4x8xf32>, %[[W:[a-z0-9_]+]]: tensor<8x6xf32>)
+// CHECK: %[[G:.+]] = coda.gemm %[[W]], %[[X]] transpose_a transpose_b : tensor<8x6xf32>, tensor<4x8xf32>
+// CHECK: outs(%{{.*}} : tensor<6x4xf32>)
+// CHECK: linalg.generic {indexing_maps = [#[[ID:map[0-9]*]], #[[ID]]]
+// CHECK-SAME: ins(%[[G]] : tensor<6x4xf32>)
+#mk = affine_map<(m, n, k) -> (m, k)>
+#kn = affine_map<(m, n, k) -> (k, n)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+#swap = affine_map<(i, j) -> (j, i)>
+#id = affine_map<(i, j) -> (i, j)>
+func.func @read_transposed(%x: tensor<4x8xf32>, %w: tensor<8x6xf32>) -> tensor<6x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x6xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %p = linalg.generic {indexing_maps = [#mk, #kn, #mn], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : tensor<4x8xf32>, tensor<8x6xf32>) outs(%z : tensor<4x6xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<4x6xf32>
+  %et = tensor.empty() : tensor<6x4xf32>
+  %r = linalg.generic {indexing_maps = [#swap, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%p : tensor<4x6xf32>) outs(%et : tensor<6x4xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %n = arith.negf %v : f32
+    linalg.yield %n : f32
+  } -> tensor<6x4xf32>
+  return %r : tensor<6x4xf32>
+}
+
+// -----
+
+// Read transposed by one reader and in order by another: one orientation
+// cannot serve both, and the product keeps its own.
+// CHECK-LABEL: func @read_both_ways
+// CHECK-SAME: (%[[X:[a-z0-9_]+]]: tensor<4x8xf32>, %[[W:[a-z0-9_]+]]: tensor<8x6xf32>)
+// CHECK: coda.gemm %[[X]], %[[W]] : tensor<4x8xf32>, tensor<8x6xf32>
+// CHECK: outs(%{{.*}} : tensor<4x6xf32>)
+#mk = affine_map<(m, n, k) -> (m, k)>
+#kn = affine_map<(m, n, k) -> (k, n)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+#swap = affine_map<(i, j) -> (j, i)>
+#id = affine_map<(i, j) -> (i, j)>
+func.func @read_both_ways(%x: tensor<4x8xf32>, %w: tensor<8x6xf32>) -> (tensor<6x4xf32>, tensor<4x6xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x6xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %p = linalg.generic {indexing_maps = [#mk, #kn, #mn], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : tensor<4x8xf32>, tensor<8x6xf32>) outs(%z : tensor<4x6xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<4x6xf32>
+  %et = tensor.empty() : tensor<6x4xf32>
+  %r = linalg.generic {indexing_maps = [#swap, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%p : tensor<4x6xf32>) outs(%et : tensor<6x4xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %n = arith.negf %v : f32
+    linalg.yield %n : f32
+  } -> tensor<6x4xf32>
+  return %r, %p : tensor<6x4xf32>, tensor<4x6xf32>
+}
+
+// -----
+
+// A batch sharing its weight, read transposed: the batch folds into the
+// GEMM's rows only in its own orientation, which it keeps.
+// CHECK-LABEL: func @shared_weight_batch_read_transposed
+// CHECK: %[[X:.+]] = tensor.collapse_shape %arg0 {{\[}}[0, 1], [2]]
+// CHECK: coda.gemm %[[X]], %arg1 transpose_b : tensor<8x8xf32>, tensor<6x8xf32>
+#lhs = affine_map<(b, m, n, k) -> (b, m, k)>
+#rhs = affine_map<(b, m, n, k) -> (n, k)>
+#out = affine_map<(b, m, n, k) -> (b, m, n)>
+#swap3 = affine_map<(b, i, j) -> (b, j, i)>
+#id3 = affine_map<(b, i, j) -> (b, i, j)>
+func.func @shared_weight_batch_read_transposed(%x: tensor<2x4x8xf32>, %w: tensor<6x8xf32>) -> tensor<2x6x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x4x6xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<2x4x6xf32>) -> tensor<2x4x6xf32>
+  %p = linalg.generic {indexing_maps = [#lhs, #rhs, #out], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %w : tensor<2x4x8xf32>, tensor<6x8xf32>) outs(%z : tensor<2x4x6xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<2x4x6xf32>
+  %et = tensor.empty() : tensor<2x6x4xf32>
+  %r = linalg.generic {indexing_maps = [#swap3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%p : tensor<2x4x6xf32>) outs(%et : tensor<2x6x4xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %n = arith.negf %v : f32
+    linalg.yield %n : f32
+  } -> tensor<2x6x4xf32>
+  return %r : tensor<2x6x4xf32>
+}
