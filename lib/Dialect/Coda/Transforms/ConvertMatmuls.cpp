@@ -387,6 +387,9 @@ void mlir::coda::populateConvertMatmulsPatterns(RewritePatternSet &patterns) {
   // Before a product becomes a GEMM: the orientation its readers want.
   patterns.add<ComputeTransposedProduct>(patterns.getContext(),
                                          /*benefit=*/2);
+  // Transposes of reshaped GEMM results (the heads) after the ops that
+  // read them, which then read the reshape in order.
+  populateSinkTransposesPatterns(patterns);
   // A GEMM result reshaped before its elementwise consumers (a folded batch
   // unfolded, the heads split from the hidden dimension): the consumer is
   // collapsed onto the GEMM's 2-D iteration space and the reshape moved

@@ -63,6 +63,36 @@ Value getNegated(Value value) {
   return generic.getDpsInputs()[0];
 }
 
+/// True when a RoPE op reads a [T, d] table through `map` = `tableMap`
+/// ((t, h, i) -> (t, i)), or a [1, ..., 1, T, d] one (the tables unsqueezed
+/// to broadcast over the heads) through it with its unit dimensions at 0.
+bool isTableRead(AffineMap map, Type type, AffineMap tableMap) {
+  auto tableType = dyn_cast<RankedTensorType>(type);
+  unsigned units = map.getNumResults() - tableMap.getNumResults();
+  if (!tableType || map.getNumResults() < tableMap.getNumResults() ||
+      map.getResults().drop_front(units) != tableMap.getResults())
+    return false;
+  for (unsigned d = 0; d < units; ++d) {
+    auto constant = dyn_cast<AffineConstantExpr>(map.getResult(d));
+    if (!constant || constant.getValue() != 0 || tableType.getDimSize(d) != 1)
+      return false;
+  }
+  return true;
+}
+
+/// `table` without its leading unit dimensions ([1, T, d] -> [T, d]).
+Value dropLeadingUnitDims(OpBuilder &builder, Location loc, Value table) {
+  auto type = cast<RankedTensorType>(table.getType());
+  if (type.getRank() <= 2)
+    return table;
+  ReassociationIndices rows;
+  for (int64_t d = 0; d + 1 < type.getRank(); ++d)
+    rows.push_back(d);
+  return tensor::CollapseShapeOp::create(
+      builder, loc, table,
+      SmallVector<ReassociationIndices>{rows, {type.getRank() - 1}});
+}
+
 struct FuseRotateHalf : OpRewritePattern<linalg::GenericOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -72,10 +102,13 @@ struct FuseRotateHalf : OpRewritePattern<linalg::GenericOp> {
     if (!op.hasPureTensorSemantics() || !isElementwise(op) ||
         op.getNumLoops() != 3 || op.getNumDpsInits() != 1 || !op->hasOneUse())
       return rewriter.notifyMatchFailure(op, "not a 3-D elementwise op");
+    // The rotated heads are written as the GEMM's T x (H * d) result: a
+    // collapse back to that shape is replaced by it, any other reader reads
+    // it through the heads reshape.
     auto collapse = dyn_cast<tensor::CollapseShapeOp>(*op->getUsers().begin());
-    if (!collapse || collapse.getReassociationIndices() !=
-                         SmallVector<ReassociationIndices>{{0}, {1, 2}})
-      return rewriter.notifyMatchFailure(op, "result not collapsed to T x D");
+    if (collapse && collapse.getReassociationIndices() !=
+                        SmallVector<ReassociationIndices>{{0}, {1, 2}})
+      collapse = nullptr;
     if (!hasOnlyEpilogueComputeOps(*op.getBlock(), /*allowIndex=*/false))
       return rewriter.notifyMatchFailure(op, "body is not scalar math");
 
@@ -88,7 +121,7 @@ struct FuseRotateHalf : OpRewritePattern<linalg::GenericOp> {
     tensor::ExpandShapeOp expand;
     for (OpOperand *input : op.getDpsInputOperands()) {
       AffineMap map = op.getMatchingIndexingMap(input);
-      if (map == tableMap) {
+      if (isTableRead(map, input->get().getType(), tableMap)) {
         tableInputs.push_back(input->getOperandNumber());
         continue;
       }
@@ -157,21 +190,23 @@ struct FuseRotateHalf : OpRewritePattern<linalg::GenericOp> {
     for (unsigned index : tableInputs) {
       Value table = op.getDpsInputs()[index];
       auto tableType = cast<RankedTensorType>(table.getType());
-      if (tableType.getDimSize(1) != headDim ||
+      if (tableType.getShape().back() != headDim ||
           !isAvailableBefore(table, gemm))
         return rewriter.notifyMatchFailure(op, "table not usable");
       added.push_back({table, AccessForm::periodic});
     }
-    auto resultType = cast<RankedTensorType>(collapse.getResultType());
+    Type resultElement = getElementTypeOrSelf(op.getResult(0).getType());
+    int64_t resultColumns = q3Type.getDimSize(1) * headDim;
 
     Location loc = op.getLoc();
     rewriter.setInsertionPoint(gemm);
+    for (EpilogueInput &table : added)
+      table.value = dropLeadingUnitDims(rewriter, loc, table.value);
     Value destination =
-        createEmptyWithRows(rewriter, loc, gemm, {resultType.getDimSize(1)},
-                            resultType.getElementType());
+        createEmptyWithRows(rewriter, loc, gemm, {resultColumns}, resultElement);
     Block &body = *op.getBlock();
     Value rotated = replaceTileOutputWithPairMap(
-        rewriter, *q, added, destination, resultType.getElementType(), half,
+        rewriter, *q, added, destination, resultElement, half,
         [&](OpBuilder &b, Block &pair) {
           IRMapping constants;
           cloneCapturedConstants(b, body, constants);
@@ -191,8 +226,15 @@ struct FuseRotateHalf : OpRewritePattern<linalg::GenericOp> {
           }
           return lanes;
         });
-    rewriter.replaceOp(collapse, rotated);
-    rewriter.eraseOp(op);
+    if (collapse) {
+      rewriter.replaceOp(collapse, rotated);
+      rewriter.eraseOp(op);
+      return success();
+    }
+    rewriter.setInsertionPoint(op);
+    rewriter.replaceOpWithNewOp<tensor::ExpandShapeOp>(
+        op, op.getResult(0).getType(), rotated, expand.getReassociationIndices(),
+        tensor::getMixedSizes(rewriter, loc, op.getDpsInits()[0]));
     return success();
   }
 };

@@ -316,3 +316,71 @@ func.func @shared_weight_batch_read_transposed(%x: tensor<2x4x8xf32>, %w: tensor
   } -> tensor<2x6x4xf32>
   return %r : tensor<2x6x4xf32>
 }
+
+// -----
+
+// Heads transposed before an elementwise op with a per-(token, position)
+// table: the op is computed in the heads' own order, reading the reshaped
+// GEMM result in loop order, and its result transposed after it.
+// CHECK-LABEL: func @transpose_sunk_below_elementwise
+// CHECK: %[[G:.*]] = coda.gemm
+// CHECK: %[[Q:.*]] = tensor.expand_shape %[[G]] {{\[}}[0], [1, 2]]
+// CHECK: %[[R:.*]] = linalg.generic {indexing_maps = [#[[ID:map[0-9]*]], #[[TAB:map[0-9]*]], #[[ID]]]
+// CHECK-SAME: ins(%[[Q]], %{{.*}} : tensor<5x2x4xf32>, tensor<5x4xf32>) outs(%{{.*}} : tensor<5x2x4xf32>)
+// CHECK: linalg.generic {indexing_maps = [#[[SWAP:map[0-9]*]], #[[ID]]]
+// CHECK-SAME: ins(%[[R]] : tensor<5x2x4xf32>) outs(%{{.*}} : tensor<2x5x4xf32>)
+func.func @transpose_sunk_below_elementwise(%x: tensor<5x8xf32>, %w: tensor<8x8xf32>, %cos: tensor<5x4xf32>) -> tensor<2x5x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<5x8xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<5x8xf32>) -> tensor<5x8xf32>
+  %mm = linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>],
+                        iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : tensor<5x8xf32>, tensor<8x8xf32>) outs(%z : tensor<5x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<5x8xf32>
+  %q = tensor.expand_shape %mm [[0], [1, 2]] output_shape [5, 2, 4] : tensor<5x8xf32> into tensor<5x2x4xf32>
+  %et = tensor.empty() : tensor<2x5x4xf32>
+  %y = linalg.generic {indexing_maps = [affine_map<(h, t, d) -> (t, h, d)>, affine_map<(h, t, d) -> (t, d)>, affine_map<(h, t, d) -> (h, t, d)>],
+                       iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%q, %cos : tensor<5x2x4xf32>, tensor<5x4xf32>) outs(%et : tensor<2x5x4xf32>) {
+  ^bb0(%v: f32, %c: f32, %o: f32):
+    %0 = arith.mulf %v, %c : f32
+    linalg.yield %0 : f32
+  } -> tensor<2x5x4xf32>
+  return %y : tensor<2x5x4xf32>
+}
+
+// -----
+
+// Two full-size operands read in different orders: no one order serves
+// both, and the op is left as written.
+// CHECK-LABEL: func @operands_in_two_orders
+// CHECK: linalg.generic {indexing_maps = [#{{.*}}, #{{.*}}, #{{.*}}]
+// CHECK-SAME: ins(%{{.*}}, %arg2 : tensor<5x2x4xf32>, tensor<2x5x4xf32>) outs(%{{.*}} : tensor<2x5x4xf32>)
+// CHECK-NOT: linalg.generic
+func.func @operands_in_two_orders(%x: tensor<5x8xf32>, %w: tensor<8x8xf32>, %r: tensor<2x5x4xf32>) -> tensor<2x5x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<5x8xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<5x8xf32>) -> tensor<5x8xf32>
+  %mm = linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>],
+                        iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : tensor<5x8xf32>, tensor<8x8xf32>) outs(%z : tensor<5x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<5x8xf32>
+  %q = tensor.expand_shape %mm [[0], [1, 2]] output_shape [5, 2, 4] : tensor<5x8xf32> into tensor<5x2x4xf32>
+  %et = tensor.empty() : tensor<2x5x4xf32>
+  %y = linalg.generic {indexing_maps = [affine_map<(h, t, d) -> (t, h, d)>, affine_map<(h, t, d) -> (h, t, d)>, affine_map<(h, t, d) -> (h, t, d)>],
+                       iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%q, %r : tensor<5x2x4xf32>, tensor<2x5x4xf32>) outs(%et : tensor<2x5x4xf32>) {
+  ^bb0(%v: f32, %c: f32, %o: f32):
+    %0 = arith.addf %v, %c : f32
+    linalg.yield %0 : f32
+  } -> tensor<2x5x4xf32>
+  return %y : tensor<2x5x4xf32>
+}

@@ -21,6 +21,10 @@ namespace coda {
 /// linalg contractions -> coda.gemm (a batch sharing its rhs folded into M),
 /// and reshapes of GEMM results moved past their elementwise consumers.
 void populateConvertMatmulsPatterns(RewritePatternSet &patterns);
+/// Transposes moved after the slices, concatenations and elementwise ops
+/// that read them (heads transposed before RoPE), those ops computed in the
+/// order of what they read.
+void populateSinkTransposesPatterns(RewritePatternSet &patterns);
 /// Two GEMMs sharing lhs + elementwise combination -> pairwise epilogue.
 void populateFuseSwiGLUPatterns(RewritePatternSet &patterns);
 /// lhs = x * R[m] * G[k] -> row scale in the epilogue, G folded into the weight.
