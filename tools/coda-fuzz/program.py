@@ -39,6 +39,7 @@ REDUCTIONS = ("sum", "max", "logsumexp")
 #            exists, constants as linalg.fill (StableHLO-to-linalg and
 #            IREE's input conversion); the rest per_op.
 STYLES = ("generic", "per_op", "named")
+PRODUCTS = ("matmul", "matmul", "matmul", "transposed")
 # A magnitude no value of a program may exceed (so f32 never overflows and
 # the tolerances mean something).
 BOUND = 1e4
@@ -121,6 +122,10 @@ def generate(seed, gpu=False, max_size=40):
     # How the linalg program is written (see emit_reference), from a stream
     # of its own so that the program itself does not depend on it.
     p["style"] = random.Random(f"style-{seed}").choice(STYLES)
+    # One program in four writes its product transposed and transposes it
+    # back, as a frontend does around `x.t()`: the fusion must then compute
+    # the product in the orientation its readers read it.
+    p["product"] = random.Random(f"product-{seed}").choice(PRODUCTS)
     p["dtype"] = rng.choice(("bf16", "f16")) if gpu else rng.choice(FLOATS)
     p["ta"] = rng.random() < 0.25
     p["tb"] = rng.random() < 0.5
@@ -914,7 +919,27 @@ def emit_reference(p, name="reference"):
     r.emit("%ninf = arith.constant 0xFF800000 : f32")
     r.emit(f"%mme = tensor.empty() : {mn}")
     r.emit(f"%mmz = linalg.fill ins(%zero : f32) outs(%mme : {mn}) -> {mn}")
-    r.emit(f"%mm = linalg.matmul ins({a}, {b} : tensor<{M}x{K}x{dt}>, tensor<{K}x{N}x{dt}>) outs(%mmz : {mn}) -> {mn}")
+    if p.get("product", "matmul") == "transposed":
+        nm = f"tensor<{N}x{M}xf32>"
+        r.emit(f"%mmte = tensor.empty() : {nm}")
+        r.emit(f"%mmtz = linalg.fill ins(%zero : f32) outs(%mmte : {nm}) -> {nm}")
+        r.emit("%mmt = linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, "
+               "affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (n, m)>], "
+               "iterator_types = [\"parallel\", \"parallel\", \"reduction\"]} "
+               f"ins({a}, {b} : tensor<{M}x{K}x{dt}>, tensor<{K}x{N}x{dt}>) outs(%mmtz : {nm}) {{")
+        r.emit(f"^bb0(%pa: {dt}, %pb: {dt}, %pacc: f32):")
+        pa, pb = "%pa", "%pb"
+        if dt != "f32":
+            r.emit(f"  %pae = arith.extf %pa : {dt} to f32")
+            r.emit(f"  %pbe = arith.extf %pb : {dt} to f32")
+            pa, pb = "%pae", "%pbe"
+        r.emit(f"  %pm = arith.mulf {pa}, {pb} : f32")
+        r.emit("  %ps = arith.addf %pacc, %pm : f32")
+        r.emit("  linalg.yield %ps : f32")
+        r.emit(f"}} -> {nm}")
+        r.emit(f"%mm = linalg.transpose ins(%mmt : {nm}) outs(%mme : {mn}) permutation = [1, 0]")
+    else:
+        r.emit(f"%mm = linalg.matmul ins({a}, {b} : tensor<{M}x{K}x{dt}>, tensor<{K}x{N}x{dt}>) outs(%mmz : {mn}) -> {mn}")
     if INJECT_FAULT == "epilogue":
         r.emit("%c0i = arith.constant 0 : index")
         r.emit("%mm00 = tensor.extract %mm[%c0i, %c0i] : " + mn)
