@@ -10,9 +10,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "coda/Dialect/Coda/IR/Coda.h"
 #include "coda/Dialect/Coda/Transforms/Passes.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
 
@@ -54,6 +56,32 @@ bool isBroadcast(AffineMap map) {
     }
   }
   return dims.size() < map.getNumDims();
+}
+
+/// True when `value` is computed from a matrix product's result (a
+/// coda.gemm or a contraction still in linalg) through reshapes, slices,
+/// concatenations and elementwise ops: the values whose consumers could
+/// join an epilogue. Other transposes (a weight's, say) stay where they are.
+bool comesFromProduct(Value value, unsigned depth = 0) {
+  Operation *op = value.getDefiningOp();
+  if (!op || depth > 8)
+    return false;
+  if (isa<GemmOp>(op))
+    return true;
+  if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op)) {
+    if (linalgOp.getNumReductionLoops() != 0)
+      return linalg::isaContractionOpInterface(linalgOp);
+    return llvm::any_of(linalgOp.getDpsInputs(), [&](Value input) {
+      return comesFromProduct(input, depth + 1);
+    });
+  }
+  if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp,
+          tensor::ExtractSliceOp, tensor::ConcatOp>(op))
+    return llvm::any_of(op->getOperands(), [&](Value operand) {
+      return isa<RankedTensorType>(operand.getType()) &&
+             comesFromProduct(operand, depth + 1);
+    });
+  return false;
 }
 
 /// out[i] = input[perm(i)], as a generic.
@@ -199,6 +227,11 @@ struct ComputeInOperandOrder : OpRewritePattern<linalg::GenericOp> {
     }
     if (!perm || perm->isIdentity())
       return rewriter.notifyMatchFailure(op, "already in operand order");
+    if (llvm::none_of(op.getDpsInputOperands(), [&](OpOperand *input) {
+          return op.getMatchingIndexingMap(input) == *perm &&
+                 comesFromProduct(input->get());
+        }))
+      return rewriter.notifyMatchFailure(op, "no operand from a product");
 
     // Loops j = perm(i): every operand map m becomes m o perm^-1, the
     // result is written in the operands' order, then transposed back.

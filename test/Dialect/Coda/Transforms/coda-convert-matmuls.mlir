@@ -384,3 +384,23 @@ func.func @operands_in_two_orders(%x: tensor<5x8xf32>, %w: tensor<8x8xf32>, %r: 
   } -> tensor<2x5x4xf32>
   return %y : tensor<2x5x4xf32>
 }
+
+// -----
+
+// An elementwise op reading a transposed weight (no product before it)
+// stays as written: moving that transpose after it would only add a kernel.
+// CHECK-LABEL: func @weight_transpose_stays
+// CHECK: linalg.generic {indexing_maps = [#[[SWAP:map[0-9]*]], #[[ID:map[0-9]*]]]
+// CHECK-SAME: ins(%arg0 : tensor<8x6xf32>) outs(%{{.*}} : tensor<6x8xf32>)
+// CHECK-NOT: linalg.generic
+func.func @weight_transpose_stays(%w: tensor<8x6xf32>) -> tensor<6x8xf32> {
+  %et = tensor.empty() : tensor<6x8xf32>
+  %y = linalg.generic {indexing_maps = [affine_map<(i, j) -> (j, i)>, affine_map<(i, j) -> (i, j)>],
+                       iterator_types = ["parallel", "parallel"]}
+      ins(%w : tensor<8x6xf32>) outs(%et : tensor<6x8xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %0 = arith.negf %v : f32
+    linalg.yield %0 : f32
+  } -> tensor<6x8xf32>
+  return %y : tensor<6x8xf32>
+}
