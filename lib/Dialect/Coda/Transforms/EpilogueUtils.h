@@ -118,6 +118,11 @@ bool hasOnlyEpilogueComputeOps(Block &block, bool allowIndex,
 /// nothing if it could.
 std::optional<std::string> whyNotFusedPointwise(linalg::GenericOp op);
 
+/// Why the row or column reduction `op` did not become partials in a GEMM's
+/// epilogue as --coda-fuse-reductions would make them, in words for the
+/// fusion report; or nothing if it could (or `op` is no such reduction).
+std::optional<std::string> whyNotFusedReduction(linalg::GenericOp op);
+
 /// The floating-point values that `block`'s ops use from outside it and that
 /// are not constants (a runtime scalar a frontend captures in an elementwise
 /// body, such as `aten.mul.Scalar`'s), each once, in order of first use.

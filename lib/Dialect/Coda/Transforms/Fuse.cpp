@@ -237,10 +237,6 @@ std::string unconvertedReason(Operation *op) {
   return "a form --coda-convert-matmuls does not recognize";
 }
 
-/// For an op left outside every epilogue that reads a coda.gemm's tile
-/// output: why it did not join that epilogue, as far as the elementwise
-/// fusion tells (reductions and gathers after a GEMM have their own
-/// patterns, whose forms docs/Fusion.md lists).
 /// Why the reshape `expand`, read by `reader` at `read`, could not be moved
 /// after it: the reshape moves past an elementwise op whose every operand
 /// and result keeps each group of the reshaped dimensions together and in
@@ -287,13 +283,19 @@ std::string whyReshapeStays(linalg::GenericOp reader, OpOperand &read,
   return "it reads it through a tensor.expand_shape that cannot move after it";
 }
 
+/// For an op left outside every epilogue that reads a coda.gemm's tile
+/// output (or its reshape): why it did not join that epilogue, in the words
+/// the elementwise or reduction fusion pattern fails with.
 std::optional<std::string> whyNotInEpilogue(Operation *op) {
   auto generic = dyn_cast<linalg::GenericOp>(op);
-  if (!generic || !isElementwise(generic))
+  if (!generic)
     return std::nullopt;
-  if (llvm::any_of(generic.getDpsInputs(), [](Value input) {
-        return getTileOutput(input).has_value();
-      }))
+  bool readsTile = llvm::any_of(generic.getDpsInputs(), [](Value input) {
+    return getTileOutput(input).has_value();
+  });
+  if (!isElementwise(generic))
+    return readsTile ? whyNotFusedReduction(generic) : std::nullopt;
+  if (readsTile)
     return whyNotFusedPointwise(generic);
   // A GEMM result reshaped (heads split, a folded batch unfolded) reaches
   // its readers once --coda-convert-matmuls moves the reshape after them.

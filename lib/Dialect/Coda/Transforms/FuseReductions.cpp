@@ -39,127 +39,192 @@ std::optional<APFloat> getFillConstant(Value value) {
   return attr.getValue();
 }
 
+/// What matchReduction found in a reduction that can join a GEMM's epilogue.
+struct ReductionMatch {
+  bool rows, keepDim;
+  unsigned kept;
+  /// The body's arguments: the reduced GEMM output's element, the other
+  /// full-size operands (tile inputs), the per-kept-index operands, and all
+  /// those the reduced value may read.
+  BlockArgument in;
+  SmallVector<BlockArgument> tileArgs, rowArgs, elementArgs;
+  SmallVector<EpilogueInput> tileInputs;
+  TileOutput source;
+  ReductionKind kind;
+  /// The reduced value f (and g, for an exp-sum) in the body.
+  Value reducedValue, shift;
+  FloatType elementType;
+  int64_t cols;
+};
+
 /// Reductions of a 2-D GEMM's tile output along its rows (`[m, n] -> [m]`,
 /// or keepdim `[m, 0]`) or its columns (`[m, n] -> [n]`, keepdim `[0, n]`),
 /// in three forms:
 ///   sum:       out + f(C)                  from 0
 ///   max:       max(out, f(C))              from -inf
 ///   exp-sum:   out + exp(f(C) - g(vector)) from 0  (a softmax denominator)
-/// All become a coda.row_reduce / coda.col_reduce of f in the GEMM's
-/// epilogue and a finish; the exp-sum one is a log-sum-exp of f, finished as
-/// exp(lse - g).
+/// Fills `match`, or says, in words for the fusion report, why `op` is not
+/// one.
+std::optional<std::string> matchReduction(linalg::GenericOp op,
+                                          ReductionAxis axis,
+                                          ReductionMatch &match) {
+  MLIRContext *ctx = op.getContext();
+  bool rows = axis == ReductionAxis::row;
+  // Rows reduce over n (loop 1) and keep m (loop 0); columns the reverse.
+  unsigned reduced = rows ? 1 : 0, kept = 1 - reduced;
+  if (!op.hasPureTensorSemantics() || op.getNumDpsInits() != 1 ||
+      op.getNumLoops() != 2 || op.getNumReductionLoops() != 1 ||
+      op.getIteratorTypesArray()[reduced] != utils::IteratorType::reduction)
+    return std::string("it is not a reduction of a matrix along its ") +
+           (rows ? "rows" : "columns");
+  AffineMap identity = AffineMap::getMultiDimIdentityMap(2, ctx);
+  AffineMap vectorMap =
+      AffineMap::get(2, 0, {getAffineDimExpr(kept, ctx)}, ctx);
+  // keepdim form: [m, 0] (rows) or [0, n] (columns).
+  SmallVector<AffineExpr> keepDimExprs(2, getAffineConstantExpr(0, ctx));
+  keepDimExprs[kept] = getAffineDimExpr(kept, ctx);
+  AffineMap keepDimMap = AffineMap::get(2, 0, keepDimExprs, ctx);
+  OpOperand *initOperand = op.getDpsInitOperand(0);
+  AffineMap initMap = op.getMatchingIndexingMap(initOperand);
+  bool keepDim = initMap == keepDimMap;
+  if (initMap != vectorMap && !keepDim) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << "its result is written through " << initMap
+       << ", not one value per " << (rows ? "row" : "column");
+    return text;
+  }
+  Block &body = *op.getBlock();
+  if (!hasOnlyEpilogueComputeOps(body, /*allowIndex=*/false))
+    return std::string("its body has ops an epilogue does not run");
+
+  // The reduced tensor: one GEMM tile output read elementwise; the other
+  // inputs are read per kept index (one value per row, or per column).
+  std::optional<unsigned> sourceIndex;
+  for (OpOperand *input : op.getDpsInputOperands()) {
+    AffineMap map = op.getMatchingIndexingMap(input);
+    if (map == identity && !sourceIndex && getTileOutput(input->get())) {
+      sourceIndex = input->getOperandNumber();
+    } else if (map == identity) {
+      // Another full-size operand: a tile input of the epilogue.
+      match.tileArgs.push_back(body.getArgument(input->getOperandNumber()));
+    } else if (map == vectorMap || map == keepDimMap) {
+      match.rowArgs.push_back(body.getArgument(input->getOperandNumber()));
+    } else {
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      os << "its operand #" << input->getOperandNumber() << " is read through "
+         << map << ", neither elementwise nor once per "
+         << (rows ? "row" : "column");
+      return text;
+    }
+  }
+  if (!sourceIndex)
+    return std::string("it reads no GEMM result elementwise (identity map)");
+  std::optional<TileOutput> source =
+      getTileOutput(op.getDpsInputs()[*sourceIndex]);
+  if (source->gemm.isBatched())
+    return std::string("it reduces a batched GEMM's result");
+  for (BlockArgument arg : match.tileArgs) {
+    Value value = op.getDpsInputs()[arg.getArgNumber()];
+    if (!isAvailableBefore(value, source->gemm))
+      return "its operand #" + std::to_string(arg.getArgNumber()) +
+             " is computed after the GEMM";
+    match.tileInputs.push_back({value, AccessForm::tile});
+  }
+  match.elementArgs = match.tileArgs;
+
+  // Which reduction is it?
+  BlockArgument in = body.getArgument(*sourceIndex);
+  BlockArgument out = body.getArgument(initOperand->getOperandNumber());
+  Operation *combine = body.getTerminator()->getOperand(0).getDefiningOp();
+  if (!combine || combine->getNumOperands() != 2 ||
+      (combine->getOperand(0) != out && combine->getOperand(1) != out))
+    return std::string("its body does not accumulate into its result");
+  Value term = combine->getOperand(0) == out ? combine->getOperand(1)
+                                             : combine->getOperand(0);
+  std::optional<APFloat> start = getFillConstant(op.getDpsInits()[0]);
+  if (!start)
+    return std::string("its result does not start from a constant fill");
+  Value reducedValue = term, shift;
+  if (isa<arith::AddFOp>(combine) && start->isZero()) {
+    auto exp = term.getDefiningOp<math::ExpOp>();
+    auto sub = exp ? exp.getOperand().getDefiningOp<arith::SubFOp>()
+                   : arith::SubFOp();
+    match.elementArgs.push_back(in);
+    if (sub && !match.rowArgs.empty() &&
+        readsOnly(sub.getLhs(), body, match.elementArgs) &&
+        readsOnly(sub.getRhs(), body, match.rowArgs)) {
+      match.kind = ReductionKind::logsumexp;
+      reducedValue = sub.getLhs();
+      shift = sub.getRhs();
+    } else {
+      match.kind = ReductionKind::sum;
+    }
+  } else if (isa<arith::MaximumFOp, arith::MaxNumFOp>(combine) &&
+             start->isInfinity() && start->isNegative()) {
+    match.kind = ReductionKind::max;
+  } else {
+    return "it combines with " + combine->getName().getStringRef().str() +
+           " from its start value: not a sum from 0, a max from -inf or an "
+           "exp-sum from 0";
+  }
+  if (!llvm::is_contained(match.elementArgs, in))
+    match.elementArgs.push_back(in);
+  if (!readsOnly(reducedValue, body, match.elementArgs))
+    return std::string("the value it reduces reads a per-") +
+           (rows ? "row" : "column") + " operand outside an exp-sum's shift";
+
+  auto sourceType = cast<RankedTensorType>(source->result.getType());
+  auto resultType = cast<RankedTensorType>(op.getDpsInits()[0].getType());
+  auto elementType = dyn_cast<FloatType>(resultType.getElementType());
+  int64_t cols = sourceType.getDimSize(1);
+  if (ShapedType::isDynamic(cols))
+    return std::string("the GEMM's N is dynamic (the partials' tile count "
+                       "is static)");
+  if (!elementType || reducedValue.getType() != elementType)
+    return std::string("the value it reduces is not of its result's type");
+  match.rows = rows;
+  match.keepDim = keepDim;
+  match.kept = kept;
+  match.in = in;
+  match.source = *source;
+  match.reducedValue = reducedValue;
+  match.shift = shift;
+  match.elementType = elementType;
+  match.cols = cols;
+  return std::nullopt;
+}
+
+/// A reduction matchReduction accepts becomes a coda.row_reduce /
+/// coda.col_reduce of f in the GEMM's epilogue and a finish; the exp-sum one
+/// is a log-sum-exp of f, finished as exp(lse - g).
 struct FuseReduction : OpRewritePattern<linalg::GenericOp> {
   FuseReduction(MLIRContext *ctx, ReductionAxis axis, int64_t tile)
       : OpRewritePattern(ctx), axis(axis), tile(tile) {}
 
   LogicalResult matchAndRewrite(linalg::GenericOp op,
                                 PatternRewriter &rewriter) const override {
+    ReductionMatch match;
+    if (std::optional<std::string> why = matchReduction(op, axis, match))
+      return rewriter.notifyMatchFailure(op, *why);
     MLIRContext *ctx = op.getContext();
-    bool rows = axis == ReductionAxis::row;
-    // Rows reduce over n (loop 1) and keep m (loop 0); columns the reverse.
-    unsigned reduced = rows ? 1 : 0, kept = 1 - reduced;
-    if (!op.hasPureTensorSemantics() || op.getNumDpsInits() != 1 ||
-        op.getNumLoops() != 2 || op.getNumReductionLoops() != 1 ||
-        op.getIteratorTypesArray()[reduced] != utils::IteratorType::reduction)
-      return rewriter.notifyMatchFailure(op, "not a reduction on this axis");
-    AffineMap identity = AffineMap::getMultiDimIdentityMap(2, ctx);
-    AffineMap vectorMap =
-        AffineMap::get(2, 0, {getAffineDimExpr(kept, ctx)}, ctx);
-    // keepdim form: [m, 0] (rows) or [0, n] (columns).
-    SmallVector<AffineExpr> keepDimExprs(2, getAffineConstantExpr(0, ctx));
-    keepDimExprs[kept] = getAffineDimExpr(kept, ctx);
-    AffineMap keepDimMap = AffineMap::get(2, 0, keepDimExprs, ctx);
-    OpOperand *initOperand = op.getDpsInitOperand(0);
-    AffineMap initMap = op.getMatchingIndexingMap(initOperand);
-    bool keepDim = initMap == keepDimMap;
-    if (initMap != vectorMap && !keepDim)
-      return rewriter.notifyMatchFailure(op, "not a reduction to a vector");
+    bool rows = match.rows;
+    unsigned kept = match.kept;
     Block &body = *op.getBlock();
-    if (!hasOnlyEpilogueComputeOps(body, /*allowIndex=*/false))
-      return rewriter.notifyMatchFailure(op, "body is not scalar math");
-
-    // The reduced tensor: one GEMM tile output read elementwise; the other
-    // inputs are read per kept index (one value per row, or per column).
-    std::optional<unsigned> sourceIndex;
-    SmallVector<BlockArgument> rowArgs, tileArgs;
-    for (OpOperand *input : op.getDpsInputOperands()) {
-      AffineMap map = op.getMatchingIndexingMap(input);
-      if (map == identity && !sourceIndex &&
-          getTileOutput(input->get())) {
-        sourceIndex = input->getOperandNumber();
-      } else if (map == identity) {
-        // Another full-size operand: a tile input of the epilogue.
-        tileArgs.push_back(body.getArgument(input->getOperandNumber()));
-      } else if (map == vectorMap || map == keepDimMap) {
-        rowArgs.push_back(body.getArgument(input->getOperandNumber()));
-      } else {
-        return rewriter.notifyMatchFailure(op, "operand access");
-      }
-    }
-    if (!sourceIndex)
-      return rewriter.notifyMatchFailure(op, "no [m, n] operand");
-    std::optional<TileOutput> reducedOutput =
-        getTileOutput(op.getDpsInputs()[*sourceIndex]);
-    if (!reducedOutput || reducedOutput->gemm.isBatched())
-      return rewriter.notifyMatchFailure(op, "not a GEMM tile output");
-    GemmOp producer = reducedOutput->gemm;
-    OpResult source = reducedOutput->result;
-    Value yielded = reducedOutput->yielded;
-    SmallVector<EpilogueInput> tileInputs;
-    for (BlockArgument arg : tileArgs) {
-      Value value = op.getDpsInputs()[arg.getArgNumber()];
-      if (!isAvailableBefore(value, producer))
-        return rewriter.notifyMatchFailure(op, "operand after the GEMM");
-      tileInputs.push_back({value, AccessForm::tile});
-    }
-    SmallVector<BlockArgument> elementArgs(tileArgs);
-
-    // Which reduction is it?
-    BlockArgument in = body.getArgument(*sourceIndex);
-    BlockArgument out = body.getArgument(initOperand->getOperandNumber());
-    Operation *combine = body.getTerminator()->getOperand(0).getDefiningOp();
-    if (!combine || combine->getNumOperands() != 2 ||
-        (combine->getOperand(0) != out && combine->getOperand(1) != out))
-      return rewriter.notifyMatchFailure(op, "not an accumulation");
-    Value term = combine->getOperand(0) == out ? combine->getOperand(1)
-                                               : combine->getOperand(0);
-    std::optional<APFloat> start = getFillConstant(op.getDpsInits()[0]);
-    if (!start)
-      return rewriter.notifyMatchFailure(op, "no constant start value");
-    ReductionKind kind;
-    Value reducedValue = term, shift;
-    if (isa<arith::AddFOp>(combine) && start->isZero()) {
-      auto exp = term.getDefiningOp<math::ExpOp>();
-      auto sub = exp ? exp.getOperand().getDefiningOp<arith::SubFOp>()
-                     : arith::SubFOp();
-      elementArgs.push_back(in);
-      if (sub && !rowArgs.empty() &&
-          readsOnly(sub.getLhs(), body, elementArgs) &&
-          readsOnly(sub.getRhs(), body, rowArgs)) {
-        kind = ReductionKind::logsumexp;
-        reducedValue = sub.getLhs();
-        shift = sub.getRhs();
-      } else {
-        kind = ReductionKind::sum;
-      }
-    } else if (isa<arith::MaximumFOp, arith::MaxNumFOp>(combine) &&
-               start->isInfinity() && start->isNegative()) {
-      kind = ReductionKind::max;
-    } else {
-      return rewriter.notifyMatchFailure(op, "not a sum, max or exp-sum");
-    }
-    if (!llvm::is_contained(elementArgs, in))
-      elementArgs.push_back(in);
-    if (!readsOnly(reducedValue, body, elementArgs))
-      return rewriter.notifyMatchFailure(op, "reduced value reads vectors");
-
-    auto sourceType = cast<RankedTensorType>(source.getType());
+    BlockArgument in = match.in;
+    ArrayRef<BlockArgument> tileArgs = match.tileArgs, rowArgs = match.rowArgs,
+                            elementArgs = match.elementArgs;
+    GemmOp producer = match.source.gemm;
+    Value yielded = match.source.yielded;
+    ReductionKind kind = match.kind;
+    Value reducedValue = match.reducedValue, shift = match.shift;
+    FloatType elementType = match.elementType;
+    int64_t cols = match.cols;
+    auto sourceType = cast<RankedTensorType>(match.source.result.getType());
     auto resultType = cast<RankedTensorType>(op.getDpsInits()[0].getType());
-    auto elementType = dyn_cast<FloatType>(resultType.getElementType());
-    int64_t cols = sourceType.getDimSize(1);
-    if (ShapedType::isDynamic(cols) || !elementType ||
-        reducedValue.getType() != elementType)
-      return rewriter.notifyMatchFailure(op, "dynamic N, or types");
+    SmallVector<EpilogueInput> tileInputs = match.tileInputs;
+    bool keepDim = match.keepDim;
 
     Location loc = op.getLoc();
     rewriter.setInsertionPoint(producer);
@@ -291,6 +356,18 @@ struct CodaFuseReductionsPass
 };
 
 } // namespace
+
+std::optional<std::string>
+mlir::coda::whyNotFusedReduction(linalg::GenericOp op) {
+  if (op.getNumLoops() != 2 || op.getNumReductionLoops() != 1)
+    return std::nullopt;
+  ReductionAxis axis =
+      op.getIteratorTypesArray()[1] == utils::IteratorType::reduction
+          ? ReductionAxis::row
+          : ReductionAxis::col;
+  ReductionMatch match;
+  return matchReduction(op, axis, match);
+}
 
 void mlir::coda::populateFuseReductionsPatterns(RewritePatternSet &patterns,
                                                    int64_t tile) {
