@@ -11,7 +11,8 @@
 // - linalg.matmul, then linalg.transpose (torch-mlir's `x.t()` /
 //   StableHLO's transpose), then a scale per token (a column of the
 //   transposed result);
-// - linalg.matmul, then linalg.transpose, returned as it is;
+// - linalg.matmul, then linalg.transpose, returned as it is (the same
+//   product as the one before: one GEMM writes both results);
 // - linalg.batch_matmul, then the last two dimensions transposed
 //   (`transpose(-1, -2)`), then exp.
 
@@ -28,9 +29,10 @@
 // CHECK: coda.gemm %arg1, %arg0 transpose_b : tensor<6x8xf32>, tensor<?x8xf32>
 // CHECK-NEXT: epilogue(%{{.*}}, row %{{.*}} = %arg2 : tensor<6xf32>)
 // CHECK: coda.gemm %arg3, %arg0 transpose_a transpose_b : tensor<8x6xf32>, tensor<?x8xf32>
-// CHECK-NEXT: epilogue(%{{.*}}, col %{{.*}} = %arg4 : tensor<?xf32>)
-// CHECK: coda.gemm %arg3, %arg0 transpose_a transpose_b : tensor<8x6xf32>, tensor<?x8xf32>
-// CHECK-NEXT: epilogue(%{{[a-z0-9]*}})
+// CHECK-NEXT: epilogue(%[[ACC:[a-z0-9]*]], col %[[S:[a-z0-9]*]] = %arg4 : tensor<?xf32>)
+// CHECK-NEXT: outs(%{{.*}}, %{{.*}} : tensor<6x?xf32>, tensor<6x?xf32>)
+// CHECK-NEXT: %[[SCALED:.*]] = arith.mulf %[[ACC]], %[[S]] : f32
+// CHECK-NEXT: coda.yield %[[ACC]], %[[SCALED]] : f32, f32
 // CHECK: coda.gemm %arg6, %arg5 transpose_a transpose_b : tensor<2x8x6xf32>, tensor<2x?x8xf32>
 // CHECK-NEXT: epilogue(%{{[a-z0-9]*}})
 // CHECK: math.exp

@@ -399,6 +399,10 @@ void mlir::coda::populateConvertMatmulsPatterns(RewritePatternSet &patterns) {
         auto expand = operand->get().getDefiningOp<tensor::ExpandShapeOp>();
         return expand && expand.getSrc().getDefiningOp<GemmOp>();
       });
+  // A folded batch unfolded, then its heads split: one reshape of the GEMM
+  // result.
+  tensor::ExpandShapeOp::getCanonicalizationPatterns(patterns,
+                                                     patterns.getContext());
   // A folded batch's destination: tensor.empty, reshaped, is tensor.empty
   // (the epilogue fusions make such destinations again where they need).
   tensor::populateFoldTensorEmptyPatterns(patterns);

@@ -373,6 +373,9 @@ struct CodaFusePass : coda::impl::CodaFuseBase<CodaFusePass> {
       return signalPassFailure();
     OpPassManager pm(ModuleOp::getOperationName());
     pm.addPass(createCodaConvertMatmuls());
+    // Reshapes moved past each consumer leave one copy per consumer: the
+    // patterns below compare values, not the ops that made them.
+    pm.addPass(createCSEPass());
     pm.addPass(createCodaFuseSwiGLU());
     pm.addPass(createCodaDeferRowScale());
     pm.addPass(createCodaFusePointwise());

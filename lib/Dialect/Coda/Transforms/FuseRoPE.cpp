@@ -63,25 +63,30 @@ Value getNegated(Value value) {
   return generic.getDpsInputs()[0];
 }
 
-/// True when a RoPE op reads a [T, d] table through `map` = `tableMap`
-/// ((t, h, i) -> (t, i)), or a [1, ..., 1, T, d] one (the tables unsqueezed
-/// to broadcast over the heads) through it with its unit dimensions at 0.
+/// True when a RoPE op reads a table through `map` = `tableMap` ((t, h, i)
+/// -> (t, i), or (b, t, h, i) -> (b, t, i) for heads that keep a batch), or
+/// through it with unit dimensions of the table read at 0 between (the
+/// tables unsqueezed to broadcast over the heads: [1, T, d], [B, 1, T, d]).
 bool isTableRead(AffineMap map, Type type, AffineMap tableMap) {
   auto tableType = dyn_cast<RankedTensorType>(type);
-  unsigned units = map.getNumResults() - tableMap.getNumResults();
-  if (!tableType || map.getNumResults() < tableMap.getNumResults() ||
-      map.getResults().drop_front(units) != tableMap.getResults())
+  if (!tableType)
     return false;
-  for (unsigned d = 0; d < units; ++d) {
-    auto constant = dyn_cast<AffineConstantExpr>(map.getResult(d));
-    if (!constant || constant.getValue() != 0 || tableType.getDimSize(d) != 1)
+  SmallVector<AffineExpr> read;
+  for (auto [d, result] : llvm::enumerate(map.getResults())) {
+    auto constant = dyn_cast<AffineConstantExpr>(result);
+    if (!constant) {
+      read.push_back(result);
+      continue;
+    }
+    if (constant.getValue() != 0 || tableType.getDimSize(d) != 1)
       return false;
   }
-  return true;
+  return ArrayRef<AffineExpr>(read) == tableMap.getResults();
 }
 
-/// `table` without its leading unit dimensions ([1, T, d] -> [T, d]).
-Value dropLeadingUnitDims(OpBuilder &builder, Location loc, Value table) {
+/// `table` as rows x d: its leading dimensions (tokens, a batch, unit
+/// dimensions) collapsed into the GEMM's rows.
+Value collapseToRows(OpBuilder &builder, Location loc, Value table) {
   auto type = cast<RankedTensorType>(table.getType());
   if (type.getRank() <= 2)
     return table;
@@ -99,23 +104,33 @@ struct FuseRotateHalf : OpRewritePattern<linalg::GenericOp> {
   LogicalResult matchAndRewrite(linalg::GenericOp op,
                                 PatternRewriter &rewriter) const override {
     MLIRContext *ctx = op.getContext();
+    // Heads T x H x d, or B x T x H x d (a batch folded into the GEMM's
+    // rows): the tokens are every dimension but the last two.
+    unsigned rank = op.getNumLoops();
     if (!op.hasPureTensorSemantics() || !isElementwise(op) ||
-        op.getNumLoops() != 3 || op.getNumDpsInits() != 1 || !op->hasOneUse())
-      return rewriter.notifyMatchFailure(op, "not a 3-D elementwise op");
-    // The rotated heads are written as the GEMM's T x (H * d) result: a
+        (rank != 3 && rank != 4) || op.getNumDpsInits() != 1 ||
+        !op->hasOneUse())
+      return rewriter.notifyMatchFailure(op, "not 3-D or 4-D elementwise");
+    ReassociationIndices tokens;
+    for (unsigned d = 0; d + 2 < rank; ++d)
+      tokens.push_back(d);
+    SmallVector<ReassociationIndices> heads = {tokens, {rank - 2, rank - 1}};
+    // The rotated heads are written as the GEMM's rows x (H * d) result: a
     // collapse back to that shape is replaced by it, any other reader reads
     // it through the heads reshape.
     auto collapse = dyn_cast<tensor::CollapseShapeOp>(*op->getUsers().begin());
-    if (collapse && collapse.getReassociationIndices() !=
-                        SmallVector<ReassociationIndices>{{0}, {1, 2}})
+    if (collapse && collapse.getReassociationIndices() != heads)
       collapse = nullptr;
     if (!hasOnlyEpilogueComputeOps(*op.getBlock(), /*allowIndex=*/false))
       return rewriter.notifyMatchFailure(op, "body is not scalar math");
 
-    // Find q (T x H x d, the expanded GEMM output) and its rotation.
-    AffineMap identity = AffineMap::getMultiDimIdentityMap(3, ctx);
-    AffineMap tableMap = AffineMap::get(
-        3, 0, {getAffineDimExpr(0, ctx), getAffineDimExpr(2, ctx)}, ctx);
+    // Find q (the expanded GEMM output) and its rotation.
+    AffineMap identity = AffineMap::getMultiDimIdentityMap(rank, ctx);
+    SmallVector<AffineExpr> tableExprs;
+    for (unsigned d : tokens)
+      tableExprs.push_back(getAffineDimExpr(d, ctx));
+    tableExprs.push_back(getAffineDimExpr(rank - 1, ctx));
+    AffineMap tableMap = AffineMap::get(rank, 0, tableExprs, ctx);
     std::optional<unsigned> qInput, rotInput;
     SmallVector<unsigned> tableInputs;
     tensor::ExpandShapeOp expand;
@@ -144,18 +159,17 @@ struct FuseRotateHalf : OpRewritePattern<linalg::GenericOp> {
       return rewriter.notifyMatchFailure(op, "no q and rotate_half(q)");
     Value q3 = expand.getResult();
     auto q3Type = cast<RankedTensorType>(q3.getType());
-    if (ShapedType::isDynamic(q3Type.getDimSize(1)) ||
-        ShapedType::isDynamic(q3Type.getDimSize(2)) ||
-        q3Type.getDimSize(2) % 2 != 0 ||
-        expand.getReassociationIndices() !=
-            SmallVector<ReassociationIndices>{{0}, {1, 2}})
-      return rewriter.notifyMatchFailure(op, "q is not T x H x d");
-    int64_t headDim = q3Type.getDimSize(2), half = headDim / 2;
+    if (ShapedType::isDynamic(q3Type.getDimSize(rank - 2)) ||
+        ShapedType::isDynamic(q3Type.getDimSize(rank - 1)) ||
+        q3Type.getDimSize(rank - 1) % 2 != 0 ||
+        expand.getReassociationIndices() != heads)
+      return rewriter.notifyMatchFailure(op, "q is not [B x] T x H x d");
+    int64_t headDim = q3Type.getDimSize(rank - 1), half = headDim / 2;
 
     // rotate_half(q) = cat(-q[..., half:], q[..., :half]) along the head dim.
     auto concat =
         op.getDpsInputs()[*rotInput].getDefiningOp<tensor::ConcatOp>();
-    if (concat.getDim() != 2 || concat.getInputs().size() != 2)
+    if (concat.getDim() != rank - 1 || concat.getInputs().size() != 2)
       return rewriter.notifyMatchFailure(op, "not a two-way head concat");
     Value negatedHigh = getNegated(concat.getInputs()[0]);
     auto high = negatedHigh ? negatedHigh.getDefiningOp<tensor::ExtractSliceOp>()
@@ -196,12 +210,12 @@ struct FuseRotateHalf : OpRewritePattern<linalg::GenericOp> {
       added.push_back({table, AccessForm::periodic});
     }
     Type resultElement = getElementTypeOrSelf(op.getResult(0).getType());
-    int64_t resultColumns = q3Type.getDimSize(1) * headDim;
+    int64_t resultColumns = q3Type.getDimSize(rank - 2) * headDim;
 
     Location loc = op.getLoc();
     rewriter.setInsertionPoint(gemm);
     for (EpilogueInput &table : added)
-      table.value = dropLeadingUnitDims(rewriter, loc, table.value);
+      table.value = collapseToRows(rewriter, loc, table.value);
     Value destination =
         createEmptyWithRows(rewriter, loc, gemm, {resultColumns}, resultElement);
     Block &body = *op.getBlock();
