@@ -227,9 +227,9 @@ def generate(seed, gpu=False, max_size=40):
             other = rng.randrange(len(values))
             args = [v] if other == v else [v, other]
             leaves = [(("arg", k, side), bounds[a]) for k, a in enumerate(args) for side in (0, 1)]
-            e, _ = _covering(rng, leaves, 2)
+            e, eb = _covering(rng, leaves, 2)
             outputs.append({"kind": "pair_contract", "args": args, "expr": e,
-                            "dtype": rng.choice(FLOATS)})
+                            "dtype": rng.choice(FLOATS), "bound": eb})
         elif r < 0.95:
             outputs.append({"kind": "interleave", "even": v, "odd": rng.randrange(len(values)),
                             "dtype": rng.choice(FLOATS)})
@@ -1164,9 +1164,11 @@ def emit_reference(p, name="reference"):
             attr = f" {{coda_test.range = array<i64: -1, {N + 1}>}}"
         args.append(f"{n}: {t}{attr}")
     rtol, atol = tolerances(p)
+    floors = ", ".join(f"{f:e} : f32" for f in atol_floors(p))
     L = [f"func.func @{name}({', '.join(args)})",
          f"    -> ({', '.join(result_types)}) attributes {{coda_test.rtol = {rtol:e} : f32, "
-         f"coda_test.atol = {atol:e} : f32, coda_test.atol_scaled}} {{"]
+         f"coda_test.atol = {atol:e} : f32, coda_test.atol_scaled, "
+         f"coda_test.atol_floor = [{floors}]}} {{"]
     L += ["  " + s for s in r.lines]
     L.append(f"  return {', '.join(results)} : {', '.join(result_types)}")
     L.append("}")
@@ -1264,6 +1266,35 @@ def tolerances(p):
     if low:
         return 1e-2, 1e-2
     return 1e-4, 1e-5
+
+
+def atol_floors(p):
+    """Per output, an absolute floor under the scaled atol: the rounding noise
+    of the terms it is computed from, a few units in the last place of their
+    bound times their count. An output whose terms cancel (a partial sum of
+    x and -x, added in another order by the reference) is far smaller than
+    that noise, so a fraction of its own magnitude cannot bound the error."""
+    low = tolerances(p)[0] > 1e-4
+    unit = 2.0 ** -9 if low else 2.0 ** -24
+    bounds = p["bounds"]
+    floors = []
+    for out in p["outputs"]:
+        kind = out["kind"]
+        if kind == "interleave":
+            bound, terms = max(bounds[out["even"]], bounds[out["odd"]]), 1
+        elif kind == "pair_contract":
+            bound, terms = out.get("bound", max(bounds)), 2
+        else:
+            bound, terms = bounds[out["value"]], 1
+        if kind in ("row_reduce", "col_reduce"):
+            length = p["N"] if kind == "row_reduce" else p["M"]
+            terms = min(out["tile"], length)
+            if out["reduction"] == "logsumexp":
+                bound, terms = bound + math.log(terms), 1
+            elif out["reduction"] == "max":
+                terms = 1
+        floors.append(4 * unit * bound * terms)
+    return floors
 
 
 def clone(p):

@@ -23,7 +23,9 @@
 // A scalar float input gets 0.5 + 0.25 * position. The function attributes
 // `coda_test.rtol` and `coda_test.atol` of a reference override the options;
 // with `coda_test.atol_scaled`, atol is a fraction of each result's largest
-// expected magnitude.
+// expected magnitude, and `coda_test.atol_floor` (one f32 per result) bounds
+// it from below: the rounding noise of a result whose terms cancel (a sum of
+// x and -x in another order) is not a fraction of that result.
 //
 //===----------------------------------------------------------------------===//
 
@@ -311,8 +313,13 @@ void TestDifferentialMainPass::runOnOperation() {
     };
     Value rtolValue = tolerance("coda_test.rtol", rtol);
     Value atolValue = tolerance("coda_test.atol", atol);
-    for (auto [got, want] :
-         llvm::zip(fusedCall.getResults(), refCall.getResults())) {
+    auto floors = reference->getAttrOfType<ArrayAttr>("coda_test.atol_floor");
+    if (floors && floors.size() != refCall.getNumResults()) {
+      reference->emitError("coda_test.atol_floor needs one value per result");
+      return failure();
+    }
+    for (auto [index, got, want] : llvm::enumerate(fusedCall.getResults(),
+                                                   refCall.getResults())) {
       auto tensorType = dyn_cast<RankedTensorType>(got.getType());
       Type element = tensorType ? tensorType.getElementType() : Type();
       if (!element || !isa<Float32Type, BFloat16Type, Float16Type>(element)) {
@@ -339,13 +346,24 @@ void TestDifferentialMainPass::runOnOperation() {
       }
       // With coda_test.atol_scaled, atol is a fraction of the largest
       // expected magnitude of each result.
-      StringRef kind = reference->hasAttr("coda_test.atol_scaled")
-                           ? "coda_check_scaled_"
-                           : "coda_check_close_";
-      func::FuncOp check =
-          declareHelper(b, module, (kind + helperSuffix(element)).str(),
-                        {unranked(element), unranked(element), b.getF32Type(),
-                         b.getF32Type()});
+      if (reference->hasAttr("coda_test.atol_scaled")) {
+        double floor =
+            floors ? cast<FloatAttr>(floors[index]).getValueAsDouble() : 0.0;
+        Value floorValue =
+            arith::ConstantOp::create(b, loc, b.getF32FloatAttr(floor));
+        func::FuncOp check = declareHelper(
+            b, module, ("coda_check_scaled_" + helperSuffix(element)).str(),
+            {unranked(element), unranked(element), b.getF32Type(),
+             b.getF32Type(), b.getF32Type()});
+        func::CallOp::create(b, loc, check,
+                             ValueRange{toUnranked(got), toUnranked(want),
+                                        rtolValue, atolValue, floorValue});
+        continue;
+      }
+      func::FuncOp check = declareHelper(
+          b, module, ("coda_check_close_" + helperSuffix(element)).str(),
+          {unranked(element), unranked(element), b.getF32Type(),
+           b.getF32Type()});
       func::CallOp::create(
           b, loc, check,
           ValueRange{toUnranked(got), toUnranked(want), rtolValue, atolValue});

@@ -14,9 +14,11 @@
 //       prints a one-line verdict and exits with status 1 when any element is
 //       NaN or infinite, or differs by more than atol + rtol * |expected|;
 //   coda_check_scaled_{f32,bf16,f16}(memref<*xT> actual, memref<*xT> expected,
-//                                    f32 rtol, f32 atol)
-//       the same with atol a fraction of the largest |expected| (for
-//       generated programs, whose outputs' scales are not known in advance);
+//                                    f32 rtol, f32 atol, f32 floor)
+//       the same with atol a fraction of the largest |expected|, and at least
+//       `floor` (for generated programs, whose outputs' scales are not known
+//       in advance, and whose outputs may cancel to less than the rounding
+//       noise of their terms);
 //   coda_check_norm_{f32,bf16,f16}(memref<*xT> actual, memref<*xT> expected,
 //                              f32 tolerance)
 //       the same verdict on the relative L2 error ||actual - expected|| /
@@ -125,7 +127,7 @@ void forEachElement(DynamicMemRefType<T> &memref, Fn &&fn) {
 template <typename T, typename ToFloat>
 void checkClose(UnrankedMemRefType<T> *actualDesc,
                 UnrankedMemRefType<T> *expectedDesc, float rtol, float atol,
-                ToFloat toFloat, bool scaled = false) {
+                ToFloat toFloat, bool scaled = false, float floor = 0.0f) {
   DynamicMemRefType<T> actual(*actualDesc), expected(*expectedDesc);
   if (shapeOf(actual) != shapeOf(expected)) {
     std::printf("coda-check FAILED: shapes differ (rank %" PRId64 " vs %" PRId64
@@ -143,7 +145,7 @@ void checkClose(UnrankedMemRefType<T> *actualDesc,
     for (float value : expectedValues)
       if (std::isfinite(value))
         largest = std::max(largest, double(std::fabs(value)));
-    atol *= float(largest);
+    atol = std::max(atol * float(largest), floor);
   }
   double maxAbs = 0.0, maxRel = 0.0;
   int64_t mismatches = 0;
@@ -309,21 +311,21 @@ void _mlir_ciface_coda_check_close_f16(UnrankedMemRefType<uint16_t> *actual,
 
 void _mlir_ciface_coda_check_scaled_f32(UnrankedMemRefType<float> *actual,
                                         UnrankedMemRefType<float> *expected,
-                                        float rtol, float atol) {
+                                        float rtol, float atol, float floor) {
   checkClose(
-      actual, expected, rtol, atol, [](float v) { return v; }, true);
+      actual, expected, rtol, atol, [](float v) { return v; }, true, floor);
 }
 
 void _mlir_ciface_coda_check_scaled_bf16(UnrankedMemRefType<uint16_t> *actual,
                                          UnrankedMemRefType<uint16_t> *expected,
-                                         float rtol, float atol) {
-  checkClose(actual, expected, rtol, atol, bf16ToFloat, true);
+                                         float rtol, float atol, float floor) {
+  checkClose(actual, expected, rtol, atol, bf16ToFloat, true, floor);
 }
 
 void _mlir_ciface_coda_check_scaled_f16(UnrankedMemRefType<uint16_t> *actual,
                                         UnrankedMemRefType<uint16_t> *expected,
-                                        float rtol, float atol) {
-  checkClose(actual, expected, rtol, atol, f16ToFloat, true);
+                                        float rtol, float atol, float floor) {
+  checkClose(actual, expected, rtol, atol, f16ToFloat, true, floor);
 }
 
 void _mlir_ciface_coda_check_norm_f32(UnrankedMemRefType<float> *actual,
