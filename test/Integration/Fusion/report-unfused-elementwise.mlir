@@ -97,3 +97,29 @@ func.func @batch_read_transposed(%x: tensor<2x4x8xf32>, %w: tensor<6x8xf32>) -> 
   %r = linalg.transpose ins(%p : tensor<2x4x6xf32>) outs(%et : tensor<2x6x4xf32>) permutation = [0, 2, 1]
   return %r : tensor<2x6x4xf32>
 }
+
+// Heads transposed before an op with a per-(token, position) table: the
+// transpose moves after the op, the op still cannot join the epilogue, and
+// the transpose is merged back into it: one kernel, as written.
+// CHECK-LABEL: coda fusion report: @transposed_heads_stay_one_kernel
+// CHECK: after:  1 GEMM kernels, 1 memory-bound kernels
+// CHECK-NEXT: left: linalg.generic at loc("{{.*}}report-unfused-elementwise.mlir":[[@LINE+11]]:{{[0-9]+}}) (400 B): reads a coda.gemm's result but stays outside its epilogue
+
+func.func @transposed_heads_stay_one_kernel(%x: tensor<5x8xf32>, %w: tensor<8x8xf32>, %cos: tensor<5x4xf32>) -> tensor<2x5x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<5x8xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<5x8xf32>) -> tensor<5x8xf32>
+  %mm = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+      ins(%x, %w : tensor<5x8xf32>, tensor<8x8xf32>) outs(%z : tensor<5x8xf32>) -> tensor<5x8xf32>
+  %q = tensor.expand_shape %mm [[0], [1, 2]] output_shape [5, 2, 4] : tensor<5x8xf32> into tensor<5x2x4xf32>
+  %et = tensor.empty() : tensor<2x5x4xf32>
+  %qt = linalg.transpose ins(%q : tensor<5x2x4xf32>) outs(%et : tensor<2x5x4xf32>) permutation = [1, 0, 2]
+  %y = linalg.generic {indexing_maps = [affine_map<(h, t, d) -> (h, t, d)>, affine_map<(h, t, d) -> (t, d)>, affine_map<(h, t, d) -> (h, t, d)>],
+                       iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%qt, %cos : tensor<2x5x4xf32>, tensor<5x4xf32>) outs(%et : tensor<2x5x4xf32>) {
+  ^bb0(%v: f32, %c: f32, %o: f32):
+    %0 = arith.mulf %v, %c : f32
+    linalg.yield %0 : f32
+  } -> tensor<2x5x4xf32>
+  return %y : tensor<2x5x4xf32>
+}

@@ -387,6 +387,10 @@ struct CodaFusePass : coda::impl::CodaFuseBase<CodaFusePass> {
     pm.addPass(createCSEPass());
     if (failed(runPipeline(pm, module)))
       return signalPassFailure();
+    RewritePatternSet cleanup(&getContext());
+    populateFoldTransposesIntoProducersPatterns(cleanup);
+    if (failed(applyPatternsGreedily(module, std::move(cleanup))))
+      return signalPassFailure();
 
     if (!reporting)
       return;

@@ -15,6 +15,7 @@
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
 
@@ -259,7 +260,37 @@ struct ComputeInOperandOrder : OpRewritePattern<linalg::GenericOp> {
   }
 };
 
+/// A transpose moved after an elementwise op that then did not join an
+/// epilogue is merged back into it: one kernel writes the op's result
+/// transposed, as before the transpose moved.
+struct FoldTransposeIntoProducer : OpRewritePattern<linalg::GenericOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::GenericOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!transposeMap(op))
+      return rewriter.notifyMatchFailure(op, "not a transpose");
+    OpOperand *input = op.getDpsInputOperand(0);
+    auto producer = input->get().getDefiningOp<linalg::GenericOp>();
+    if (!producer || transposeMap(producer) || !producer->hasOneUse() ||
+        producer.getNumReductionLoops() != 0 ||
+        !linalg::areElementwiseOpsFusable(input))
+      return rewriter.notifyMatchFailure(op, "no elementwise producer");
+    FailureOr<linalg::ElementwiseOpFusionResult> fused =
+        linalg::fuseElementwiseOps(rewriter, input);
+    if (failed(fused))
+      return rewriter.notifyMatchFailure(op, "fusion failed");
+    rewriter.replaceOp(op, fused->replacements.lookup(op.getResult(0)));
+    return success();
+  }
+};
+
 } // namespace
+
+void mlir::coda::populateFoldTransposesIntoProducersPatterns(
+    RewritePatternSet &patterns) {
+  patterns.add<FoldTransposeIntoProducer>(patterns.getContext());
+}
 
 void mlir::coda::populateSinkTransposesPatterns(RewritePatternSet &patterns) {
   patterns.add<SinkTransposeBelowSlice, SinkTransposeBelowConcat,

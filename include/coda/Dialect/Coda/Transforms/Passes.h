@@ -25,6 +25,9 @@ void populateConvertMatmulsPatterns(RewritePatternSet &patterns);
 /// that read them (heads transposed before RoPE), those ops computed in the
 /// order of what they read.
 void populateSinkTransposesPatterns(RewritePatternSet &patterns);
+/// A moved transpose merged back into the elementwise op before it where
+/// that op stayed outside every epilogue (run after the fusions).
+void populateFoldTransposesIntoProducersPatterns(RewritePatternSet &patterns);
 /// Two GEMMs sharing lhs + elementwise combination -> pairwise epilogue.
 void populateFuseSwiGLUPatterns(RewritePatternSet &patterns);
 /// lhs = x * R[m] * G[k] -> row scale in the epilogue, G folded into the weight.
