@@ -123,6 +123,11 @@ std::optional<std::string> whyNotFusedPointwise(linalg::GenericOp op);
 /// fusion report; or nothing if it could (or `op` is no such reduction).
 std::optional<std::string> whyNotFusedReduction(linalg::GenericOp op);
 
+/// Why the per-row gather `op` did not become a row_select of a GEMM's
+/// epilogue as --coda-fuse-gathers would make it, in words for the fusion
+/// report; or nothing if it could.
+std::optional<std::string> whyNotFusedGather(linalg::GenericOp op);
+
 /// The floating-point values that `block`'s ops use from outside it and that
 /// are not constants (a runtime scalar a frontend captures in an elementwise
 /// body, such as `aten.mul.Scalar`'s), each once, in order of first use.

@@ -290,6 +290,18 @@ std::optional<std::string> whyNotInEpilogue(Operation *op) {
   auto generic = dyn_cast<linalg::GenericOp>(op);
   if (!generic)
     return std::nullopt;
+  // A per-row gather from a GEMM's result, or from an elementwise function
+  // of it (a cross-entropy's pick of the target's log-probability).
+  for (auto extract : generic.getBody()->getOps<tensor::ExtractOp>()) {
+    Value source = extract.getTensor();
+    auto function = source.getDefiningOp<linalg::GenericOp>();
+    if (generic.getNumLoops() == 1 &&
+        (getTileOutput(source) ||
+         (function && llvm::any_of(function.getDpsInputs(), [](Value input) {
+            return getTileOutput(input).has_value();
+          }))))
+      return whyNotFusedGather(generic);
+  }
   bool readsTile = llvm::any_of(generic.getDpsInputs(), [](Value input) {
     return getTileOutput(input).has_value();
   });

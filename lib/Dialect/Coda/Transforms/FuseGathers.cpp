@@ -53,75 +53,121 @@ FailureOr<SmallVector<Operation *>> sliceInBlock(Value value, Block &block,
   return ordered;
 }
 
+/// What matchRowGather found in a per-row gather that can become a
+/// row_select of a GEMM's epilogue.
+struct RowGatherMatch {
+  tensor::ExtractOp extract;
+  /// The body ops the gathered column is computed by.
+  SmallVector<Operation *> columnSlice;
+  /// y = E(C, per-row values), the gathered tensor, and its operands.
+  linalg::GenericOp elementwise;
+  unsigned sourceIndex;
+  SmallVector<OpOperand *> rowOperands;
+  TileOutput tile;
+};
+
+/// A per-row op that gathers one element per row, y[m, j(m)], of an
+/// elementwise function y = E(C, per-row values) of a GEMM's tile output C,
+/// with j computed from the op's own inputs (a cross-entropy's pick of the
+/// target's log-probability). Fills `match`, or says, in words for the
+/// fusion report, why `op` is not one.
+std::optional<std::string> matchRowGather(linalg::GenericOp op,
+                                          RowGatherMatch &match) {
+  MLIRContext *ctx = op.getContext();
+  if (!op.hasPureTensorSemantics() || op.getNumLoops() != 1 ||
+      op.getNumReductionLoops() != 0 || op.getNumDpsInits() != 1)
+    return std::string("it is not a per-row op with one result");
+  AffineMap rowMap = AffineMap::getMultiDimIdentityMap(1, ctx);
+  if (!llvm::all_of(op.getIndexingMapsArray(),
+                    [&](AffineMap map) { return map == rowMap; }))
+    return std::string("it does not read its operands once per row");
+  Block &body = *op.getBlock();
+
+  // Exactly one gather: tensor.extract %y[%m, %j].
+  for (auto candidate : body.getOps<tensor::ExtractOp>()) {
+    if (match.extract)
+      return std::string("it gathers more than one element per row");
+    match.extract = candidate;
+  }
+  tensor::ExtractOp extract = match.extract;
+  if (!extract || extract.getIndices().size() != 2)
+    return std::string("it gathers from no matrix");
+  auto rowIndex = extract.getIndices()[0].getDefiningOp<linalg::IndexOp>();
+  if (!rowIndex || rowIndex.getDim() != 0)
+    return std::string("the row it gathers from is not its own row");
+  FailureOr<SmallVector<Operation *>> columnSlice =
+      sliceInBlock(extract.getIndices()[1], body, extract);
+  if (failed(columnSlice) ||
+      llvm::any_of(*columnSlice, [](Operation *sliceOp) {
+        return isa<linalg::IndexOp>(sliceOp) || !isEpilogueComputeOp(sliceOp);
+      }))
+    return std::string("the column it gathers is not computed from its "
+                       "per-row operands alone");
+  match.columnSlice = std::move(*columnSlice);
+
+  // y = E(C, per-row values) elementwise, read only here.
+  auto elementwise = extract.getTensor().getDefiningOp<linalg::GenericOp>();
+  if (!elementwise || !elementwise->hasOneUse() ||
+      !elementwise.hasPureTensorSemantics() || !isElementwise(elementwise) ||
+      elementwise.getNumLoops() != 2 || elementwise.getNumDpsInits() != 1 ||
+      !hasOnlyEpilogueComputeOps(*elementwise.getBlock(),
+                                 /*allowIndex=*/false))
+    return std::string("the matrix it gathers from is not an elementwise "
+                       "function of a GEMM's result read only by the gather");
+  match.elementwise = elementwise;
+  std::optional<unsigned> sourceIndex;
+  for (OpOperand *input : elementwise.getDpsInputOperands()) {
+    auto type = cast<RankedTensorType>(input->get().getType());
+    std::optional<AccessForm> form = classifyAccess(
+        elementwise.getMatchingIndexingMap(input), type, 2);
+    if (form == AccessForm::tile && !sourceIndex)
+      sourceIndex = input->getOperandNumber();
+    else if (form == AccessForm::row)
+      match.rowOperands.push_back(input);
+    else
+      return "the matrix it gathers from reads its operand #" +
+             std::to_string(input->getOperandNumber()) +
+             " neither elementwise nor once per row";
+  }
+  if (!sourceIndex)
+    return std::string("the matrix it gathers from reads no matrix");
+  std::optional<TileOutput> tile =
+      getTileOutput(elementwise.getDpsInputs()[*sourceIndex]);
+  if (!tile || tile->gemm.isBatched())
+    return std::string("the matrix it gathers from is not computed from a "
+                       "2-D GEMM's result");
+  for (OpOperand *input : op.getDpsInputOperands())
+    if (!isAvailableBefore(input->get(), tile->gemm))
+      return "its operand #" + std::to_string(input->getOperandNumber()) +
+             " is computed after the GEMM";
+  match.sourceIndex = *sourceIndex;
+  match.tile = *tile;
+  return std::nullopt;
+}
+
+/// A gather matchRowGather accepts: the GEMM picks C[m, j(m)] for each row
+/// (coda.row_select, j an epilogue row input) and the per-row op computes
+/// E(picked, rows) where it gathered.
 struct FuseRowGather : OpRewritePattern<linalg::GenericOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(linalg::GenericOp op,
                                 PatternRewriter &rewriter) const override {
+    RowGatherMatch match;
+    if (std::optional<std::string> why = matchRowGather(op, match))
+      return rewriter.notifyMatchFailure(op, *why);
     MLIRContext *ctx = op.getContext();
-    if (!op.hasPureTensorSemantics() || op.getNumLoops() != 1 ||
-        op.getNumReductionLoops() != 0 || op.getNumDpsInits() != 1)
-      return rewriter.notifyMatchFailure(op, "not a per-row op");
     AffineMap rowMap = AffineMap::getMultiDimIdentityMap(1, ctx);
-    if (!llvm::all_of(op.getIndexingMapsArray(),
-                      [&](AffineMap map) { return map == rowMap; }))
-      return rewriter.notifyMatchFailure(op, "not per row");
     Block &body = *op.getBlock();
-
-    // Exactly one gather: tensor.extract %y[%m, %j].
-    tensor::ExtractOp extract;
-    for (auto candidate : body.getOps<tensor::ExtractOp>()) {
-      if (extract)
-        return rewriter.notifyMatchFailure(op, "several gathers");
-      extract = candidate;
-    }
-    if (!extract || extract.getIndices().size() != 2)
-      return rewriter.notifyMatchFailure(op, "no 2-D gather");
-    auto rowIndex = extract.getIndices()[0].getDefiningOp<linalg::IndexOp>();
-    if (!rowIndex || rowIndex.getDim() != 0)
-      return rewriter.notifyMatchFailure(op, "gather row is not the row");
+    tensor::ExtractOp extract = match.extract;
     Value column = extract.getIndices()[1];
-    FailureOr<SmallVector<Operation *>> columnSlice =
-        sliceInBlock(column, body, extract);
-    if (failed(columnSlice) ||
-        llvm::any_of(*columnSlice, [](Operation *sliceOp) {
-          return isa<linalg::IndexOp>(sliceOp) || !isEpilogueComputeOp(sliceOp);
-        }))
-      return rewriter.notifyMatchFailure(op, "column is not a function of inputs");
-
-    // y = E(C, per-row values) elementwise, read only here.
-    auto elementwise = extract.getTensor().getDefiningOp<linalg::GenericOp>();
-    if (!elementwise || !elementwise->hasOneUse() ||
-        !elementwise.hasPureTensorSemantics() || !isElementwise(elementwise) ||
-        elementwise.getNumLoops() != 2 || elementwise.getNumDpsInits() != 1 ||
-        !hasOnlyEpilogueComputeOps(*elementwise.getBlock(),
-                                   /*allowIndex=*/false))
-      return rewriter.notifyMatchFailure(op, "gathered tensor not elementwise");
+    ArrayRef<Operation *> columnSlice = match.columnSlice;
+    linalg::GenericOp elementwise = match.elementwise;
     Block &eBody = *elementwise.getBlock();
-    std::optional<unsigned> sourceIndex;
-    SmallVector<OpOperand *> rowOperands;
-    for (OpOperand *input : elementwise.getDpsInputOperands()) {
-      auto type = cast<RankedTensorType>(input->get().getType());
-      std::optional<AccessForm> form = classifyAccess(
-          elementwise.getMatchingIndexingMap(input), type, 2);
-      if (form == AccessForm::tile && !sourceIndex)
-        sourceIndex = input->getOperandNumber();
-      else if (form == AccessForm::row)
-        rowOperands.push_back(input);
-      else
-        return rewriter.notifyMatchFailure(op, "gathered tensor operand");
-    }
-    if (!sourceIndex)
-      return rewriter.notifyMatchFailure(op, "no tile operand");
-    std::optional<TileOutput> tile =
-        getTileOutput(elementwise.getDpsInputs()[*sourceIndex]);
-    if (!tile || tile->gemm.isBatched())
-      return rewriter.notifyMatchFailure(op, "not a GEMM tile output");
-    GemmOp producer = tile->gemm;
-    Value yielded = tile->yielded;
-    for (OpOperand *input : op.getDpsInputOperands())
-      if (!isAvailableBefore(input->get(), producer))
-        return rewriter.notifyMatchFailure(op, "gather input after the GEMM");
+    unsigned sourceIndex = match.sourceIndex;
+    ArrayRef<OpOperand *> rowOperands = match.rowOperands;
+    GemmOp producer = match.tile.gemm;
+    Value yielded = match.tile.yielded;
 
     Location loc = op.getLoc();
     rewriter.setInsertionPoint(producer);
@@ -141,7 +187,7 @@ struct FuseRowGather : OpRewritePattern<linalg::GenericOp> {
               IRMapping mapping;
               for (unsigned i = 0; i < gatherInputs.size(); ++i)
                 mapping.map(body.getArgument(i), args[i]);
-              for (Operation *sliceOp : *columnSlice)
+              for (Operation *sliceOp : columnSlice)
                 b.clone(*sliceOp, mapping);
               Value j = mapping.lookupOrDefault(column);
               linalg::YieldOp::create(
@@ -201,7 +247,7 @@ struct FuseRowGather : OpRewritePattern<linalg::GenericOp> {
               continue;
             }
             IRMapping inner;
-            inner.map(eBody.getArgument(*sourceIndex), args[numOld]);
+            inner.map(eBody.getArgument(sourceIndex), args[numOld]);
             for (auto [i, input] : llvm::enumerate(rowOperands))
               inner.map(eBody.getArgument(input->getOperandNumber()),
                         args[numOld + 1 + i]);
@@ -233,6 +279,12 @@ struct CodaFuseGathersPass
 };
 
 } // namespace
+
+std::optional<std::string>
+mlir::coda::whyNotFusedGather(linalg::GenericOp op) {
+  RowGatherMatch match;
+  return matchRowGather(op, match);
+}
 
 void mlir::coda::populateFuseGathersPatterns(RewritePatternSet &patterns) {
   patterns.add<FuseRowGather>(patterns.getContext());
