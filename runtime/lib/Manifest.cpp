@@ -453,6 +453,8 @@ Manifest Manifest::parse(const std::string &text) {
         kernel.transposeA = boolean(*transposeA, ctx + " transpose_a");
       if (const Json *persistent = optional(k, "persistent"))
         kernel.persistent = boolean(*persistent, ctx + " persistent");
+      if (const Json *batched = optional(k, "batched"))
+        kernel.batched = boolean(*batched, ctx + " batched");
       if (const Json *cluster = optional(k, "cluster")) {
         std::vector<int64_t> dims = intList(*cluster, ctx + " cluster");
         if (dims.size() != 3 || dims[0] < 1 || dims[1] != 1 || dims[2] != 1)
@@ -521,6 +523,13 @@ Manifest Manifest::parse(const std::string &text) {
           param.source = integer(*v, pctx + " source (an argument position or "
                                             "\"temporary\")");
       }
+      // The sizes a launch passes: M, N, K, and B for a batched GEMM.
+      if (param.kind == ParamSpec::Kind::index && param.name != "M" &&
+          param.name != "N" && param.name != "K" &&
+          (param.name != "B" || !kernel.batched))
+        throw Error("manifest: " + pctx +
+                    " is an index parameter other than M, N, K (or B of a "
+                    "batched GEMM)");
       kernel.params.push_back(std::move(param));
     }
     manifest.kernels.push_back(std::move(kernel));

@@ -55,15 +55,25 @@ CUtensorMap descriptor(const ParamSpec &p, const TensorRef &t) {
   // need aligned outputs) and gets zeros.
   if (p.store && !tmaAddressable(t))
     return map;
-  // Dimensions innermost first; strides in bytes for dimensions 1..r-1.
-  uint64_t dims[2] = {uint64_t(t.sizes[1]), uint64_t(t.sizes[0])};
-  uint64_t strides[1] = {uint64_t(t.strides[0] * dtypeBytes(t.dtype))};
-  uint32_t box[2] = {uint32_t(p.box[0]), uint32_t(p.box[1])};
-  uint32_t elementStrides[2] = {1, 1};
+  // Dimensions innermost first; strides in bytes for dimensions 1..r-1
+  // (a matrix, or a batch of them: validated to match the box's rank).
+  size_t rank = t.sizes.size();
+  if (rank < 2 || rank > 3 || p.box.size() != rank)
+    throw Error("the " + p.operand + " TMA descriptor takes a rank-" +
+                std::to_string(p.box.size()) + " box, got a rank-" +
+                std::to_string(rank) + " tensor");
+  uint64_t dims[3], strides[2];
+  uint32_t box[3], elementStrides[3] = {1, 1, 1};
+  for (size_t d = 0; d < rank; ++d) {
+    dims[d] = uint64_t(t.sizes[rank - 1 - d]);
+    box[d] = uint32_t(p.box[d]);
+    if (d > 0)
+      strides[d - 1] = uint64_t(t.strides[rank - 1 - d] * dtypeBytes(t.dtype));
+  }
   check(driver().cuTensorMapEncodeTiled(
-            &map, tensorMapType(t.dtype), 2, reinterpret_cast<void *>(t.data),
-            dims, strides, box, elementStrides,
-            driverValue(p.interleave, kInterleaves),
+            &map, tensorMapType(t.dtype), uint32_t(rank),
+            reinterpret_cast<void *>(t.data), dims, strides, box,
+            elementStrides, driverValue(p.interleave, kInterleaves),
             driverValue(p.swizzle, kSwizzles),
             driverValue(p.l2Promotion, kL2Promotions),
             driverValue(p.oobFill, kOobFills)),
@@ -281,8 +291,10 @@ void Module::launchSpec(const KernelSpec &kernel, const GemmSizes &sizes,
       params.add(descriptor(p, std::get<TensorRef>(args[p.source])));
       break;
     case ParamSpec::Kind::index:
+      // The manifest names no other (Manifest.cpp).
       params.add<int64_t>(p.name == "M"   ? sizes.m
                           : p.name == "N" ? sizes.n
+                          : p.name == "B" ? sizes.b
                                           : sizes.k);
       break;
     case ParamSpec::Kind::scalar: {

@@ -10,22 +10,29 @@ using namespace coda::runtime;
 
 namespace {
 
-/// Why TMA cannot address `t` as a matrix (none: it can): 2-D, contiguous
-/// rows, base and row stride 16-byte aligned, each dimension below 2^32.
+/// Why TMA cannot address `t` as a matrix or a batch of matrices (none: it
+/// can): 2-D or 3-D, contiguous rows, base, row stride and batch stride
+/// 16-byte aligned, each dimension below 2^32.
 std::vector<std::string> tmaProblems(const TensorRef &t) {
   std::vector<std::string> problems;
-  if (t.sizes.size() != 2 || t.strides.size() != 2) {
-    problems.push_back("must be a matrix, got rank " +
-                       std::to_string(t.sizes.size()));
+  size_t rank = t.sizes.size();
+  if ((rank != 2 && rank != 3) || t.strides.size() != rank) {
+    problems.push_back("must be a matrix (or a batch of them), got rank " +
+                       std::to_string(rank));
     return problems;
   }
   int64_t bytes = dtypeBytes(t.dtype);
-  if (t.strides[1] != 1)
+  if (t.strides[rank - 1] != 1)
     problems.push_back("must be contiguous along its last dimension for TMA "
                        "(stride 1), got stride " +
-                       std::to_string(t.strides[1]));
-  if ((t.strides[0] * bytes) % 16 != 0)
-    problems.push_back("row stride is " + std::to_string(t.strides[0] * bytes) +
+                       std::to_string(t.strides[rank - 1]));
+  if ((t.strides[rank - 2] * bytes) % 16 != 0)
+    problems.push_back("row stride is " +
+                       std::to_string(t.strides[rank - 2] * bytes) +
+                       " bytes; TMA needs a multiple of 16");
+  if (rank == 3 && (t.strides[0] * bytes) % 16 != 0)
+    problems.push_back("batch stride is " +
+                       std::to_string(t.strides[0] * bytes) +
                        " bytes; TMA needs a multiple of 16");
   if (t.data % 16 != 0)
     problems.push_back("address is not 16-byte aligned, as TMA needs");
@@ -77,16 +84,23 @@ private:
         checkTensor(p, *t);
       (p.role == "partials" ? in : out) = t;
     }
-    if (!in || !out || in->sizes.size() != 2 || out->sizes.size() != 1)
+    // Batched partials ([B x] M x T or [B x] T x N) reduce to [B x] M (N).
+    if (!in || !out || in->sizes.size() < 2 || in->sizes.size() > 3 ||
+        out->sizes.size() != in->sizes.size() - 1)
       return;
-    int64_t reduced = kernel.axis == "row" ? in->sizes[0] : in->sizes[1];
-    if (out->sizes[0] != reduced)
-      problem("the output has " + std::to_string(out->sizes[0]) +
-              " elements but the " + kernel.axis + " partials " +
-              shapeString(in->sizes) + " reduce to " + std::to_string(reduced));
+    size_t first = in->sizes.size() - 2;
+    int64_t reduced =
+        kernel.axis == "row" ? in->sizes[first] : in->sizes[first + 1];
+    if (out->sizes.back() != reduced ||
+        (first && out->sizes[0] != in->sizes[0]))
+      problem("the output has shape " + shapeString(out->sizes) + " but the " +
+              kernel.axis + " partials " + shapeString(in->sizes) +
+              " reduce to " +
+              (first ? shapeString({in->sizes[0], reduced})
+                     : shapeString({reduced})));
     if (in->device != out->device)
       problem("partials and output are on different GPUs");
-    sizes.m = out->sizes[0];
+    sizes.m = reduced * (first ? in->sizes[0] : 1);
   }
 
   /// A loop kernel: each parameter's kind, dtype, rank and static sizes
@@ -123,11 +137,24 @@ private:
     for (const ParamSpec &p : kernel.params)
       if (p.kind == ParamSpec::Kind::tensormap && !p.store)
         (p.operand == "lhs" ? lhs : rhs) = tensor(p);
-    if (lhs && rhs && lhs->sizes.size() == 2 && rhs->sizes.size() == 2) {
-      sizes.m = lhs->sizes[kernel.transposeA ? 1 : 0];
-      sizes.k = lhs->sizes[kernel.transposeA ? 0 : 1];
-      int64_t rhsK = kernel.transposeB ? rhs->sizes[1] : rhs->sizes[0];
-      sizes.n = kernel.transposeB ? rhs->sizes[0] : rhs->sizes[1];
+    // A batched GEMM's lhs is B x M x K (or B x K x M), its rhs batched
+    // or shared (the rank its descriptor was compiled for, checkTensor).
+    size_t lhsRank = kernel.batched ? 3 : 2;
+    if (lhs && rhs && lhs->sizes.size() == lhsRank &&
+        (rhs->sizes.size() == 2 ||
+         (kernel.batched && rhs->sizes.size() == 3))) {
+      const int64_t *l = lhs->sizes.data() + lhsRank - 2;
+      const int64_t *r = rhs->sizes.data() + rhs->sizes.size() - 2;
+      sizes.m = l[kernel.transposeA ? 1 : 0];
+      sizes.k = l[kernel.transposeA ? 0 : 1];
+      int64_t rhsK = kernel.transposeB ? r[1] : r[0];
+      sizes.n = kernel.transposeB ? r[0] : r[1];
+      if (kernel.batched) {
+        sizes.b = lhs->sizes[0];
+        if (rhs->sizes.size() == 3 && rhs->sizes[0] != sizes.b)
+          problem("lhs has " + std::to_string(sizes.b) +
+                  " batches but rhs has " + std::to_string(rhs->sizes[0]));
+      }
       if (rhsK != sizes.k)
         problem("lhs is " + shapeString(lhs->sizes) +
                 (kernel.transposeA ? " (K x M)" : "") + " but rhs is " +
@@ -209,8 +236,15 @@ private:
               ", which the runtime cannot pass (f32, f64, i32 or i64)");
   }
 
-  /// The shape the parameter's role implies, once M, N, K are known.
+  /// The shape the parameter's role implies, once M, N, K (and B) are
+  /// known: a batched GEMM's have the batch first, but column inputs.
   std::vector<int64_t> expectedShape(const ParamSpec &p) const {
+    std::vector<int64_t> shape = unbatchedShape(p);
+    if (kernel.batched && !shape.empty() && p.role != "col")
+      shape.insert(shape.begin(), sizes.b);
+    return shape;
+  }
+  std::vector<int64_t> unbatchedShape(const ParamSpec &p) const {
     int64_t m = sizes.m, n = sizes.n;
     if (p.kind == ParamSpec::Kind::tensormap)
       return {};
@@ -240,9 +274,14 @@ private:
     if (t.dtype != p.dtype)
       problem(what() + " must be " + dtypeName(p.dtype) + ", got " +
               dtypeName(t.dtype));
-    if (static_cast<int64_t>(t.sizes.size()) != p.rank &&
-        p.kind == ParamSpec::Kind::memref) {
-      problem(what() + " must have rank " + std::to_string(p.rank) + ", got " +
+    // A descriptor is compiled for its operand's rank (its shape's).
+    int64_t rank = p.kind == ParamSpec::Kind::tensormap
+                       ? static_cast<int64_t>(p.shape.size())
+                       : p.rank;
+    if (static_cast<int64_t>(t.sizes.size()) != rank &&
+        (p.kind == ParamSpec::Kind::memref ||
+         (p.kind == ParamSpec::Kind::tensormap && rank > 0))) {
+      problem(what() + " must have rank " + std::to_string(rank) + ", got " +
               std::to_string(t.sizes.size()));
       return;
     }
@@ -279,15 +318,17 @@ private:
     for (size_t d = 0; matches && d < expected.size(); ++d)
       matches = expected[d] < 0 || expected[d] == t.sizes[d];
     if (!matches)
-      problem(what() + " must have shape " + shapeString(expected) + " for M=" +
+      problem(what() + " must have shape " + shapeString(expected) +
+              (kernel.batched ? " for B=" + std::to_string(sizes.b) + ", M="
+                              : std::string(" for M=")) +
               std::to_string(sizes.m) + ", N=" + std::to_string(sizes.n) +
               ", got " + shapeString(t.sizes));
     if (p.role == "pair" && sizes.n % 2 != 0)
       problem("a pair output needs an even N, got N=" +
               std::to_string(sizes.n));
-    if (p.role == "periodic" && t.sizes.size() == 2 &&
-        (t.sizes[1] <= 0 || sizes.n % t.sizes[1] != 0))
-      problem(what() + " period " + std::to_string(t.sizes[1]) +
+    int64_t period = t.sizes.empty() ? 0 : t.sizes.back();
+    if (p.role == "periodic" && (period <= 0 || sizes.n % period != 0))
+      problem(what() + " period " + std::to_string(period) +
               " must divide N=" + std::to_string(sizes.n));
   }
 
@@ -321,12 +362,14 @@ void coda::runtime::gridFor(const KernelSpec &kernel, const GemmSizes &sizes,
     grid[1] = grid[2] = 1;
     return;
   }
+  // A batched GEMM's tile rows batch after batch (the kernel splits them).
   grid[0] = ceilDiv(sizes.n, kernel.tileN);
-  grid[1] = ceilDiv(sizes.m, kernel.tileM);
+  grid[1] = ceilDiv(sizes.m, kernel.tileM) * sizes.b;
   grid[2] = 1;
   if (kernel.persistent) {
     int64_t cluster = kernel.cluster[0];
-    int64_t clusterTiles = grid[0] * ceilDiv(sizes.m, kernel.tileM * cluster);
+    int64_t clusterTiles =
+        grid[0] * ceilDiv(sizes.m, kernel.tileM * cluster) * sizes.b;
     grid[0] = std::min(clusterTiles, residentCtas / cluster) * cluster;
     grid[1] = grid[0] ? 1 : 0;
   }

@@ -203,6 +203,8 @@ static int checkFunction(const Manifest &manifest, int argc, char **argv) {
       if (kernel.kind == KernelSpec::Kind::gemm)
         std::cout << " M=" << sizes[i].m << " N=" << sizes[i].n
                   << " K=" << sizes[i].k;
+      if (kernel.batched)
+        std::cout << " B=" << sizes[i].b;
       else if (kernel.kind == KernelSpec::Kind::reducePartials)
         std::cout << " R=" << sizes[i].m;
       std::cout << " ";
@@ -235,6 +237,8 @@ int main(int argc, char **argv) {
     const KernelSpec &kernel = manifest.variantFor(named, sizes.k);
     std::cout << "ok: M=" << sizes.m << " N=" << sizes.n << " K=" << sizes.k
               << " ";
+    if (named.batched)
+      std::cout << "B=" << sizes.b << " ";
     printLaunch(kernel, sizes);
     return 0;
   } catch (const Error &e) {

@@ -505,3 +505,84 @@ def test_fp8_refuses_mismatched_operands(fp8):
     (kernel,) = fp8.kernels_of("fp8_tensorwise")
     with pytest.raises(coda_runtime.Error, match="f8E4M3FN"):
         fp8.launch(kernel, [a8, wb, 1.0, y], torch.cuda.current_stream().cuda_stream)
+
+
+# Batched GEMMs (test/GPU/cases/batched.mlir): (B, M, N, K) with tails in
+# every dimension, one row per batch, and more tiles than SMs.
+BATCHED_SHAPES = [(2, 128, 128, 64), (3, 200, 328, 200), (4, 1, 136, 64),
+                  (2, 300, 512, 1000), (5, 2000, 512, 64)]
+
+
+@pytest.fixture(scope="module")
+def batched():
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.empty(1, device="cuda")
+    return coda_runtime.Module(os.path.join(BUILD, "batched"))
+
+
+def run_function(module, function, *args):
+    run_twice(lambda: module.launch_function(
+        function, list(args), torch.cuda.current_stream().cuda_stream), args)
+
+
+@pytest.mark.parametrize("bs,m,n,k", BATCHED_SHAPES)
+def test_batched_residual_norm(batched, bs, m, n, k):
+    torch.manual_seed(0)
+    a, b, res = rand(bs, m, k), rand(bs, n, k), rand(bs, m, n)
+    scale = torch.rand(bs, m, device="cuda") + 0.5
+    bias = torch.randn(n, device="cuda")
+    s = 0.75
+    h, hf = poison(bs, m, n, dtype=torch.bfloat16), poison(bs, m, n)
+    ss_part, ss = poison(bs, m, math.ceil(n / 128)), poison(bs, m)
+    run_function(batched, "bmm_residual_norm", a, b, res, scale, bias, s, h, hf,
+                 ss_part, ss)
+    x = ((a.double() @ b.double().transpose(1, 2)) * scale.double()[..., None]
+         + bias.double()) * s + res.double()
+    check_f32(hf, x)
+    check_bf16(h, x)
+    pad = torch.zeros(bs, m, ss_part.shape[2] * 128 - n, device="cuda",
+                      dtype=torch.float64)
+    parts = torch.cat([hf.double() ** 2, pad], 2).view(bs, m, -1, 128).sum(-1)
+    check_f32(ss_part, parts)
+    check_f32(ss, parts.sum(-1))
+
+
+@pytest.mark.parametrize("bs,m,n,k", BATCHED_SHAPES)
+def test_batched_shared_rhs(batched, bs, m, n, k):
+    torch.manual_seed(0)
+    a, b = rand(bs, m, k, dtype=torch.float16), rand(k, n, dtype=torch.float16)
+    tiles = math.ceil(m / 128)
+    y, cs_part, cs = poison(bs, m, n), poison(bs, tiles, n), poison(bs, n)
+    run_function(batched, "bmm_shared_nn", a, b, y, cs_part, cs)
+    ref = a.double() @ b.double()
+    check_f32(y, ref)
+    pad = torch.zeros(bs, tiles * 128 - m, n, device="cuda", dtype=torch.float64)
+    parts = torch.cat([ref, pad], 1).view(bs, tiles, 128, n).sum(2)
+    check_f32(cs_part, parts)
+    check_f32(cs, parts.sum(1))
+
+
+@pytest.mark.parametrize("bs,m,n,k", [(2, 128, 128, 64), (3, 200, 328, 200),
+                                      (4, 8, 136, 64), (2, 304, 512, 1000),
+                                      (5, 2000, 512, 64)])
+def test_batched_transposed_lhs(batched, bs, m, n, k):
+    torch.manual_seed(0)
+    a, b = rand(bs, k, m), rand(bs, k, n)
+    y = poison(bs, m, n, dtype=torch.bfloat16)
+    run_function(batched, "bmm_tn", a, b, y)
+    check_bf16(y, a.double().transpose(1, 2) @ b.double())
+
+
+def test_batched_rejects_bad_arguments(batched):
+    (kernel,) = batched.kernels_of("bmm_tn")
+    a, b = rand(2, 64, 64), rand(2, 64, 64)
+    y = poison(2, 64, 64, dtype=torch.bfloat16)
+    with pytest.raises(coda_runtime.Error, match="lhs has 2 batches but rhs has 3"):
+        batched.launch(kernel, [a, rand(3, 64, 64), y])
+    with pytest.raises(coda_runtime.Error, match="lhs, argument 0 must have rank 3, got 2"):
+        batched.launch(kernel, [a[0], b, y])
+    with pytest.raises(coda_runtime.Error,
+                       match=r"must have shape \[2, 64, 64\] for B=2, M=64, N=64"):
+        batched.launch(kernel, [a, b, y[:1]])
+    with pytest.raises(coda_runtime.Error, match="batch stride is 8200 bytes"):
+        batched.launch(kernel, [rand(2 * 4100).as_strided((2, 64, 64), (4100, 64, 1)), b, y])

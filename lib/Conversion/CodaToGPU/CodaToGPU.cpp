@@ -80,7 +80,8 @@ std::string kernelName(gpu::GPUModuleOp kernels, func::FuncOp host,
 }
 
 /// coda.reduce_partials: one thread per reduced element folds its partials
-/// in order (deterministic), in f32.
+/// in order (deterministic), in f32. Batched partials ([B x] M x T or
+/// [B x] T x N) are reduced for every batch: B x M (B x N) threads.
 gpu::GPUFuncOp buildReducePartialsKernel(OpBuilder &kb, ReducePartialsOp op,
                                          func::FuncOp host, StringRef name) {
   MLIRContext *ctx = op.getContext();
@@ -110,14 +111,28 @@ gpu::GPUFuncOp buildReducePartialsKernel(OpBuilder &kb, ReducePartialsOp op,
       arith::MulIOp::create(b, gpu::BlockIdOp::create(b, gpu::Dimension::x),
                             idx(kReduceThreads)),
       gpu::ThreadIdOp::create(b, gpu::Dimension::x));
-  Value reduced = memref::DimOp::create(b, out, 0);
-  Value count = memref::DimOp::create(b, in, rowAxis ? 1 : 0);
+  bool batched = cast<MemRefType>(out.getType()).getRank() == 2;
+  unsigned first = batched ? 1 : 0;
+  Value perBatch = memref::DimOp::create(b, out, first);
+  Value reduced =
+      batched
+          ? arith::MulIOp::create(b, memref::DimOp::create(b, out, 0), perBatch)
+          : perBatch;
+  Value count = memref::DimOp::create(b, in, first + (rowAxis ? 1 : 0));
+  // The reduced element's indices: (batch,) position.
+  auto at = [&](ImplicitLocOpBuilder &ib) -> SmallVector<Value> {
+    if (!batched)
+      return {i};
+    return {arith::DivUIOp::create(ib, i, perBatch),
+            arith::RemUIOp::create(ib, i, perBatch)};
+  };
   Type f32 = b.getF32Type();
   Type element = cast<MemRefType>(out.getType()).getElementType();
   Value inRange =
       arith::CmpIOp::create(b, arith::CmpIPredicate::ult, i, reduced);
   scf::IfOp::create(b, inRange, [&](OpBuilder &ob, Location l) {
     ImplicitLocOpBuilder ib(l, ob);
+    SmallVector<Value> position = at(ib);
     Value identity = arith::ConstantOp::create(
         ib, getReductionIdentity(kind, cast<FloatType>(f32)));
     auto loop = scf::ForOp::create(
@@ -125,8 +140,9 @@ gpu::GPUFuncOp buildReducePartialsKernel(OpBuilder &kb, ReducePartialsOp op,
         arith::ConstantIndexOp::create(ib, 1), ValueRange{identity},
         [&](OpBuilder &fb, Location fl, Value j, ValueRange acc) {
           ImplicitLocOpBuilder lb(fl, fb);
-          Value v = memref::LoadOp::create(
-              lb, in, rowAxis ? ValueRange{i, j} : ValueRange{j, i});
+          SmallVector<Value> indices(position);
+          indices.insert(rowAxis ? indices.end() : indices.end() - 1, j);
+          Value v = memref::LoadOp::create(lb, in, indices);
           if (!v.getType().isF32())
             v = arith::ExtFOp::create(lb, f32, v);
           scf::YieldOp::create(lb,
@@ -135,11 +151,40 @@ gpu::GPUFuncOp buildReducePartialsKernel(OpBuilder &kb, ReducePartialsOp op,
     Value result = loop.getResult(0);
     if (element != f32)
       result = arith::TruncFOp::create(ib, element, result);
-    memref::StoreOp::create(ib, result, out, ValueRange{i});
+    memref::StoreOp::create(ib, result, out, position);
     scf::YieldOp::create(ib);
   });
   gpu::ReturnOp::create(b);
   return kernel;
+}
+
+/// Batch `batch` of a batched GEMM's epilogue `inputs` (or `outputs`): the
+/// operands with a batch dimension (every output, every memref input but a
+/// column one) as rank-reduced views without it; `values` itself when
+/// `batch` is null (an unbatched GEMM).
+SmallVector<Value> batchViews(ImplicitLocOpBuilder &b, GemmOp op, Value batch,
+                              ValueRange values, bool outputs) {
+  SmallVector<Value> views(values);
+  if (!batch)
+    return views;
+  for (auto [i, value] : llvm::enumerate(values)) {
+    auto type = dyn_cast<MemRefType>(value.getType());
+    if (!type || (!outputs && op.getInputForm(i) == AccessForm::col))
+      continue;
+    SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0));
+    SmallVector<OpFoldResult> sizes = {b.getIndexAttr(1)};
+    SmallVector<OpFoldResult> strides(type.getRank(), b.getIndexAttr(1));
+    offsets[0] = batch;
+    for (int64_t d = 1; d < type.getRank(); ++d)
+      sizes.push_back(type.isDynamicDim(d)
+                          ? OpFoldResult(memref::DimOp::create(b, value, d))
+                          : OpFoldResult(b.getIndexAttr(type.getDimSize(d))));
+    auto viewType = memref::SubViewOp::inferRankReducedResultType(
+        type.getShape().drop_front(), type, offsets, sizes, strides);
+    views[i] =
+        memref::SubViewOp::create(b, viewType, value, offsets, sizes, strides);
+  }
+  return views;
 }
 
 /// The kernel of `op` under `config`: the target's mainloop and the
@@ -155,11 +200,13 @@ gpu::GPUFuncOp buildGemmKernel(OpBuilder &kb, GemmOp op, func::FuncOp host,
   for (Value value : op.getYieldOp().getValues())
     roles.push_back(getOutputRole(value));
 
-  // Kernel: (lhs map, rhs map, M, N, K, epilogue inputs..., outputs...,
-  // the store maps of the TMA-stored outputs...).
-  // The maps are passed by value (kTensorMapParamsAttr).
+  // Kernel: (lhs map, rhs map, M, N, K, [B,] epilogue inputs...,
+  // outputs..., the store maps of the TMA-stored outputs...): B where
+  // batched. The maps are passed by value (kTensorMapParamsAttr).
   SmallVector<Type> argTypes = {mapType, mapType, indexType, indexType,
                                 indexType};
+  if (config.batched)
+    argTypes.push_back(indexType);
   for (Value v : op.getEpilogueInputs())
     argTypes.push_back(v.getType());
   for (Value v : op.getOutputs())
@@ -234,22 +281,32 @@ gpu::GPUFuncOp buildGemmKernel(OpBuilder &kb, GemmOp op, func::FuncOp host,
   frame.syncEpilogue = [](ImplicitLocOpBuilder &sb) {
     gpu::BarrierOp::create(sb);
   };
+  unsigned firstInput = 5;
+  if (config.batched)
+    frame.batchCount = entry.getArgument(firstInput++);
   unsigned numInputs = op.getEpilogueInputs().size();
   unsigned numOutputs = op.getOutputs().size();
-  ValueRange epilogueInputs = entry.getArguments().slice(5, numInputs);
+  ValueRange epilogueInputs = entry.getArguments().slice(firstInput, numInputs);
   ValueRange epilogueOutputs =
-      entry.getArguments().slice(5 + numInputs, numOutputs);
+      entry.getArguments().slice(firstInput + numInputs, numOutputs);
   frame.outputMaps.assign(numOutputs, Value());
   for (auto [n, i] : llvm::enumerate(tmaStored))
     frame.outputMaps[i] = tensorMapParamAddress(
-        b, entry.getArgument(5 + numInputs + numOutputs + n));
+        b, entry.getArgument(firstInput + numInputs + numOutputs + n));
+  // The epilogue of a batched GEMM's tile works on its batch's views.
   auto prefetch = [&](ImplicitLocOpBuilder &eb, const KernelFrame &tileFrame,
                       int64_t part, int64_t parts) {
-    return prefetchEpilogue(eb, op, config, tileFrame, epilogueInputs,
-                            epilogueOutputs, part, parts);
+    return prefetchEpilogue(
+        eb, op, config, tileFrame,
+        batchViews(eb, op, tileFrame.batch, epilogueInputs, /*outputs=*/false),
+        batchViews(eb, op, tileFrame.batch, epilogueOutputs, /*outputs=*/true),
+        part, parts);
   };
   auto emit = [&](ImplicitLocOpBuilder &eb, const KernelFrame &tileFrame) {
-    emitEpilogue(eb, op, config, tileFrame, epilogueInputs, epilogueOutputs);
+    emitEpilogue(
+        eb, op, config, tileFrame,
+        batchViews(eb, op, tileFrame.batch, epilogueInputs, /*outputs=*/false),
+        batchViews(eb, op, tileFrame.batch, epilogueOutputs, /*outputs=*/true));
   };
   auto finish = [&](ImplicitLocOpBuilder &eb, const KernelFrame &lastFrame) {
     finishEpilogue(eb, config, lastFrame);
@@ -328,8 +385,8 @@ struct ReducePartialsToKernel : OpRewritePattern<ReducePartialsOp> {
                                 PatternRewriter &rewriter) const override {
     auto host = op->getParentOfType<func::FuncOp>();
     auto partials = dyn_cast<MemRefType>(op.getPartials().getType());
-    if (!host || !partials || partials.getRank() != 2)
-      return rewriter.notifyMatchFailure(op, "not 2-D partials in a function");
+    if (!host || !partials)
+      return rewriter.notifyMatchFailure(op, "not partials in a function");
     gpu::GPUModuleOp kernels = getKernelModule(rewriter, op);
     gpu::GPUFuncOp kernel;
     {

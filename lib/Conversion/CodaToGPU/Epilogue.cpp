@@ -106,7 +106,8 @@ std::optional<int64_t> mlir::coda::gpu_lowering::staticPeriod(GemmOp op,
   auto type = dyn_cast<MemRefType>(op.getEpilogueInputs()[k].getType());
   if (op.getInputForm(k) != AccessForm::periodic || !type)
     return std::nullopt;
-  int64_t period = type.getDimSize(1);
+  // [B x] M x P.
+  int64_t period = type.getDimSize(type.getRank() - 1);
   if (ShapedType::isDynamic(period) || period <= 0 || period % 8 ||
       tileN % period)
     return std::nullopt;

@@ -54,6 +54,12 @@ LogicalResult checkTmaOperand(GemmOp op, StringRef name, Value operand) {
            << rowStride * bytes
            << " bytes); TMA needs a multiple of 16 bytes (pad the "
            << "rows to a multiple of " << 16 / bytes << " elements)";
+  // A batched operand's batch stride: TMA's outer strides too.
+  if (strides.size() == 3 && !ShapedType::isDynamic(strides[0]) &&
+      (strides[0] * bytes) % 16 != 0)
+    return op.emitOpError()
+           << name << " batch stride is " << strides[0] << " elements ("
+           << strides[0] * bytes << " bytes); TMA needs a multiple of 16 bytes";
   if (!ShapedType::isDynamic(offset) && (offset * bytes) % 16 != 0)
     return op.emitOpError() << name << " starts " << offset * bytes
                             << " bytes into its buffer; TMA needs a "
@@ -71,9 +77,6 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
   if (!op.hasPureBufferSemantics())
     return op.emitOpError("GPU lowering takes coda.gemm on memrefs; "
                           "bufferize first (one-shot-bufferize)");
-  if (op.isBatched())
-    return op.emitOpError("GPU lowering of batched coda.gemm is not "
-                          "supported; fold the batch into M");
   // The verifier guarantees one operand element type.
   Type lhsElement = op.getLhsType().getElementType();
 
@@ -86,6 +89,8 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
   config.stages = stages;
   config.rhsKMajor = op.getTransposeB();
   config.lhsKMajor = !op.getTransposeA();
+  config.batched = op.isBatched();
+  config.rhsBatched = op.getRhsType().getRank() == 3;
 
   // Block reductions fix the tile: a partial covers exactly one CTA's tile.
   std::optional<int64_t> rowTile, colTile;
@@ -221,7 +226,10 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
       config.stagedInputRowBytes = 0;
     // Staged tile outputs leave with TMA stores where the buffers, each
     // warp's at a multiple of 128 bytes, still fit.
-    if (config.stagedTiles && config.tileN % config.storeBoxColumns == 0) {
+    // (A batched output would need a 3-D store descriptor: its staged
+    // rows leave through the threads' 16-byte stores instead.)
+    if (config.stagedTiles && !config.batched &&
+        config.tileN % config.storeBoxColumns == 0) {
       for (unsigned i = 0, e = op.getOutputs().size(); i < e; ++i)
         config.tmaStores |= storesWithTma(op, i, config);
       if (!fitsSharedMemory(config))
@@ -338,6 +346,12 @@ void mlir::coda::gpu_lowering::assignTile(ImplicitLocOpBuilder &b,
   Value tilesN = arith::CeilDivUIOp::create(b, frame.sizeN, idx(config.tileN));
   Value tilesM = arith::CeilDivUIOp::create(
       b, frame.sizeM, idx(config.tileM * config.clusterM));
+  // Batch after batch: the tiles of one batch share its operands.
+  if (frame.batchCount) {
+    Value perBatch = arith::MulIOp::create(b, tilesM, tilesN);
+    frame.batch = arith::DivUIOp::create(b, linear, perBatch);
+    linear = arith::RemUIOp::create(b, linear, perBatch);
+  }
   // Consecutive (cluster) tiles fill a band of the grid `group` wide across
   // the band before moving on, so that the tiles in flight share their
   // operand tiles in L2 instead of streaming the other operand once per

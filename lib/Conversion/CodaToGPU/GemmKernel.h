@@ -60,6 +60,12 @@ struct GemmKernelConfig {
   bool rhsKMajor = true;
   /// lhs is M x K (no `transpose_a`): K-major in shared memory.
   bool lhsKMajor = true;
+  /// A batched GEMM: lhs, every output and every input but column and
+  /// scalar ones have a leading batch dimension B, and so does rhs where
+  /// `rhsBatched` (else every batch shares it). The kernel takes B after K,
+  /// numbers the tiles of all batches (batch-major) and loads the batched
+  /// operands through 3-D TMA descriptors (box depth 1 along the batch).
+  bool batched = false, rhsBatched = false;
   /// Number of col_reduce outputs (each needs a cross-warp scratch row).
   int64_t numColPartials = 0;
   /// Columns per row partial (row_reduce's tile): tile N or a divisor of it,
@@ -222,6 +228,8 @@ struct KernelFrame {
   Value clusterRank;           // the CTA's rank in its cluster (index; null
                                // without clusters)
   Value sizeM, sizeN, sizeK;   // problem size (index kernel arguments)
+  Value batchCount;            // B of a batched GEMM (null: unbatched)
+  Value batch;                 // this CTA's tile's batch (null: unbatched)
   Value lhsMap, rhsMap;        // TMA descriptors (nvgpu tensormap values)
   /// Per epilogue output, its TMA store descriptor (an LLVM pointer; null
   /// where the output is not stored with TMA, see tmaStoredOutputs).
@@ -341,6 +349,8 @@ void finishEpilogue(ImplicitLocOpBuilder &b, const GemmKernelConfig &config,
 /// Sets frame.tileRow/tileCol/blockM/blockN for linear tile index `linear`
 /// of the ceil(M / tileM) x ceil(N / tileN) tiles, in grouped order (a few
 /// tile rows at a time) so that the tiles in flight share lhs and rhs in L2.
+/// In a batched GEMM `linear` runs over the tiles of every batch, batch
+/// after batch, and frame.batch is set too.
 /// With clusters, `linear` numbers the clusters' tiles (clusterM tile rows
 /// each, ceil(ceil(M / tileM) / clusterM) of them down M) and the CTA takes
 /// row frame.clusterRank of its cluster's; that row may lie below M.

@@ -129,14 +129,18 @@ public:
     return tensorMapType(rhsBoxType(c));
   }
   SmallVector<int64_t> getLhsBox(const GemmKernelConfig &c) const override {
-    if (c.lhsKMajor)
-      return {c.tileK, c.tileM};
-    return {chunkElements(c), c.tileK};
+    SmallVector<int64_t> box = {c.lhsKMajor ? c.tileK : chunkElements(c),
+                                c.lhsKMajor ? c.tileM : c.tileK};
+    if (c.batched)
+      box.push_back(1);
+    return box;
   }
   SmallVector<int64_t> getRhsBox(const GemmKernelConfig &c) const override {
-    if (c.rhsKMajor)
-      return {c.tileK, c.rhsRowsPerCta()};
-    return {chunkElements(c), c.tileK};
+    SmallVector<int64_t> box = {c.rhsKMajor ? c.tileK : chunkElements(c),
+                                c.rhsKMajor ? c.rhsRowsPerCta() : c.tileK};
+    if (c.rhsBatched)
+      box.push_back(1);
+    return box;
   }
   Type getOutputMapType(Type element) const override {
     return tensorMapType(sharedTileType(
@@ -155,19 +159,19 @@ public:
   static int64_t chunkElements(const GemmKernelConfig &c) {
     return kChunkBytes / c.operandBytes;
   }
+  /// The shared-memory box of a TMA load, outermost first (the reverse of
+  /// getLhsBox / getRhsBox).
   static MemRefType lhsBoxType(const GemmKernelConfig &c) {
-    if (c.lhsKMajor)
-      return sharedTileType(c.operandType.getContext(), {c.tileM, c.tileK},
-                            c.operandType);
-    return sharedTileType(c.operandType.getContext(),
-                          {c.tileK, chunkElements(c)}, c.operandType);
+    return boxType(c, HopperTarget().getLhsBox(c));
   }
   static MemRefType rhsBoxType(const GemmKernelConfig &c) {
-    if (c.rhsKMajor)
-      return sharedTileType(c.operandType.getContext(),
-                            {c.rhsRowsPerCta(), c.tileK}, c.operandType);
+    return boxType(c, HopperTarget().getRhsBox(c));
+  }
+  static MemRefType boxType(const GemmKernelConfig &c,
+                            ArrayRef<int64_t> innermostFirst) {
     return sharedTileType(c.operandType.getContext(),
-                          {c.tileK, chunkElements(c)}, c.operandType);
+                          llvm::to_vector(llvm::reverse(innermostFirst)),
+                          c.operandType);
   }
 };
 
@@ -316,11 +320,12 @@ public:
   /// TMA loads of k-tile `kt` of the CTA's tile into slot `slot`,
   /// completing on full[slot].
   void issueLoads(ImplicitLocOpBuilder &lb, Value full, Value kt, Value slot) {
-    issueLoads(lb, full, kt, slot, frame.blockM, frame.blockN);
+    issueLoads(lb, full, kt, slot, frame.blockM, frame.blockN, frame.batch);
   }
-  /// The same for the tile at (blockM, blockN).
+  /// The same for the tile at (blockM, blockN) of batch `batch` (null when
+  /// unbatched).
   void issueLoads(ImplicitLocOpBuilder &lb, Value full, Value kt, Value slot,
-                  Value blockM, Value blockN) {
+                  Value blockM, Value blockN, Value batch) {
     Value slotBase = arith::AddIOp::create(
         lb, frame.sharedBase,
         arith::MulIOp::create(lb, slot, index(lb, c.stageBytes())));
@@ -333,8 +338,16 @@ public:
     // load part `frame.clusterRank` of the tile (rows of a K-major box,
     // every parts-th chunk) and multicast it to every CTA of the cluster,
     // into the same offset of the same slot.
+    // A batched operand's descriptor is 3-D: its batch is the outermost
+    // coordinate.
     auto load = [&](Value base, Value map, MemRefType box, bool kMajor,
                     Value origin, int64_t extent, int64_t parts) {
+      auto coordinates = [&](Value inner, Value outer) {
+        SmallVector<Value> at = {inner, outer};
+        if (box.getRank() == 3)
+          at.push_back(batch);
+        return at;
+      };
       Value mask;
       if (parts > 1)
         mask = arith::ConstantIntOp::create(lb, lb.getI16Type(),
@@ -353,8 +366,8 @@ public:
         Value dst = memref::ViewOp::create(lb, box, frame.shared, base,
                                            ValueRange{});
         nvgpu::TmaAsyncLoadOp::create(lb, dst, full, map,
-                                      ValueRange{kOffset, origin}, slot,
-                                      mask, Value());
+                                      coordinates(kOffset, origin), slot, mask,
+                                      Value());
         return;
       }
       for (int64_t j = 0; j < extent / chunkElements() / parts; ++j) {
@@ -371,9 +384,8 @@ public:
         Value at = arith::AddIOp::create(
             lb, origin,
             arith::MulIOp::create(lb, chunk, index(lb, chunkElements())));
-        nvgpu::TmaAsyncLoadOp::create(lb, dst, full, map,
-                                      ValueRange{at, kOffset}, slot, mask,
-                                      Value());
+        nvgpu::TmaAsyncLoadOp::create(
+            lb, dst, full, map, coordinates(at, kOffset), slot, mask, Value());
       }
     };
     load(slotBase, frame.lhsMap, lhsBox, c.lhsKMajor, blockM, c.tileM,
@@ -386,7 +398,7 @@ public:
   /// the `use`-th use of the ring: from the second round on, waits until the
   /// consumers released the slot's previous use, then loads into it.
   void produce(ImplicitLocOpBuilder &kb, Value full, Value empty, Value kt,
-               Value use, Value blockM, Value blockN) {
+               Value use, Value blockM, Value blockN, Value batch) {
     Value slot = arith::RemUIOp::create(kb, use, index(kb, c.stages));
     Value reuse = arith::CmpIOp::create(kb, arith::CmpIPredicate::uge, use,
                                         index(kb, c.stages));
@@ -395,7 +407,7 @@ public:
       waitRound(ib, empty, use, slot, /*roundsBack=*/1);
       scf::YieldOp::create(ib);
     });
-    issueLoads(kb, full, kt, slot, blockM, blockN);
+    issueLoads(kb, full, kt, slot, blockM, blockN, batch);
   }
 
   /// Waits until barrier `group[slot]` completed the phase of round
@@ -620,11 +632,14 @@ public:
 
   /// Tiles of the output: ceil(M / tileM) * ceil(N / tileN).
   Value countTiles() {
-    return arith::MulIOp::create(
+    Value tiles = arith::MulIOp::create(
         b,
         arith::CeilDivUIOp::create(b, frame.sizeM,
                                    index(b, c.tileM * c.clusterM)),
         arith::CeilDivUIOp::create(b, frame.sizeN, index(b, c.tileN)));
+    if (frame.batchCount)
+      tiles = arith::MulIOp::create(b, tiles, frame.batchCount);
+    return tiles;
   }
 
   /// Position of k-tile `kt` of the CTA's `iteration`-th tile in the ring's
@@ -649,7 +664,7 @@ public:
                         ImplicitLocOpBuilder kb(floc, fb);
                         produce(kb, full, empty, kt,
                                 ringIndex(kb, iteration, kt), tileFrame.blockM,
-                                tileFrame.blockN);
+                                tileFrame.blockN, tileFrame.batch);
                         scf::YieldOp::create(kb);
                       });
                 });
@@ -835,7 +850,8 @@ OpBuilder::InsertPoint emitWarpSpecialized(ImplicitLocOpBuilder &b,
           bb, m.index(bb, 0), m.numK, m.index(bb, 1), ValueRange{},
           [&](OpBuilder &fb, Location floc, Value kt, ValueRange) {
             ImplicitLocOpBuilder kb(floc, fb);
-            m.produce(kb, full, empty, kt, kt, frame.blockM, frame.blockN);
+            m.produce(kb, full, empty, kt, kt, frame.blockM, frame.blockN,
+                      frame.batch);
             scf::YieldOp::create(kb);
           });
       scf::YieldOp::create(bb);

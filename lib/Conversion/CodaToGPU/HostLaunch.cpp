@@ -131,6 +131,11 @@ void emitOneGemmLaunch(ImplicitLocOpBuilder &hb, GemmOp op,
       descriptor(op.getRhs(), target.getRhsMapType(config),
                  target.getRhsBox(config)),
       sizeM, sizeN, sizeK};
+  Value batches;
+  if (config.batched) {
+    batches = memref::DimOp::create(hb, op.getLhs(), 0);
+    args.push_back(batches);
+  }
   llvm::append_range(args, op.getEpilogueInputs());
   llvm::append_range(args, op.getOutputs());
   for (unsigned i : tmaStoredOutputs(op, config)) {
@@ -143,6 +148,9 @@ void emitOneGemmLaunch(ImplicitLocOpBuilder &hb, GemmOp op,
   }
   Value gridX = arith::CeilDivUIOp::create(hb, sizeN, hidx(config.tileN));
   Value gridY = arith::CeilDivUIOp::create(hb, sizeM, hidx(config.tileM));
+  // The batches' tile rows one after the other (assignTile splits them).
+  if (batches)
+    gridY = arith::MulIOp::create(hb, gridY, batches);
   if (config.persistent()) {
     // Any grid is correct (clusters stride over their tiles); one CTA per
     // SM of an H100 SXM here, the device's SM count in the runtime.
@@ -151,6 +159,8 @@ void emitOneGemmLaunch(ImplicitLocOpBuilder &hb, GemmOp op,
             ? gridY
             : arith::CeilDivUIOp::create(hb, sizeM,
                                          hidx(config.tileM * config.clusterM));
+    if (batches && config.clusterM > 1)
+      clusterRows = arith::MulIOp::create(hb, clusterRows, batches);
     gridX = arith::MinUIOp::create(
         hb, arith::MulIOp::create(hb, gridX, clusterRows),
         hidx(kHostLaunchSMs / config.clusterM));
@@ -202,8 +212,13 @@ void mlir::coda::gpu_lowering::emitReducePartialsLaunch(
     int64_t threads) {
   Value threadCount = arith::ConstantIndexOp::create(hb, threads);
   Value one = arith::ConstantIndexOp::create(hb, 1);
-  Value blocks = arith::CeilDivUIOp::create(
-      hb, memref::DimOp::create(hb, op.getInit(), 0), threadCount);
+  // One thread per reduced element, of every batch.
+  Value reduced = memref::DimOp::create(hb, op.getInit(), 0);
+  for (int64_t d = 1, e = cast<MemRefType>(op.getInit().getType()).getRank();
+       d < e; ++d)
+    reduced = arith::MulIOp::create(hb, reduced,
+                                    memref::DimOp::create(hb, op.getInit(), d));
+  Value blocks = arith::CeilDivUIOp::create(hb, reduced, threadCount);
   gpu::LaunchFuncOp::create(hb, kernel, gpu::KernelDim3{blocks, one, one},
                             gpu::KernelDim3{threadCount, one, one}, Value(),
                             ValueRange{op.getPartials(), op.getInit()});

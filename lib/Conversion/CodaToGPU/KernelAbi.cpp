@@ -111,7 +111,10 @@ DictionaryAttr mlir::coda::gpu_lowering::buildGemmKernelAbi(
   };
   tensorMap("lhs", abi::Access::load, op.getLhs(), target.getLhsBox(config));
   tensorMap("rhs", abi::Access::load, op.getRhs(), target.getRhsBox(config));
-  for (StringRef size : {"M", "N", "K"})
+  SmallVector<StringRef> sizes = {"M", "N", "K"};
+  if (config.batched)
+    sizes.push_back("B");
+  for (StringRef size : sizes)
     params.push_back(b.getDictionaryAttr({
         b.getNamedAttr("name", str(size)),
         b.getNamedAttr("kind", abiName(b, abi::ParamKind::index)),
@@ -153,17 +156,19 @@ DictionaryAttr mlir::coda::gpu_lowering::buildGemmKernelAbi(
 
   std::string gridX = "ceildiv(N, " + std::to_string(config.tileN) + ")";
   std::string gridY = "ceildiv(M, " + std::to_string(config.tileM) + ")";
+  std::string batches = config.batched ? " * B" : "";
+  gridY += batches;
   if (config.persistent() && config.clusterM > 1) {
     std::string cluster = std::to_string(config.clusterM);
     gridX = "min(" + gridX + " * ceildiv(M, " +
-            std::to_string(config.tileM * config.clusterM) + "), SMs / " +
-            cluster + ") * " + cluster;
+            std::to_string(config.tileM * config.clusterM) + ")" + batches +
+            ", SMs / " + cluster + ") * " + cluster;
     gridY = "1";
   } else if (config.persistent()) {
     gridX = "min(" + gridX + " * " + gridY + ", SMs)";
     gridY = "1";
   }
-  return kernelAbi(b, {
+  SmallVector<NamedAttribute> entries = {
       b.getNamedAttr("kind", abiName(b, abi::KernelKind::gemm)),
       b.getNamedAttr("function", str(host.getSymName())),
       b.getNamedAttr("tile", i64s({config.tileM, config.tileN, config.tileK})),
@@ -180,7 +185,11 @@ DictionaryAttr mlir::coda::gpu_lowering::buildGemmKernelAbi(
       b.getNamedAttr("shared_memory_bytes",
                      b.getI64IntegerAttr(config.sharedBytes())),
       b.getNamedAttr("params", b.getArrayAttr(params)),
-  }, op);
+  };
+  // Only where batched, so that other kernels' ABI reads as before.
+  if (config.batched)
+    entries.push_back(b.getNamedAttr("batched", b.getBoolAttr(true)));
+  return kernelAbi(b, entries, op);
 }
 
 DictionaryAttr mlir::coda::gpu_lowering::buildReducePartialsAbi(

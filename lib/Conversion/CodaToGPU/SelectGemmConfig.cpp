@@ -182,7 +182,7 @@ struct CodaSelectGemmConfigPass
     : coda::impl::CodaSelectGemmConfigBase<CodaSelectGemmConfigPass> {
   void runOnOperation() override {
     getOperation().walk([](GemmOp op) {
-      if (!op.hasPureBufferSemantics() || op.isBatched() ||
+      if (!op.hasPureBufferSemantics() ||
           op->hasAttr(GemmConfigAttr::getAttrName()))
         return;
       if (Attribute config = selectConfig(op))

@@ -73,9 +73,9 @@ func.func @misaligned_start(%a: memref<?x64xbf16>, %b: memref<64x72xbf16, stride
 
 // -----
 
-func.func @batched(%a: memref<2x?x64xbf16>, %b: memref<64x64xbf16>, %y: memref<2x?x64xf32>) {
-  // expected-error @+1 {{GPU lowering of batched coda.gemm is not supported; fold the batch into M}}
-  coda.gemm %a, %b : memref<2x?x64xbf16>, memref<64x64xbf16>
+func.func @batch_stride(%a: memref<2x?x64xbf16, strided<[1028, 64, 1]>>, %b: memref<64x64xbf16>, %y: memref<2x?x64xf32>) {
+  // expected-error @+1 {{lhs batch stride is 1028 elements (2056 bytes); TMA needs a multiple of 16 bytes}}
+  coda.gemm %a, %b : memref<2x?x64xbf16, strided<[1028, 64, 1]>>, memref<64x64xbf16>
       epilogue(%acc) outs(%y : memref<2x?x64xf32>) {
     coda.yield %acc : f32
   }

@@ -84,6 +84,10 @@ struct KernelSpec {
   bool transposeA = false;
   /// One CTA per SM looping over the tiles (grid: min(tiles, SMs)).
   bool persistent = false;
+  /// A batched GEMM: lhs, outputs and every input but column and scalar
+  /// ones have a leading batch dimension B (rhs where its descriptor is
+  /// 3-D); the kernel takes B after K and runs the tiles of every batch.
+  bool batched = false;
   /// CTAs per thread-block cluster along x (compiled into the kernel; the
   /// grid must be a multiple of it). Persistent kernels then run
   /// min(cluster tiles, SMs / cluster) clusters, a cluster tile being

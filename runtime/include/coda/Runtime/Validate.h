@@ -36,7 +36,8 @@ using Argument = std::variant<TensorRef, double>;
 
 /// Problem size of a launch.
 struct GemmSizes {
-  int64_t m = 0, n = 0, k = 0;
+  /// b: the batch count of a batched GEMM (1 otherwise).
+  int64_t m = 0, n = 0, k = 0, b = 1;
 };
 
 /// Checks `args` (the host function's arguments, indexed by each parameter's
