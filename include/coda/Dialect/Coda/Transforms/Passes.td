@@ -16,10 +16,15 @@ def CodaConvertMatmuls : Pass<"coda-convert-matmuls"> {
     epilogue rounds to). A destination that is not a zero fill becomes a
     `tile` input added to the accumulator. A batch whose rhs has no batch
     dimension is folded into M (`tensor.collapse_shape` of the lhs and the
-    destination, `tensor.expand_shape` of the result). Reshapes of GEMM
-    results then move past their elementwise consumers where the consumers
-    can run over the GEMM's M x N space, and the reshapes this puts on the
-    consumers' other operands are hoisted above the GEMM.
+    destination, `tensor.expand_shape` of the result). A product written
+    transposed (its result map `(n, m)`), or read only through a transpose
+    of its last two dimensions, becomes the GEMM of the swapped operands
+    (C^T = B^T A^T), read in order. Reshapes of GEMM results then move past
+    their elementwise consumers where the consumers can run over the GEMM's
+    M x N space, and the reshapes this puts on the consumers' other operands
+    are hoisted above the GEMM; transposes of GEMM results (the heads
+    transpose) move past slices, concatenations and elementwise ops, so
+    that those read the product in order (`populateSinkTransposesPatterns`).
 
     ```mlir
     %z = linalg.fill ins(%zero : f32) outs(%e : tensor<4x6xf32>) -> tensor<4x6xf32>
