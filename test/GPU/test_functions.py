@@ -23,10 +23,16 @@ import torch.nn.functional as F
 BUILD = os.environ.get("CODA_GPU_TESTS", os.path.join(
     os.path.dirname(__file__), "..", "..", "build", "gpu-tests"))
 
-# (directory, tokens, hidden, heads, mlp)
+# (directory, tokens, hidden, heads, mlp). The last is small enough for
+# compute-sanitizer, which instruments every access of every kernel
+# (scripts/run-gpu-hygiene runs the block tests on it, not on t1000).
 BLOCKS = [("llama-block-h2048", 16384, 2048, 16, 5632),
           ("llama-block-h4096", 16384, 4096, 32, 11008),
-          ("llama-block-t1000", 1000, 2048, 16, 5632)]
+          ("llama-block-t1000", 1000, 2048, 16, 5632),
+          ("llama-block-t200", 200, 256, 4, 704)]
+# The blocks the function-level tests (callbacks, argument checks, CUDA
+# graphs) run.
+SMALL_BLOCKS = pytest.mark.parametrize("block", BLOCKS[2:], ids=lambda b: b[0])
 
 
 def causal_attention(q, k, v, heads):
@@ -131,15 +137,17 @@ def test_block_matches_pytorch(block):
         assert coda_error <= 1.5 * torch_error + 1e-3
 
 
-def test_block_without_its_callback_is_refused():
-    name, tokens, hidden, heads, mlp = BLOCKS[2]
+@SMALL_BLOCKS
+def test_block_without_its_callback_is_refused(block):
+    name, tokens, hidden, heads, mlp = block
     module = coda_runtime.Module(os.path.join(BUILD, name))
     with pytest.raises(coda_runtime.Error, match="register a callback"):
         run_block(module, make_inputs(tokens, hidden, heads, mlp), tokens, hidden)
 
 
-def test_block_arguments_are_checked():
-    name, tokens, hidden, heads, mlp = BLOCKS[2]
+@SMALL_BLOCKS
+def test_block_arguments_are_checked(block):
+    name, tokens, hidden, heads, mlp = block
     module = coda_runtime.Module(os.path.join(BUILD, name))
     module.set_callback("attention", attention_callback(heads))
     inputs = make_inputs(tokens, hidden, heads, mlp)
@@ -158,8 +166,9 @@ def test_block_arguments_are_checked():
                   hidden, workspace=small)
 
 
-def test_block_replays_in_a_cuda_graph():
-    name, tokens, hidden, heads, mlp = BLOCKS[2]
+@SMALL_BLOCKS
+def test_block_replays_in_a_cuda_graph(block):
+    name, tokens, hidden, heads, mlp = block
     module = coda_runtime.Module(os.path.join(BUILD, name))
     module.set_callback("attention", attention_callback(heads))
     inputs = make_inputs(tokens, hidden, heads, mlp, seed=1)
