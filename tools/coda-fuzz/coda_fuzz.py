@@ -133,7 +133,7 @@ def check_gpu(tools, p):
     with tempfile.TemporaryDirectory() as scratch:
         path = os.path.join(scratch, "fused.mlir")
         with open(path, "w") as f:
-            f.write(prog.emit_fused(p) + "\n")
+            f.write(prog.emit_fused(p, batched=True) + "\n")
         out = os.path.join(scratch, "out")
         compiled = _run([tools.compile, path, "-o", out, "--fuse=false", "--format=isa"],
                         None, timeout=300)
@@ -306,7 +306,7 @@ def bundle(tools, args, passed, per_batch=50):
         source = os.path.join(args.gpu_bundle, name + ".mlir")
         with open(source, "w") as f:
             for seed, p in batch:
-                f.write(prog.emit_fused(p, f"p{seed}", memref=True) + "\n\n")
+                f.write(prog.emit_fused(p, f"p{seed}", memref=True, batched=True) + "\n\n")
         compiled = _run([tools.compile, source, "-o", os.path.join(args.gpu_bundle, name),
                          "--fuse=false"], None, timeout=1800)
         if compiled.returncode:

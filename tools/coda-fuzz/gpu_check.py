@@ -65,14 +65,20 @@ def expr(e, leaf):
 
 def make_inputs(p, gen):
     """Arguments in @p<seed>'s order, destinations last (NaN, zeros for a
-    row_select), and the float64 views the reference reads."""
+    row_select), and the float64 views the reference reads. A batched
+    program's (p["B"]) have the batch first where its GPU form does
+    (program.batch_dims): lhs, rhs where batched, tile, row and periodic
+    inputs, row_select targets and every output."""
     M, N, K = p["M"], p["N"], p["K"]
     dt = DTYPES[p["dtype"]]
+    batch = p.get("B")
 
-    def rand(*shape, dtype=dt):
+    def rand(*shape, dtype=dt, batched=True):
+        if batch and batched:
+            shape = (batch,) + shape
         return (torch.rand(*shape, generator=gen, device="cuda") * 2 - 1).to(dtype)
     a = rand(K, M) if p["ta"] else rand(M, K)
-    b = rand(N, K) if p["tb"] else rand(K, N)
+    b = rand(*((N, K) if p["tb"] else (K, N)), batched=bool(p.get("rhs_batched")))
     args, ins = [a, b], []
     for item in p["inputs"]:
         t = DTYPES[item["dtype"]]
@@ -81,13 +87,14 @@ def make_inputs(p, gen):
         else:
             shape = {"tile": (M, N), "row": (M,), "col": (N,),
                      "periodic": (M, item.get("period", 1))}[item["kind"]]
-            x = rand(*shape, dtype=t)
+            x = rand(*shape, dtype=t, batched=item["kind"] != "col")
         args.append(x)
         ins.append(x)
     targets = {}
     for j, out in enumerate(p["outputs"]):
         if out["kind"] == "row_select":
-            t = torch.randint(-1, N + 1, (M,), generator=gen, device="cuda").to(DTYPES[out["index"]])
+            shape = (batch, M) if batch else (M,)
+            t = torch.randint(-1, N + 1, shape, generator=gen, device="cuda").to(DTYPES[out["index"]])
             args.append(t)
             targets[j] = t
     dests = []
@@ -97,10 +104,28 @@ def make_inputs(p, gen):
         shape = {"tile": (M, N), "row_reduce": (M, -(-N // out.get("tile", 1))),
                  "col_reduce": (-(-M // out.get("tile", 1)), N), "row_select": (M,),
                  "pair_contract": (M, N // 2), "interleave": (M, 2 * N)}[kind]
+        if batch:
+            shape = (batch,) + shape
         fill = 0.0 if kind == "row_select" else float("nan")
         d = torch.full(shape, fill, dtype=t, device="cuda")
         dests.append(d)
     return a, b, ins, targets, args + dests, dests
+
+
+def batched_reference(p, a, b, ins, targets):
+    """reference(), batch by batch for a batched program: its outputs
+    stacked along the batch."""
+    if not p.get("B"):
+        return reference(p, a, b, ins, targets)
+    per_batch = []
+    for k in range(p["B"]):
+        pick = lambda x, batched: x[k] if batched else x  # noqa: E731
+        per_batch.append(reference(
+            p, a[k], pick(b, p.get("rhs_batched")),
+            [pick(x, item["kind"] in ("tile", "row", "periodic"))
+             for x, item in zip(ins, p["inputs"])],
+            {j: t[k] for j, t in targets.items()}))
+    return [torch.stack(outs) for outs in zip(*per_batch)]
 
 
 def reference(p, a, b, ins, targets):
@@ -244,7 +269,7 @@ def main():
                     problem = f"output {j}: two runs on the same inputs differ"
                     break
             if problem is None:
-                for j, (got, want) in enumerate(zip(dests, reference(p, a, b, ins, targets))):
+                for j, (got, want) in enumerate(zip(dests, batched_reference(p, a, b, ins, targets))):
                     bad = compare(got, want, p, got.dtype)
                     if bad:
                         problem = f"output {j} ({p['outputs'][j]['kind']}): {bad}"

@@ -241,6 +241,15 @@ def generate(seed, gpu=False, max_size=40):
     p["outputs"] = outputs
     if gpu:
         _fit_gpu(rng, p)
+        # One GPU program in four runs batched in its GPU forms
+        # (emit_fused(batched=True), gpu_check.py): B copies of the program,
+        # lhs, outputs and every input but column and scalar ones with a
+        # leading batch dimension, rhs too or shared. From a stream of its
+        # own, so that the program itself does not depend on it.
+        brng = random.Random(f"batch-{seed}")
+        if brng.random() < 0.25:
+            p["B"] = brng.choice((2, 3))
+            p["rhs_batched"] = brng.random() < 0.5
     return p
 
 
@@ -625,21 +634,45 @@ def signature(p):
     return names, types
 
 
-def emit_fused(p, name="fused", memref=False, finish=False):
+def batch_dims(p):
+    """Which of @reference's arguments (signature(p)) have the batch
+    dimension in a batched program's GPU form: lhs, rhs where batched, tile,
+    row and periodic inputs, row_select targets (row inputs)."""
+    dims = [True, bool(p.get("rhs_batched"))]
+    dims += [item["kind"] in ("tile", "row", "periodic") for item in p["inputs"]]
+    dims += [True for out in p["outputs"] if out["kind"] == "row_select"]
+    return dims
+
+
+def _batched(p, t, batched=True):
+    """Type `t` with the batch dimension B in front, where `batched` and the
+    program has one."""
+    if not batched or not p.get("B"):
+        return t
+    for shaped in ("tensor<", "memref<"):
+        if t.startswith(shaped):
+            return f"{shaped}{p['B']}x{t[len(shaped):]}"
+    return t
+
+
+def emit_fused(p, name="fused", memref=False, finish=False, batched=False):
     """@name as a coda.gemm on tensors (destinations after @reference's
     arguments, results returned), or with `memref` on buffers in place (every
     output a destination argument; a row_select destination must hold
-    zeros), the form the GPU runtime launches."""
+    zeros), the form the GPU runtime launches. With `batched`, a program
+    with a batch count B (generate(gpu=True)) as its batched GEMM."""
     M, N = p["M"], p["N"]
+    bt = (lambda t, on=True: _batched(p, t, on)) if batched else (lambda t, on=True: t)
     names, types = signature(p)
+    types = [bt(t, on) for t, on in zip(types, batch_dims(p))]
     outs = p["outputs"]
     if memref:
         types = [t.replace("tensor<", "memref<") for t in types]
     dest_names = [f"%d{j}" for j in range(len(outs))
                   if not finish and (memref or outs[j]["kind"] != "row_select")]
-    dest_types = [output_type(p, o) for o in outs
+    dest_types = [bt(output_type(p, o)) for o in outs
                   if not finish and (memref or o["kind"] != "row_select")]
-    result_types = [output_type(p, o) for o in outs]
+    result_types = [bt(output_type(p, o)) for o in outs]
     if memref:
         dest_types = [t.replace("tensor<", "memref<") for t in dest_types]
         result_types = dest_types
@@ -658,19 +691,21 @@ def emit_fused(p, name="fused", memref=False, finish=False):
     out_operands = []
     for j, out in enumerate(outs):
         if out["kind"] == "row_select" and not memref:
-            body.append(f"%z{j}e = tensor.empty() : tensor<{M}xf32>")
+            zt = bt(f"tensor<{M}xf32>")
+            body.append(f"%z{j}e = tensor.empty() : {zt}")
             body.append(f"%z{j}c = arith.constant 0.0 : f32")
-            body.append(f"%z{j} = linalg.fill ins(%z{j}c : f32) outs(%z{j}e : tensor<{M}xf32>) -> tensor<{M}xf32>")
+            body.append(f"%z{j} = linalg.fill ins(%z{j}c : f32) outs(%z{j}e : {zt}) -> {zt}")
             out_operands.append(f"%z{j}")
         else:
             out_operands.append(f"%d{j}")
     epi = ["%acc"]
     shaped = "memref<" if memref else "tensor<"
     for i, item in enumerate(p["inputs"]):
-        epi.append(f"{item['kind']} %e{i} = %in{i} : {_input_type(p, item).replace('tensor<', shaped)}")
+        t = bt(_input_type(p, item), item["kind"] in ("tile", "row", "periodic"))
+        epi.append(f"{item['kind']} %e{i} = %in{i} : {t.replace('tensor<', shaped)}")
     for j, out in enumerate(outs):
         if out["kind"] == "row_select":
-            epi.append(f"row %t{j} = %target{j} : {shaped}{M}x{out['index']}>")
+            epi.append(f"row %t{j} = %target{j} : {bt(shaped + str(M) + 'x' + out['index'] + '>')}")
     flags = (" transpose_a" if p["ta"] else "") + (" transpose_b" if p["tb"] else "")
     res = "" if memref else ("%r = " if len(outs) == 1 else f"%r:{len(outs)} = ")
     body.append(f"{res}coda.gemm %a, %b{flags} : {types[0]}, {types[1]}")
