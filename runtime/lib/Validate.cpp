@@ -53,6 +53,9 @@ std::string shapeString(const std::vector<int64_t> &shape) {
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+/// CUDA's largest grid dimension y.
+constexpr int64_t kMaxGridY = 65535;
+
 class Checker {
 public:
   Checker(const KernelSpec &kernel, const std::vector<Argument> &args)
@@ -163,6 +166,15 @@ private:
                                    : " (K x N): K differs"));
       if (sizes.k <= 0)
         problem("K must be positive, got " + std::to_string(sizes.k));
+      // A kernel of one tile per CTA runs every batch's tile rows along the
+      // grid's y, which CUDA bounds.
+      int64_t tileRows = ceilDiv(sizes.m, kernel.tileM) * sizes.b;
+      if (!kernel.persistent && tileRows > kMaxGridY)
+        problem(std::to_string(tileRows) + " tile rows (" +
+                (kernel.batched ? "B x " : "") + "ceildiv(M, " +
+                std::to_string(kernel.tileM) + ")) exceed the grid's " +
+                std::to_string(kMaxGridY) +
+                "; split the GEMM or compile it persistent");
       device = lhs->device;
       known = true;
     }
