@@ -129,18 +129,10 @@ public:
     return tensorMapType(rhsBoxType(c));
   }
   SmallVector<int64_t> getLhsBox(const GemmKernelConfig &c) const override {
-    SmallVector<int64_t> box = {c.lhsKMajor ? c.tileK : chunkElements(c),
-                                c.lhsKMajor ? c.tileM : c.tileK};
-    if (c.batched)
-      box.push_back(1);
-    return box;
+    return lhsBox(c);
   }
   SmallVector<int64_t> getRhsBox(const GemmKernelConfig &c) const override {
-    SmallVector<int64_t> box = {c.rhsKMajor ? c.tileK : chunkElements(c),
-                                c.rhsKMajor ? c.rhsRowsPerCta() : c.tileK};
-    if (c.rhsBatched)
-      box.push_back(1);
-    return box;
+    return rhsBox(c);
   }
   Type getOutputMapType(Type element) const override {
     return tensorMapType(sharedTileType(
@@ -159,13 +151,29 @@ public:
   static int64_t chunkElements(const GemmKernelConfig &c) {
     return kChunkBytes / c.operandBytes;
   }
+  /// An operand's TMA box, innermost dimension first: one box of a K-major
+  /// tile, else one 128-byte chunk of it; depth 1 along a batch.
+  static SmallVector<int64_t> lhsBox(const GemmKernelConfig &c) {
+    SmallVector<int64_t> box = {c.lhsKMajor ? c.tileK : chunkElements(c),
+                                c.lhsKMajor ? c.tileM : c.tileK};
+    if (c.batched)
+      box.push_back(1);
+    return box;
+  }
+  static SmallVector<int64_t> rhsBox(const GemmKernelConfig &c) {
+    SmallVector<int64_t> box = {c.rhsKMajor ? c.tileK : chunkElements(c),
+                                c.rhsKMajor ? c.rhsRowsPerCta() : c.tileK};
+    if (c.rhsBatched)
+      box.push_back(1);
+    return box;
+  }
   /// The shared-memory box of a TMA load, outermost first (the reverse of
-  /// getLhsBox / getRhsBox).
+  /// lhsBox / rhsBox).
   static MemRefType lhsBoxType(const GemmKernelConfig &c) {
-    return boxType(c, HopperTarget().getLhsBox(c));
+    return boxType(c, lhsBox(c));
   }
   static MemRefType rhsBoxType(const GemmKernelConfig &c) {
-    return boxType(c, HopperTarget().getRhsBox(c));
+    return boxType(c, rhsBox(c));
   }
   static MemRefType boxType(const GemmKernelConfig &c,
                             ArrayRef<int64_t> innermostFirst) {
