@@ -172,8 +172,10 @@ def test_block_replays_in_a_cuda_graph(block):
     module = coda_runtime.Module(os.path.join(BUILD, name))
     module.set_callback("attention", attention_callback(heads))
     inputs = make_inputs(tokens, hidden, heads, mlp, seed=1)
-    workspace = torch.empty(module.workspace_bytes("block"), device="cuda",
-                            dtype=torch.uint8)
+    # NaN temporaries, as in test_block_matches_pytorch: an element read
+    # before any kernel wrote it makes the replay differ from itself.
+    workspace = torch.full((module.workspace_bytes("block"),), 255, device="cuda",
+                           dtype=torch.uint8)
     out = torch.empty(tokens, hidden, device="cuda", dtype=torch.bfloat16)
     ss = torch.empty(tokens, 1, device="cuda")
     graph = torch.cuda.CUDAGraph()
