@@ -94,7 +94,8 @@ def main():
         source = os.path.join(scratch, "programs.mlir")
         with open(source, "w") as f:
             for seed in range(args.seed, args.seed + args.programs):
-                f.write(prog.emit_fused(prog.generate(seed, gpu=True), f"p{seed}", memref=True) + "\n\n")
+                f.write(prog.emit_fused(prog.generate(seed, gpu=True), f"p{seed}", memref=True,
+                                        batched=True) + "\n\n")
         out = os.path.join(scratch, "out")
         compiled = subprocess.run([compile_, source, "-o", out, "--fuse=false", "--format=isa"],
                                   capture_output=True, text=True)
