@@ -103,6 +103,7 @@ void mlir::coda::buildCodaToGPUBinaryPipeline(
     exported.chip = kernels.chip;
     pm.addPass(createCodaExportKernelManifest(exported));
   }
+  pm.addNestedPass<gpu::GPUModuleOp>(createCodaFp8ToNVVM());
   pm.addPass(createConvertNVGPUToNVVMPass());
   pm.addPass(createConvertVectorToSCFPass());
   pm.addPass(createSCFToControlFlowPass());

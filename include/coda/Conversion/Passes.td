@@ -288,4 +288,39 @@ def CodaTensorMapParams : Pass<"coda-tensormap-params", "gpu::GPUModuleOp"> {
   ];
 }
 
+def CodaFp8ToNVVM : Pass<"coda-fp8-to-nvvm", "gpu::GPUModuleOp"> {
+  let summary = "lower conversions to and from FP8 in GPU kernels to PTX's cvt";
+  let description = [{
+    LLVM has no 8-bit float type: the conversion to LLVM turns
+    `f8E4M3FN` and `f8E5M2` values into `i8` and cannot lower
+    `arith.truncf` to them or `arith.extf` from them. In the kernels of a
+    `gpu.module` (an epilogue that quantizes its output, a finish that
+    reads FP8) this pass rewrites each scalar conversion into sm_89+'s
+    `cvt`, with `arith.truncf`'s meaning kept exactly:
+
+    - `arith.truncf` from f32, f16 or bf16 (widened exactly to f32) rounds
+      to nearest even with `cvt.rn.satfinite.{e4m3,e5m2}x2.f32`, whose
+      saturation PTX requires; a value beyond the type's largest finite
+      value plus half an ulp (NaN and infinities included) then becomes
+      what `arith.truncf` gives it, with its sign: NaN in f8E4M3FN, which
+      has no infinity, the infinity in f8E5M2 (NaN stays NaN).
+      That check is left out where the value is clamped by constants
+      within the finite range (`minimumf(maximumf(x, -448), 448)`, the
+      form FP8 recipes quantize with).
+    - `arith.extf` to f32, f16, bf16 or f64 converts exactly with
+      `cvt.rn.f16x2.{e4m3,e5m2}x2` and widens from f16.
+
+    The GEMM epilogue converts pairs of adjacent output elements with one
+    `cvt` (`truncToFp8`, shared with this pass). A conversion this pass
+    cannot lower (vector operands, an f64 source, which would round twice,
+    a rounding mode other than to nearest even) is an error on its op.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::NVVM::NVVMDialect",
+    "::mlir::vector::VectorDialect"
+  ];
+}
+
 #endif // CODA_CONVERSION_PASSES_TD

@@ -604,10 +604,10 @@ private:
         arith::AddIOp::create(b, origin, index(b, extent)), size);
   }
   /// `values` with each consecutive pair narrowed from f32 together (one
-  /// packed cvt.rn.{bf16,f16}x2.f32) where both are scalar truncations of
-  /// f32. A scalar cvt reading a WGMMA accumulator makes ptxas serialize
-  /// the kernel's WGMMAs (C7514); the packed one does not, and halves the
-  /// conversions.
+  /// packed cvt.rn.{bf16,f16}x2.f32, or cvt.rn.satfinite.{e4m3,e5m2}x2.f32
+  /// through truncToFp8) where both are scalar truncations of f32. A scalar
+  /// cvt reading a WGMMA accumulator makes ptxas serialize the kernel's
+  /// WGMMAs (C7514); the packed one does not, and halves the conversions.
   SmallVector<Value> narrowPairs(ImplicitLocOpBuilder &b,
                                  ArrayRef<Value> values) const;
 
@@ -682,7 +682,7 @@ std::optional<int64_t> EpilogueBuilder::vectorAlignment(Value memref,
       strides.back() != 1 || !type.getElementType().isIntOrFloat())
     return std::nullopt;
   int64_t bytes = count * type.getElementTypeBitWidth() / 8;
-  if (bytes < 4 || !llvm::isPowerOf2_64(bytes))
+  if (bytes < 2 || !llvm::isPowerOf2_64(bytes))
     return std::nullopt;
   return std::min<int64_t>(bytes, 16);
 }
@@ -847,7 +847,13 @@ EpilogueBuilder::narrowPairs(ImplicitLocOpBuilder &b,
     else if (lo.getType().isF16())
       pair = NVVM::ConvertF32x2ToF16x2Op::create(b, b.getLoc(), pairType, hi.getIn(),
                                                   lo.getIn(), Value(), rn);
-    else
+    else if (isa<Float8E4M3FNType, Float8E5M2Type>(lo.getType())) {
+      SmallVector<Value> pair = truncToFp8(
+          b, {lo.getIn(), hi.getIn()}, cast<FloatType>(lo.getType()));
+      result[e] = pair[0];
+      result[e + 1] = pair[1];
+      continue;
+    } else
       continue;
     result[e] = vector::ExtractOp::create(b, pair, ArrayRef<int64_t>{0});
     result[e + 1] = vector::ExtractOp::create(b, pair, ArrayRef<int64_t>{1});
@@ -1812,9 +1818,30 @@ SmallVector<Value> EpilogueBuilder::emitRow(
   auto mappingOf = [&](Slot s) -> IRMapping & {
     return mappings[s.group * lanesPerGroup + s.lane];
   };
+  // Where the body reads the accumulator more than once, an edge tile
+  // reads its accumulators through opaque moves, so that its body differs
+  // from the interior tile's: LLVM would otherwise hoist what the two
+  // compute alike from the accumulators above the branch between them
+  // (SimplifyCFG's common-code hoisting), the whole tile's values at once,
+  // live together beside the accumulators they do not replace (ptxas then
+  // spills: an FP8 quantization beside the row maxima it scales by).
+  bool accumulatorReadTwice =
+      llvm::range_size(op.getAccumulatorArg().getUsers()) > 1 &&
+      !llvm::all_equal(op.getAccumulatorArg().getUsers());
   for (int64_t g = 0; g < numGroups; ++g)
-    for (int64_t l = 0; l < lanesPerGroup; ++l)
-      mappingOf({g, l}).map(op.getAccumulatorArg(), accumulator({g, l}));
+    for (int64_t l = 0; l < lanesPerGroup; ++l) {
+      Value acc = accumulator({g, l});
+      if (!interior && fragments && accumulatorReadTwice &&
+          acc.getType().isF32())
+        acc = LLVM::InlineAsmOp::create(
+                  lb, acc.getType(), ValueRange{acc}, "mov.b32 $0, $1;",
+                  "=f,f", /*has_side_effects=*/false,
+                  /*is_align_stack=*/false,
+                  LLVM::tailcallkind::TailCallKind::None,
+                  LLVM::AsmDialectAttr(), ArrayAttr())
+                  .getResult(0);
+      mappingOf({g, l}).map(op.getAccumulatorArg(), acc);
+    }
   // Inputs the whole row shares, read once: staged tile inputs (through the
   // buffer, before any output is staged in it), row and scalar values, the
   // periodic inputs' periods.

@@ -77,6 +77,15 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
   if (!op.hasPureBufferSemantics())
     return op.emitOpError("GPU lowering takes coda.gemm on memrefs; "
                           "bufferize first (one-shot-bufferize)");
+  // 8-bit floats are GEMM operands and outputs; an epilogue reading them
+  // would take neither the prefetch nor the staging of 16-bit inputs.
+  for (auto [k, input] : llvm::enumerate(op.getEpilogueInputs()))
+    if (auto type = dyn_cast<MemRefType>(input.getType());
+        type && isa<Float8E4M3FNType, Float8E5M2Type>(type.getElementType()))
+      return op.emitOpError("epilogue input #")
+             << k << " holds " << type.getElementType()
+             << "; the sm_90a lowering reads 16- and 32-bit epilogue "
+                "inputs (FP8 goes in as lhs and rhs)";
   // The verifier guarantees one operand element type.
   Type lhsElement = op.getLhsType().getElementType();
 

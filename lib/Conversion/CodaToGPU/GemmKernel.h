@@ -416,6 +416,14 @@ llvm::json::Object buildHostProgram(func::FuncOp function,
 DictionaryAttr buildReducePartialsAbi(OpBuilder &b, ReducePartialsOp op,
                                       func::FuncOp host, int64_t threads);
 
+/// `values` (f32) rounded to `type` (f8E4M3FN or f8E5M2) as arith.truncf
+/// rounds them (to nearest even; NaN or an infinity beyond the finite
+/// range), two at a time with one cvt.rn.satfinite per pair; the range
+/// check is left out for a value clamped within the finite range by
+/// constants (Fp8Conversions.cpp, `--coda-fp8-to-nvvm`).
+SmallVector<Value> truncToFp8(ImplicitLocOpBuilder &b, ArrayRef<Value> values,
+                              FloatType type);
+
 /// TMA descriptors are kernel parameters passed by value: a kernel with
 /// this unit attribute takes each descriptor as a parameter of type
 /// tensorMapParamType, whose address tensorMapParamAddress takes;

@@ -145,3 +145,18 @@ func.func @pairs_wider_than_tile(%a: memref<?x64xbf16>, %b: memref<256x64xbf16>,
   }
   return
 }
+
+// -----
+
+func.func @fp8_epilogue_input(%a: memref<?x64xbf16>, %b: memref<256x64xbf16>, %r: memref<?x256xf8E4M3FN>,
+                              %y: memref<?x256xbf16>) {
+  // expected-error @+1 {{epilogue input #0 holds 'f8E4M3FN'; the sm_90a lowering reads 16- and 32-bit epilogue inputs (FP8 goes in as lhs and rhs)}}
+  coda.gemm %a, %b transpose_b : memref<?x64xbf16>, memref<256x64xbf16>
+      epilogue(%acc, tile %rv = %r : memref<?x256xf8E4M3FN>) outs(%y : memref<?x256xbf16>) {
+    %f = arith.extf %rv : f8E4M3FN to f32
+    %x = arith.addf %acc, %f : f32
+    %t = arith.truncf %x : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}

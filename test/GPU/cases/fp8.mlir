@@ -40,3 +40,64 @@ func.func @fp8_e5m2(%a: memref<?x?xf8E5M2>, %b: memref<?x?xf8E5M2>, %s: f32,
   }
   return
 }
+
+// Epilogues that produce FP8: the next GEMM's 8-bit operand comes out of
+// this GEMM's epilogue, with no quantization kernel between them.
+
+// The product scaled and rounded to e4m3 with no clamp: beyond e4m3's
+// range (448, rounding to nearest even up to 464) the element becomes NaN,
+// as arith.truncf defines it. The row maxima of |acc| (what the next
+// step's scale is made from) leave as partials and are finished.
+func.func @quantize_e4m3(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %s: f32,
+                         %q: memref<?x?xf8E4M3FN>, %amax_part: memref<?x?xf32>,
+                         %amax: memref<?xf32>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, scalar %sv = %s : f32) outs(%q, %amax_part : memref<?x?xf8E4M3FN>, memref<?x?xf32>) {
+    %x = arith.mulf %acc, %sv : f32
+    %t = arith.truncf %x : f32 to f8E4M3FN
+    %m = math.absf %acc : f32
+    %p = coda.row_reduce max %m tile 128 : f32
+    coda.yield %t, %p : f8E4M3FN, !coda.partial<f32>
+  }
+  coda.reduce_partials max row %amax_part : memref<?x?xf32> outs(%amax : memref<?xf32>)
+  return
+}
+
+// f16 operands rounded to e5m2: beyond its range (57344, up to 61440) the
+// element becomes the infinity of its sign.
+func.func @quantize_e5m2(%a: memref<?x?xf16>, %b: memref<?x?xf16>, %s: f32,
+                         %q: memref<?x?xf8E5M2>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xf16>, memref<?x?xf16>
+      epilogue(%acc, scalar %sv = %s : f32) outs(%q : memref<?x?xf8E5M2>) {
+    %x = arith.mulf %acc, %sv : f32
+    %t = arith.truncf %x : f32 to f8E5M2
+    coda.yield %t : f8E5M2
+  }
+  return
+}
+
+// An FP8 GEMM whose output is the next FP8 GEMM's operand (delayed
+// per-tensor scaling): dequantized with the row-wise scales, multiplied by
+// the next GEMM's quantization scale, clamped to e4m3's range and rounded;
+// the row maxima of the dequantized |y| leave as partials.
+func.func @fp8_rowwise_quantize(%a: memref<?x?xf8E4M3FN>, %b: memref<?x?xf8E4M3FN>,
+                                %sa: memref<?xf32>, %sb: memref<?xf32>, %qs: f32,
+                                %q: memref<?x?xf8E4M3FN>, %amax_part: memref<?x?xf32>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xf8E4M3FN>, memref<?x?xf8E4M3FN>
+      epilogue(%acc, row %ra = %sa : memref<?xf32>, col %cb = %sb : memref<?xf32>,
+               scalar %qv = %qs : f32)
+      outs(%q, %amax_part : memref<?x?xf8E4M3FN>, memref<?x?xf32>) {
+    %lo = arith.constant -448.0 : f32
+    %hi = arith.constant 448.0 : f32
+    %x = arith.mulf %acc, %ra : f32
+    %y = arith.mulf %x, %cb : f32
+    %z = arith.mulf %y, %qv : f32
+    %c0 = arith.maximumf %z, %lo : f32
+    %c1 = arith.minimumf %c0, %hi : f32
+    %t = arith.truncf %c1 : f32 to f8E4M3FN
+    %m = math.absf %y : f32
+    %p = coda.row_reduce max %m tile 128 : f32
+    coda.yield %t, %p : f8E4M3FN, !coda.partial<f32>
+  }
+  return
+}

@@ -18,6 +18,7 @@ namespace coda {
 #define GEN_PASS_DECL_CODACHECKGPUMAPPING
 #define GEN_PASS_DECL_CODAPREPAREHOSTPROGRAM
 #define GEN_PASS_DECL_CODATENSORMAPPARAMS
+#define GEN_PASS_DECL_CODAFP8TONVVM
 #include "coda/Conversion/Passes.h.inc"
 
 /// The patterns of --coda-to-gpu: every coda.gemm on memrefs inside a
@@ -30,6 +31,10 @@ namespace coda {
 /// GEMM when coda has no GEMM lowering for `options.chip`.
 void populateCodaToGPUConversionPatterns(RewritePatternSet &patterns,
                                          const CodaToGPUOptions &options);
+
+/// The patterns of --coda-fp8-to-nvvm: scalar arith.truncf to and
+/// arith.extf from f8E4M3FN / f8E5M2 as PTX cvt instructions.
+void populateFp8ToNVVMConversionPatterns(RewritePatternSet &patterns);
 
 } // namespace coda
 } // namespace mlir
