@@ -498,6 +498,102 @@ def test_fp8_e5m2(fp8, m, n, k):
     assert not y.isnan().any() and err <= bound
 
 
+# Epilogues that produce FP8 (cases/fp8.mlir, quantize_*): coda rounds its
+# f32 value of z to nearest even, NaN (e4m3) or the signed infinity (e5m2)
+# beyond the range, as arith.truncf does; PyTorch's conversion of the
+# float64 reference rounded to f32 is the reference. The two f32 values of z
+# differ in their last bits (another summation order; FP8 operands
+# accumulate in WGMMA's FP8 accumulator), so an element may take the
+# neighbouring code where z lies that close to the boundary between them.
+FP8_OUT_SHAPES = [(128, 128, 128), (200, 328, 208), (1, 136, 64), (300, 512, 1008),
+                  (16896, 512, 128)]
+
+
+def fp8_poison(m, n, dtype):
+    return torch.full((m, n), 0x7F, device="cuda", dtype=torch.uint8).view(dtype)
+
+
+def check_fp8_rounding(q, z, dtype, atol):
+    """q is some z' within `atol` of z rounded to `dtype` (z' is coda's own
+    f32 value of z, whose dot product rounds differently; its error scales
+    with the terms summed, not with z, so `atol` is absolute). Rounding is
+    monotonic: q lies between the roundings of z - atol and z + atol, NaN
+    (e4m3's overflow) ordered as the infinity of its side. And q equals the
+    rounding of z itself but for at most 2 % of the elements."""
+    want = z.float().to(dtype)
+    n = (bits(q) != bits(want)).sum().item()
+    print(f"fp8 codes differing from the reference: {n} of {q.numel()}")
+    assert n <= 0.02 * q.numel() + 1
+    inf = float("inf")
+
+    def ordered(v, side):
+        return torch.where(v.isnan(), side.sign() * inf, v)
+
+    lo, hi = z - atol, z + atol
+    g = ordered(q.double(), z)
+    lo_q = ordered(lo.float().to(dtype).double(), lo)
+    hi_q = ordered(hi.float().to(dtype).double(), hi)
+    ok = (lo_q <= g) & (g <= hi_q)
+    assert bool(ok.all()), (f"codes beyond the rounding of z +- {atol:.2e}: coda "
+                            f"{g[~ok][:5].tolist()}, z {z[~ok][:5].tolist()}")
+
+
+@pytest.mark.parametrize("m,n,k", FP8_OUT_SHAPES)
+def test_quantize_e4m3(fp8, m, n, k):
+    torch.manual_seed(k)
+    a, b = rand(m, k), rand(n, k)
+    acc = a.double() @ b.double().T
+    # About 1 % of the elements beyond e4m3's range: NaN there.
+    s = 464.0 / acc.abs().reshape(-1)[:1 << 20].quantile(0.99).item()
+    q = fp8_poison(m, n, torch.float8_e4m3fn)
+    parts, amax = poison(m, math.ceil(n / 128)), poison(m)
+    run_function(fp8, "quantize_e4m3", a, b, s, q, parts, amax)
+    z = acc * torch.tensor(s, dtype=torch.float32).double()
+    check_fp8_rounding(q, z, torch.float8_e4m3fn, 1e-5 * z.abs().max().item())
+    assert q.float().isnan().any() or m * n < 1000
+    pad = torch.zeros(m, parts.shape[1] * 128 - n, device="cuda", dtype=torch.float64)
+    want = torch.cat([acc.abs(), pad], 1).view(m, -1, 128).amax(-1)
+    check_f32(parts, want)
+    check_f32(amax, want.amax(-1))
+
+
+@pytest.mark.parametrize("m,n,k", FP8_OUT_SHAPES)
+def test_quantize_e5m2(fp8, m, n, k):
+    torch.manual_seed(k)
+    a, b = rand(m, k, dtype=torch.float16), rand(n, k, dtype=torch.float16)
+    acc = a.double() @ b.double().T
+    s = 61440.0 / acc.abs().reshape(-1)[:1 << 20].quantile(0.99).item()
+    q = fp8_poison(m, n, torch.float8_e5m2)
+    run(fp8, "quantize_e5m2", a, b, s, q)
+    z = acc * torch.tensor(s, dtype=torch.float32).double()
+    check_fp8_rounding(q, z, torch.float8_e5m2, 1e-5 * z.abs().max().item())
+    assert q.float().isinf().any() or m * n < 1000
+
+
+@pytest.mark.parametrize("m,n,k", FP8_OUT_SHAPES)
+def test_fp8_rowwise_quantize(fp8, m, n, k):
+    torch.manual_seed(k)
+    a8, sa = quantize_rows(torch.randn(m, k, device="cuda"))
+    w8, sw = quantize_rows(torch.randn(n, k, device="cuda"))
+    y = (a8.double() @ w8.double().T) * sa.double() * sw.double().T
+    # The next GEMM's scale from a smaller amax than this output's: the
+    # largest elements clamp to +-448.
+    qs = 448.0 / (0.5 * y.abs().max().item())
+    q = fp8_poison(m, n, torch.float8_e4m3fn)
+    parts = poison(m, math.ceil(n / 128))
+    run(fp8, "fp8_rowwise_quantize", a8, w8, sa.view(m), sw.view(n), qs, q, parts)
+    z = (y * torch.tensor(qs, dtype=torch.float32).double()).clamp(-448, 448)
+    # WGMMA's FP8 accumulator keeps about 14 bits (test_fp8_e5m2's bound).
+    bound = 3 * math.sqrt(k) * 2.0 ** -14 * (y.abs().max().item() * qs)
+    check_fp8_rounding(q, z, torch.float8_e4m3fn, bound)
+    assert q.float().isfinite().all()
+    pad = torch.zeros(m, parts.shape[1] * 128 - n, device="cuda", dtype=torch.float64)
+    want = torch.cat([y.abs(), pad], 1).view(m, -1, 128).amax(-1)
+    scale = want.max().item()
+    err = (parts.double() - want).abs().max().item() / scale
+    assert err <= 3 * math.sqrt(k) * 2.0 ** -14 + 1e-6
+
+
 def test_fp8_refuses_mismatched_operands(fp8):
     a8 = torch.randn(64, 64, device="cuda").to(torch.float8_e4m3fn)
     wb = torch.randn(64, 64, device="cuda").bfloat16()

@@ -301,9 +301,10 @@ def CodaFp8ToNVVM : Pass<"coda-fp8-to-nvvm", "gpu::GPUModuleOp"> {
     - `arith.truncf` from f32, f16 or bf16 (widened exactly to f32) rounds
       to nearest even with `cvt.rn.satfinite.{e4m3,e5m2}x2.f32`, whose
       saturation PTX requires; a value beyond the type's largest finite
-      value plus half an ulp (NaN and infinities included) then becomes
-      what `arith.truncf` gives it, with its sign: NaN in f8E4M3FN, which
-      has no infinity, the infinity in f8E5M2 (NaN stays NaN).
+      value plus half an ulp gets what `arith.truncf` gives it: in
+      f8E4M3FN, which has no infinity, NaN (made before the cvt, which
+      keeps NaN; its sign is not kept), in f8E5M2 the infinity of its sign
+      (the code after the saturated one). NaN stays NaN.
       That check is left out where the value is clamped by constants
       within the finite range (`minimumf(maximumf(x, -448), 448)`, the
       form FP8 recipes quantize with).

@@ -88,14 +88,18 @@ static bool rowsContiguous(Value value) {
          strides.back() == 1;
 }
 
-bool mlir::coda::gpu_lowering::stagesOutput(GemmOp op, unsigned i) {
+bool mlir::coda::gpu_lowering::stagesOutput(GemmOp op, unsigned i,
+                                            Schedule schedule) {
   Value yielded = op.getYieldOp().getValues()[i];
   OutputRole role = getOutputRole(yielded);
   Type element = role == OutputRole::pair
                      ? cast<PairType>(yielded.getType()).getElementType()
                      : yielded.getType();
+  bool sixteen = isa<BFloat16Type, Float16Type>(element);
+  bool eight = isa<Float8E4M3FNType, Float8E5M2Type>(element) &&
+               schedule != Schedule::cooperative;
   if ((role != OutputRole::tile && role != OutputRole::pair) ||
-      !isa<BFloat16Type, Float16Type>(element))
+      !(sixteen || eight))
     return false;
   return rowsContiguous(op.getOutputs()[i]);
 }
@@ -164,6 +168,10 @@ constexpr int64_t kSharedTileRowsUnrolled = 4;
 constexpr int64_t kStagingLoadsInFlight = 8;
 /// 16-bit elements in a staging buffer's 16-byte chunk.
 constexpr int64_t kStagingChunk = 8;
+/// Elements of `element` in a 16-byte chunk (16 for an FP8 output).
+int64_t chunkElements(Type element) {
+  return 128 / element.getIntOrFloatBitWidth();
+}
 /// Registers per thread that the values a register epilogue prefetches may
 /// take (held through the K loop beside the 128 accumulator registers).
 constexpr int64_t kPrefetchRegisters = 64;
@@ -179,9 +187,11 @@ constexpr int64_t fragmentRowOffset(int64_t f, int64_t h) {
   return f * kFragmentRows + 8 * h;
 }
 /// The 16-byte copies each lane makes to move a warp's stagingRows rows of
-/// `rowElements` 16-bit elements (see EpilogueBuilder::stagingCopy).
-constexpr int64_t stagingCopies(int64_t rowElements) {
-  return GemmKernelConfig::stagingRows * rowElements / kStagingChunk / 32;
+/// `rowElements` elements, `chunk` to 16 bytes (see
+/// EpilogueBuilder::stagingCopy).
+constexpr int64_t stagingCopies(int64_t rowElements,
+                                int64_t chunk = kStagingChunk) {
+  return GemmKernelConfig::stagingRows * rowElements / chunk / 32;
 }
 
 } // namespace
@@ -214,8 +224,11 @@ bool mlir::coda::gpu_lowering::storesWithTma(GemmOp op, unsigned i,
   }
   if (colInput && (config.schedule != Schedule::pingPong || tileInput))
     return false;
-  return roles[i] == OutputRole::tile && stagesOutput(op, i) &&
-         interiorPaysFor(roles);
+  // stmatrix moves 16-bit elements: an FP8 output is staged, not stored
+  // with TMA.
+  Type element = cast<MemRefType>(op.getOutputs()[i].getType()).getElementType();
+  return roles[i] == OutputRole::tile && stagesOutput(op, i, config.schedule) &&
+         element.getIntOrFloatBitWidth() == 16 && interiorPaysFor(roles);
 }
 
 SmallVector<unsigned>
@@ -481,7 +494,7 @@ private:
   /// Whether output `i`, input `k` go through the staging buffers.
   bool staged(unsigned i) const {
     return config.stagedTiles && !frame.accFragments.empty() &&
-           stagesOutput(op, i);
+           stagesOutput(op, i, config.schedule);
   }
   bool stagedInput(unsigned k) const {
     return config.stagedTiles && !frame.accFragments.empty() &&
@@ -580,16 +593,18 @@ private:
                                              Value input, Value row) const;
   /// One lane's share of copying the warp's stagingRows rows from
   /// `firstRow` between a matrix and the staging buffer, `rowElements`
-  /// 16-bit elements each from column `firstCol`: copy `t` (of
+  /// elements each from column `firstCol`: copy `t` (of
   /// stagingCopies) moves the 16-byte chunk at (row, col) of the matrix,
   /// at `at` in the buffer.
   struct StagingCopy {
     Value row, col, at;
   };
-  /// `lane`: the lane's index (frame.lane unless given).
+  /// `lane`: the lane's index (frame.lane unless given); `chunk`: elements
+  /// per 16 bytes.
   StagingCopy stagingCopy(ImplicitLocOpBuilder &b, Value firstRow,
                           Value firstCol, int64_t rowElements, int64_t t,
-                          Value lane = {}) const;
+                          Value lane = {},
+                          int64_t chunk = kStagingChunk) const;
   /// A 32-bit `value` through an opaque move: LLVM cannot hoist what is
   /// derived from it out of the loop it is made in, where holding those
   /// values through the K loop would spill.
@@ -975,7 +990,8 @@ Value EpilogueBuilder::stagingBuffer(ImplicitLocOpBuilder &b,
   MLIRContext *ctx = b.getContext();
   auto stageType = MemRefType::get(
       {GemmKernelConfig::stagingRows *
-       GemmKernelConfig::stagingRowStride(rowElements)},
+       GemmKernelConfig::stagingRowStride(rowElements,
+                                          chunkElements(element))},
       element,
       MemRefLayoutAttrInterface(),
       gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
@@ -986,23 +1002,24 @@ Value EpilogueBuilder::stagingBuffer(ImplicitLocOpBuilder &b,
 EpilogueBuilder::StagingCopy
 EpilogueBuilder::stagingCopy(ImplicitLocOpBuilder &b, Value firstRow,
                              Value firstCol, int64_t rowElements, int64_t t,
-                             Value lane) const {
+                             Value lane, int64_t chunk) const {
   if (!lane)
     lane = frame.lane;
-  int64_t chunksPerRow = rowElements / kStagingChunk;
+  int64_t chunksPerRow = rowElements / chunk;
   int64_t rowsPerCopy = 32 / chunksPerRow;
   Value myChunk = arith::RemUIOp::create(b, lane, index(b, chunksPerRow));
   Value r = arith::AddIOp::create(
       b, arith::DivUIOp::create(b, lane, index(b, chunksPerRow)),
       index(b, t * rowsPerCopy));
-  Value chunkStart = arith::MulIOp::create(b, myChunk, index(b, kStagingChunk));
+  Value chunkStart = arith::MulIOp::create(b, myChunk, index(b, chunk));
   return {
       arith::AddIOp::create(b, firstRow, r),
       arith::AddIOp::create(b, firstCol, chunkStart),
       arith::AddIOp::create(
           b,
           arith::MulIOp::create(
-              b, r, index(b, GemmKernelConfig::stagingRowStride(rowElements))),
+              b, r,
+              index(b, GemmKernelConfig::stagingRowStride(rowElements, chunk))),
           chunkStart)};
 }
 
@@ -1162,8 +1179,9 @@ void EpilogueBuilder::storeStaged(ImplicitLocOpBuilder &b, Value out,
                                   Value firstCol, Value limit,
                                   ArrayRef<StagedRun> staged) const {
   Type element = cast<MemRefType>(out.getType()).getElementType();
+  int64_t chunk = chunkElements(element);
   Value stage = stagingBuffer(b, rowElements, element);
-  int64_t rowStride = GemmKernelConfig::stagingRowStride(rowElements);
+  int64_t rowStride = GemmKernelConfig::stagingRowStride(rowElements, chunk);
   Value quadRow = arith::DivUIOp::create(b, frame.lane, index(b, 4));
   Value rowStart = arith::MulIOp::create(b, quadRow, index(b, rowStride));
   awaitStagingBuffer(b);
@@ -1180,9 +1198,9 @@ void EpilogueBuilder::storeStaged(ImplicitLocOpBuilder &b, Value out,
     if (count == 1)
       memref::StoreOp::create(b, v, stage, ValueRange{at});
     else
-      vector::StoreOp::create(b, v, stage, ValueRange{at},
-                              /*nontemporal=*/false,
-                              llvm::MaybeAlign(2 * count));
+      vector::StoreOp::create(
+          b, v, stage, ValueRange{at}, /*nontemporal=*/false,
+          llvm::MaybeAlign(count * element.getIntOrFloatBitWidth() / 8));
   }
   Value allLanes = arith::ConstantIntOp::create(b, b.getI32Type(), -1);
   NVVM::SyncWarpOp::create(b, allLanes);
@@ -1190,12 +1208,15 @@ void EpilogueBuilder::storeStaged(ImplicitLocOpBuilder &b, Value out,
   Value room, aligned;
   if (!interior) {
     room = columnsLeft(
-        b, stagingCopy(b, firstRow, firstCol, rowElements, 0).col, limit);
+        b, stagingCopy(b, firstRow, firstCol, rowElements, 0, Value(), chunk)
+               .col,
+        limit);
     aligned = rowsAligned(b, out, 16);
   }
-  for (int64_t t = 0, e = stagingCopies(rowElements); t < e; ++t) {
-    StagingCopy copy = stagingCopy(b, firstRow, firstCol, rowElements, t);
-    copyStaged(b, out, {copy.row, copy.col}, stage, copy.at, kStagingChunk,
+  for (int64_t t = 0, e = stagingCopies(rowElements, chunk); t < e; ++t) {
+    StagingCopy copy =
+        stagingCopy(b, firstRow, firstCol, rowElements, t, Value(), chunk);
+    copyStaged(b, out, {copy.row, copy.col}, stage, copy.at, chunk,
                interior ? Value() : rowRoom(b, copy.row, room), aligned,
                /*load=*/false);
   }

@@ -5,9 +5,10 @@
 // kernels they become sm_89+'s `cvt` instructions here, with arith's
 // meaning kept: `cvt.rn.satfinite.{e4m3,e5m2}x2.f32` rounds to nearest even
 // as `arith.truncf` does but saturates (PTX has no unsaturated form), so a
-// value that rounds beyond the finite range is then given what
-// `arith.truncf` gives it (NaN in f8E4M3FN, which has no infinity; the
-// signed infinity in f8E5M2), unless constants clamp it within the range.
+// value that rounds beyond the finite range is given what `arith.truncf`
+// gives it (NaN in f8E4M3FN, which has no infinity, made before the cvt;
+// the signed infinity in f8E5M2, after it), unless constants clamp it
+// within the range.
 // The GEMM epilogue converts its output pairs through `truncToFp8` too.
 //
 //===----------------------------------------------------------------------===//
@@ -24,6 +25,7 @@
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 #include <cmath>
+#include <limits>
 
 namespace mlir::coda {
 #define GEN_PASS_DEF_CODAFP8TONVVM
@@ -79,55 +81,47 @@ bool clampedWithin(Value value, double limit) {
   return lower && upper && *lower >= -limit && *upper <= limit;
 }
 
-/// The i8 constant of `type`'s bits for `value`, as a value of `type`.
-Value fp8Constant(ImplicitLocOpBuilder &b, FloatType type,
-                  const APFloat &value) {
-  Value bits = arith::ConstantOp::create(
-      b, b.getIntegerAttr(b.getI8Type(), value.bitcastToAPInt()));
-  return arith::BitcastOp::create(b, type, bits);
-}
-
-/// `converted` (the saturated conversion of f32 `x` to `type`) where `x`
-/// rounds within `type`'s finite range, else what arith.truncf gives: NaN
-/// in a type without infinities, the infinity otherwise, of x's sign.
-Value restoreOverflow(ImplicitLocOpBuilder &b, Value x, Value converted,
-                      FloatType type) {
+/// Where f32 `x` rounds beyond `type`'s finite range (NaN excluded): |x|
+/// above half an ulp over the largest finite value, or at it when the tie's
+/// even neighbour is the next power of two.
+Value beyondRange(ImplicitLocOpBuilder &b, Value x, FloatType type) {
   const llvm::fltSemantics &semantics = type.getFloatSemantics();
   APFloat largest = APFloat::getLargest(semantics);
-  // Half an ulp above the largest finite value: where rounding to nearest
-  // leaves the finite range (at the midpoint itself when the tie's even
-  // neighbour is the next power of two).
   int precision = APFloat::semanticsPrecision(semantics);
   double threshold =
       toDouble(largest) + std::ldexp(1.0, ilogb(largest) - precision);
   APFloat midpoint(threshold);
   bool lost;
   midpoint.convert(semantics, APFloat::rmNearestTiesToEven, &lost);
-  auto predicate = midpoint.isFinite() ? arith::CmpFPredicate::UGT
-                                       : arith::CmpFPredicate::UGE;
-  Value magnitude = math::AbsFOp::create(b, x);
+  auto predicate = midpoint.isFinite() ? arith::CmpFPredicate::OGT
+                                       : arith::CmpFPredicate::OGE;
   Value limit = arith::ConstantOp::create(
       b, b.getF32FloatAttr(static_cast<float>(threshold)));
-  // Unordered: a NaN input is "beyond" too, and becomes NaN either way.
-  Value beyond = arith::CmpFOp::create(b, predicate, magnitude, limit);
-  // The overflow keeps x's sign (APFloat's, and PyTorch's, conversions do).
-  Value negative = arith::CmpFOp::create(
-      b, arith::CmpFPredicate::OLT, x,
-      arith::ConstantOp::create(b, b.getF32FloatAttr(0.0f)));
-  bool hasInf = APFloat::semanticsHasInf(semantics);
-  auto overflowOf = [&](bool sign) {
-    return hasInf ? APFloat::getInf(semantics, sign)
-                  : APFloat::getNaN(semantics, sign);
-  };
-  Value overflow =
-      arith::SelectOp::create(b, negative, fp8Constant(b, type, overflowOf(true)),
-                              fp8Constant(b, type, overflowOf(false)));
-  if (hasInf) { // NaN stays NaN.
-    Value isNaN = arith::CmpFOp::create(b, arith::CmpFPredicate::UNO, x, x);
-    overflow = arith::SelectOp::create(
-        b, isNaN, fp8Constant(b, type, APFloat::getNaN(semantics)), overflow);
-  }
-  return arith::SelectOp::create(b, beyond, overflow, converted);
+  return arith::CmpFOp::create(b, predicate, math::AbsFOp::create(b, x),
+                               limit);
+}
+
+/// `x` made ready for the saturating cvt to `type`: in a type without
+/// infinities, a value beyond the range becomes NaN first, which cvt keeps
+/// (arith.truncf's NaN; its sign is not kept).
+Value beforeCvt(ImplicitLocOpBuilder &b, Value x, FloatType type) {
+  if (APFloat::semanticsHasInf(type.getFloatSemantics()))
+    return x;
+  return arith::SelectOp::create(
+      b, beyondRange(b, x, type),
+      arith::ConstantOp::create(b, b.getF32FloatAttr(std::numeric_limits<float>::quiet_NaN())), x);
+}
+
+/// `byte`, cvt's saturated code for `x`, with the infinity where `x` lies
+/// beyond a range that has one: cvt gives the largest finite value of x's
+/// sign (S.11110.11 in f8E5M2), the infinity is the next code.
+Value afterCvt(ImplicitLocOpBuilder &b, Value x, Value byte, FloatType type) {
+  if (!APFloat::semanticsHasInf(type.getFloatSemantics()))
+    return byte;
+  return arith::SelectOp::create(
+      b, beyondRange(b, x, type),
+      arith::AddIOp::create(b, byte, arith::ConstantIntOp::create(b, 1, 8)),
+      byte);
 }
 
 /// `value` (f8) converted exactly to `to` (f16, bf16, f32 or f64).
@@ -231,10 +225,13 @@ SmallVector<Value> gpu_lowering::truncToFp8(ImplicitLocOpBuilder &b,
   auto pairType = VectorType::get({2}, b.getI8Type());
   SmallVector<Value> result;
   for (size_t e = 0; e < values.size(); e += 2) {
-    Value lo = values[e];
-    Value hi = e + 1 < values.size()
-                   ? values[e + 1]
-                   : arith::ConstantOp::create(b, b.getF32FloatAttr(0.0f));
+    // The range check is left out where constants clamp the value.
+    auto checked = [&](Value v) { return !clampedWithin(v, limit); };
+    Value lo = checked(values[e]) ? beforeCvt(b, values[e], type) : values[e];
+    Value hi = e + 1 >= values.size()
+                   ? arith::ConstantOp::create(b, b.getF32FloatAttr(0.0f))
+               : checked(values[e + 1]) ? beforeCvt(b, values[e + 1], type)
+                                        : values[e + 1];
     // The i16 holds `a` in its upper byte: element 0 of the pair is `b`.
     Value pair = NVVM::ConvertF32x2ToF8x2Op::create(
         b, pairType, /*a=*/hi, /*b=*/lo, NVVM::FPRoundingMode::RN,
@@ -242,10 +239,9 @@ SmallVector<Value> gpu_lowering::truncToFp8(ImplicitLocOpBuilder &b,
     for (size_t i = e; i < std::min(e + 2, values.size()); ++i) {
       Value byte =
           vector::ExtractOp::create(b, pair, ArrayRef<int64_t>{int64_t(i - e)});
-      Value converted = arith::BitcastOp::create(b, type, byte);
-      if (!clampedWithin(values[i], limit))
-        converted = restoreOverflow(b, values[i], converted, type);
-      result.push_back(converted);
+      if (checked(values[i]))
+        byte = afterCvt(b, values[i], byte, type);
+      result.push_back(arith::BitcastOp::create(b, type, byte));
     }
   }
   return result;

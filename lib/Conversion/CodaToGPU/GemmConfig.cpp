@@ -219,12 +219,12 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
     config.clusterM = clusterM;
 
   // Register epilogues stage their 16-bit tile inputs and tile and pair
-  // outputs where the buffers fit beside the ring and the scratch
+  // outputs (and 8-bit outputs: see stagesOutput) where the buffers fit beside the ring and the scratch
   // (cooperative 128 x 256 with 4 stages: with no column partials), then
   // their column and periodic input rows where those fit as well.
   if (config.registerEpilogue()) {
     for (unsigned i = 0, e = op.getYieldOp().getValues().size(); i < e; ++i)
-      config.stagedTiles |= stagesOutput(op, i);
+      config.stagedTiles |= stagesOutput(op, i, config.schedule);
     for (unsigned k = 0, e = op.getEpilogueInputs().size(); k < e; ++k)
       config.stagedTiles |= stagesInput(op, k);
     if (!fitsSharedMemory(config))

@@ -95,12 +95,15 @@ struct GemmKernelConfig {
   /// Columns of a TMA-stored output's box (128 bytes of 16-bit elements).
   static constexpr int64_t storeBoxColumns = 64;
   /// Elements a staging row holds: `rowElements` and one 16-byte chunk of
-  /// padding, so that the 8 rows of a warp start 4 banks apart (a quad's
-  /// writes to the 8 rows hit 32 different banks) and every lane's address
-  /// is one per-lane base plus constants (an XOR swizzle needs a register
-  /// per chunk, which LICM keeps live through the whole tile loop).
-  static constexpr int64_t stagingRowStride(int64_t rowElements) {
-    return rowElements + 8;
+  /// padding (`chunk` elements: 8 of 16 bits, 16 of 8), so that the 8 rows
+  /// of a warp start 4 banks apart (a quad's writes to the 8 rows hit 32
+  /// different banks), every row starts 16-byte aligned, and every lane's
+  /// address is one per-lane base plus constants (an XOR swizzle needs a
+  /// register per chunk, which LICM keeps live through the whole tile
+  /// loop). A buffer sized for 16-bit rows holds the 8-bit ones.
+  static constexpr int64_t stagingRowStride(int64_t rowElements,
+                                            int64_t chunk = 8) {
+    return rowElements + chunk;
   }
 
   /// f32 accumulator tile row stride in shared memory; the padding keeps rows
@@ -278,10 +281,12 @@ StringRef stringifyRole(OutputRole role);
 /// (none, 1, or a multiple of 8).
 bool fragmentLayoutSupports(std::optional<int64_t> pairStride);
 
-/// Whether a register epilogue stages output `i` of `op` (see
-/// GemmKernelConfig::stagedTiles): a tile or pair output of a 16-bit
-/// float type, contiguous along its rows.
-bool stagesOutput(GemmOp op, unsigned i);
+/// Whether a register epilogue of `schedule` stages output `i` of `op` (see
+/// GemmKernelConfig::stagedTiles): a tile or pair output of a 16-bit float
+/// type, or of an 8-bit one outside the cooperative schedule (whose 128 x
+/// 256 tile then spills: 492 bytes beside row-wise scales and a row
+/// partial, ptxas -v), contiguous along its rows.
+bool stagesOutput(GemmOp op, unsigned i, Schedule schedule);
 /// Whether the interior register epilogue of `op` may write output `i`
 /// with TMA stores: a staged tile output (stagesOutput) of an epilogue that
 /// takes the interior copy (a tile output and no pair or interleaved one)

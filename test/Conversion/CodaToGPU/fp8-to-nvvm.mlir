@@ -1,24 +1,22 @@
 // RUN: coda-opt %s --pass-pipeline='builtin.module(gpu.module(coda-fp8-to-nvvm))' --split-input-file | FileCheck %s
 
 // Scalar conversions to and from FP8 in GPU kernels become PTX's cvt, with
-// arith.truncf's meaning: cvt saturates, so a value rounding beyond the
-// finite range is given NaN (e4m3, which has no infinity) or the signed
-// infinity (e5m2) after it, unless constants clamp it within the range.
+// arith.truncf's meaning: cvt saturates, so a value that rounds beyond
+// e4m3's finite range becomes NaN before it (cvt keeps NaN), and beyond
+// e5m2's the saturated code becomes the next one, the infinity, after it;
+// no check where constants clamp the value within the range.
 
 // CHECK-LABEL: gpu.func @trunc_e4m3
-// CHECK-DAG: %[[NAN:.+]] = arith.constant 0x7F : f8E4M3FN
-// CHECK-DAG: %[[NNAN:.+]] = arith.constant 0xFF : f8E4M3FN
-// CHECK-DAG: %[[MID:.+]] = arith.constant 4.640000e+02 : f32
 // CHECK-DAG: %[[ZERO:.+]] = arith.constant 0.000000e+00 : f32
-// CHECK: %[[PAIR:.+]] = nvvm.convert.f32x2.to.f8x2 %[[ZERO]], %[[X:.+]] {rnd = #nvvm.fp_rnd_mode<rn>, sat = #nvvm.sat_mode<satfinite>} : vector<2xi8>(f8E4M3FN)
-// CHECK: %[[BYTE:.+]] = vector.extract %[[PAIR]][0] : i8 from vector<2xi8>
-// CHECK: %[[CVT:.+]] = arith.bitcast %[[BYTE]] : i8 to f8E4M3FN
-// CHECK: %[[ABS:.+]] = math.absf %[[X]] : f32
+// CHECK-DAG: %[[NAN:.+]] = arith.constant 0x7FC00000 : f32
+// CHECK-DAG: %[[MID:.+]] = arith.constant 4.640000e+02 : f32
+// CHECK: %[[ABS:.+]] = math.absf %[[X:.+]] : f32
 // 464 itself rounds to 448 (ties to even): only beyond is NaN.
-// CHECK: %[[BEYOND:.+]] = arith.cmpf ugt, %[[ABS]], %[[MID]] : f32
-// CHECK: %[[NEG:.+]] = arith.cmpf olt, %[[X]], %[[ZERO]] : f32
-// CHECK: %[[SIGNED:.+]] = arith.select %[[NEG]], %[[NNAN]], %[[NAN]] : f8E4M3FN
-// CHECK: %[[R:.+]] = arith.select %[[BEYOND]], %[[SIGNED]], %[[CVT]] : f8E4M3FN
+// CHECK: %[[BEYOND:.+]] = arith.cmpf ogt, %[[ABS]], %[[MID]] : f32
+// CHECK: %[[IN:.+]] = arith.select %[[BEYOND]], %[[NAN]], %[[X]] : f32
+// CHECK: %[[PAIR:.+]] = nvvm.convert.f32x2.to.f8x2 %[[ZERO]], %[[IN]] {rnd = #nvvm.fp_rnd_mode<rn>, sat = #nvvm.sat_mode<satfinite>} : vector<2xi8>(f8E4M3FN)
+// CHECK: %[[BYTE:.+]] = vector.extract %[[PAIR]][0] : i8 from vector<2xi8>
+// CHECK: %[[R:.+]] = arith.bitcast %[[BYTE]] : i8 to f8E4M3FN
 // CHECK: memref.store %[[R]]
 gpu.module @k {
   gpu.func @trunc_e4m3(%x: f32, %p: memref<4xf8E4M3FN>) kernel {
@@ -56,9 +54,9 @@ gpu.module @k {
 
 // A clamp wider than the range keeps the check.
 // CHECK-LABEL: gpu.func @trunc_clamped_too_wide
-// CHECK: nvvm.convert.f32x2.to.f8x2
-// CHECK: arith.cmpf ugt
+// CHECK: arith.cmpf ogt
 // CHECK: arith.select
+// CHECK: nvvm.convert.f32x2.to.f8x2
 gpu.module @k {
   gpu.func @trunc_clamped_too_wide(%x: f32, %p: memref<4xf8E4M3FN>) kernel {
     %c0 = arith.constant 0 : index
@@ -74,23 +72,20 @@ gpu.module @k {
 
 // -----
 
-// e5m2 from bf16 (widened exactly first): beyond 61440 (the tie rounds to
-// the infinity, whose mantissa is even) the signed infinity; NaN stays NaN.
+// e5m2 from bf16 (widened exactly first): from 61440 on (the tie rounds to
+// the infinity, whose mantissa is even) the code after the saturated one,
+// the infinity of the value's sign; NaN is not beyond, cvt keeps it.
 // CHECK-LABEL: gpu.func @trunc_e5m2
-// CHECK-DAG: %[[QNAN:.+]] = arith.constant 0x7E : f8E5M2
-// CHECK-DAG: %[[INF:.+]] = arith.constant 0x7C : f8E5M2
-// CHECK-DAG: %[[NINF:.+]] = arith.constant 0xFC : f8E5M2
+// CHECK-DAG: %[[ONE:.+]] = arith.constant 1 : i8
 // CHECK-DAG: %[[MID:.+]] = arith.constant 6.144000e+04 : f32
 // CHECK: %[[X:.+]] = arith.extf %{{.+}} : bf16 to f32
 // CHECK: %[[PAIR:.+]] = nvvm.convert.f32x2.to.f8x2 %{{.+}}, %[[X]] {{.*}} : vector<2xi8>(f8E5M2)
-// CHECK: %[[CVT:.+]] = arith.bitcast %{{.+}} : i8 to f8E5M2
+// CHECK: %[[BYTE:.+]] = vector.extract %[[PAIR]][0] : i8 from vector<2xi8>
 // CHECK: %[[ABS:.+]] = math.absf %[[X]]
-// CHECK: %[[BEYOND:.+]] = arith.cmpf uge, %[[ABS]], %[[MID]]
-// CHECK: %[[NEG:.+]] = arith.cmpf olt, %[[X]]
-// CHECK: %[[SIGNED:.+]] = arith.select %[[NEG]], %[[NINF]], %[[INF]]
-// CHECK: %[[ISNAN:.+]] = arith.cmpf uno, %[[X]], %[[X]]
-// CHECK: %[[OVER:.+]] = arith.select %[[ISNAN]], %[[QNAN]], %[[SIGNED]]
-// CHECK: arith.select %[[BEYOND]], %[[OVER]], %[[CVT]] : f8E5M2
+// CHECK: %[[BEYOND:.+]] = arith.cmpf oge, %[[ABS]], %[[MID]]
+// CHECK: %[[NEXT:.+]] = arith.addi %[[BYTE]], %[[ONE]] : i8
+// CHECK: %[[SEL:.+]] = arith.select %[[BEYOND]], %[[NEXT]], %[[BYTE]] : i8
+// CHECK: arith.bitcast %[[SEL]] : i8 to f8E5M2
 gpu.module @k {
   gpu.func @trunc_e5m2(%h: bf16, %q: memref<2xf8E5M2>) kernel {
     %c0 = arith.constant 0 : index
