@@ -12,7 +12,9 @@ CUDA-event timings after warm-up, with L2 flushed before every repetition;
 coda and each baseline run in interleaved rounds (timing.interleaved_ms), and
 `ratios` holds the median per-round speedup of coda over each baseline.
 Kernels come from scripts/build-gpu-tests; the runtime from
-scripts/build-runtime (PYTHONPATH). With --torch-kernels (the output of
+scripts/build-runtime (PYTHONPATH). `--variant NAME=DIR` times each pattern
+with the kernels of another build as well, in the same rounds (its ratio:
+the variant's time / coda's). With --torch-kernels (the output of
 scripts/build-torch-kernels), the forward + backward cases of backward.py
 (coda_torch's ops and a Llama decoder layer) join the same results.
 """
@@ -64,11 +66,16 @@ def main():
     parser.add_argument("--commit", default=os.environ.get("CODA_COMMIT", "unknown"))
     parser.add_argument("--torch-kernels",
                         help="also run backward.py's cases with these coda_torch kernels")
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME=DIR",
+                        help="time each pattern with the kernels of another "
+                             "scripts/build-gpu-tests output too, in the same rounds")
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.empty(1, device="cuda")
     prims = coda_runtime.Module(os.path.join(BUILD, "primitives"))
     pats = coda_runtime.Module(os.path.join(BUILD, "patterns"))
+    variants = {name: coda_runtime.Module(os.path.join(path, "patterns"))
+                for name, path in (spec.split("=", 1) for spec in args.variant)}
     stream = torch.cuda.current_stream().cuda_stream
     (gemm_kernel,) = prims.kernels_of("plain_nt")
     results = []
@@ -131,11 +138,16 @@ def main():
             got = list(p.outputs(t).values())[-1].float()
             if got.shape == want.shape:
                 torch.testing.assert_close(got, want, rtol=5e-2, atol=5e-2 * want.abs().max().item())
-            times = interleaved_ms({"coda": coda_run, "torch_eager": lambda: p.eager(t)})
+            fns = {"coda": coda_run, "torch_eager": lambda: p.eager(t)}
+            for name, module in variants.items():
+                fns[f"variant_{name}"] = runner(module, p, t, stream)
+            times = interleaved_ms(fns)
             row = {"case": p.name, "shape": p.shape(TOKENS, hidden, mlp, VOCAB),
                    "coda_ms": statistics.median(times["coda"]),
-                   "baselines": {"torch_eager": statistics.median(times["torch_eager"])},
-                   "ratios": {"torch_eager": median_ratio(times["torch_eager"], times["coda"])}}
+                   "baselines": {key: statistics.median(times[key])
+                                 for key in fns if key != "coda"},
+                   "ratios": {key: median_ratio(times[key], times["coda"])
+                              for key in fns if key != "coda"}}
             for mode in args.modes:
                 compiled = torch.compile(p.eager, mode=None if mode == "default" else mode)
                 compiled(t)
