@@ -226,8 +226,10 @@ bool mlir::coda::gpu_lowering::storesWithTma(GemmOp op, unsigned i,
     return false;
   // stmatrix moves 16-bit elements: an FP8 output is staged, not stored
   // with TMA.
-  Type element = cast<MemRefType>(op.getOutputs()[i].getType()).getElementType();
-  return roles[i] == OutputRole::tile && stagesOutput(op, i, config.schedule) &&
+  Type element =
+      cast<MemRefType>(op.getOutputs()[i].getType()).getElementType();
+  return roles[i] == OutputRole::tile &&
+         stagesOutput(op, i, config.schedule) &&
          element.getIntOrFloatBitWidth() == 16 && interiorPaysFor(roles);
 }
 

@@ -97,8 +97,7 @@ Value beyondRange(ImplicitLocOpBuilder &b, Value x, FloatType type) {
                                        : arith::CmpFPredicate::OGE;
   Value limit = arith::ConstantOp::create(
       b, b.getF32FloatAttr(static_cast<float>(threshold)));
-  return arith::CmpFOp::create(b, predicate, math::AbsFOp::create(b, x),
-                               limit);
+  return arith::CmpFOp::create(b, predicate, math::AbsFOp::create(b, x), limit);
 }
 
 /// `x` made ready for the saturating cvt to `type`: in a type without
@@ -109,7 +108,9 @@ Value beforeCvt(ImplicitLocOpBuilder &b, Value x, FloatType type) {
     return x;
   return arith::SelectOp::create(
       b, beyondRange(b, x, type),
-      arith::ConstantOp::create(b, b.getF32FloatAttr(std::numeric_limits<float>::quiet_NaN())), x);
+      arith::ConstantOp::create(
+          b, b.getF32FloatAttr(std::numeric_limits<float>::quiet_NaN())),
+      x);
 }
 
 /// `byte`, cvt's saturated code for `x`, with the infinity where `x` lies
@@ -194,8 +195,7 @@ struct ExtFFromFp8 : OpRewritePattern<arith::ExtFOp> {
   }
 };
 
-struct CodaFp8ToNVVMPass
-    : coda::impl::CodaFp8ToNVVMBase<CodaFp8ToNVVMPass> {
+struct CodaFp8ToNVVMPass : coda::impl::CodaFp8ToNVVMBase<CodaFp8ToNVVMPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     populateFp8ToNVVMConversionPatterns(patterns);

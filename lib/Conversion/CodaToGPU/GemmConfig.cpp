@@ -219,9 +219,10 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
     config.clusterM = clusterM;
 
   // Register epilogues stage their 16-bit tile inputs and tile and pair
-  // outputs (and 8-bit outputs: see stagesOutput) where the buffers fit beside the ring and the scratch
-  // (cooperative 128 x 256 with 4 stages: with no column partials), then
-  // their column and periodic input rows where those fit as well.
+  // outputs (and 8-bit outputs: see stagesOutput) where the buffers fit
+  // beside the ring and the scratch (cooperative 128 x 256 with 4 stages:
+  // with no column partials), then their column and periodic input rows
+  // where those fit as well.
   if (config.registerEpilogue()) {
     for (unsigned i = 0, e = op.getYieldOp().getValues().size(); i < e; ++i)
       config.stagedTiles |= stagesOutput(op, i, config.schedule);
