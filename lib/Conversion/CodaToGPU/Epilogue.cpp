@@ -97,7 +97,7 @@ bool mlir::coda::gpu_lowering::stagesOutput(GemmOp op, unsigned i,
                      : yielded.getType();
   bool sixteen = isa<BFloat16Type, Float16Type>(element);
   bool eight = isa<Float8E4M3FNType, Float8E5M2Type>(element) &&
-               schedule != Schedule::cooperative;
+               role == OutputRole::tile && schedule != Schedule::cooperative;
   if ((role != OutputRole::tile && role != OutputRole::pair) ||
       !(sixteen || eight))
     return false;

@@ -86,6 +86,18 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
              << k << " holds " << type.getElementType()
              << "; the sm_90a lowering reads 16- and 32-bit epilogue "
                 "inputs (FP8 goes in as lhs and rhs)";
+  // FP8 outputs are tile outputs: pair and interleaved ones have no tested
+  // lowering yet.
+  for (auto [i, value] : llvm::enumerate(op.getYieldOp().getValues())) {
+    OutputRole role = getOutputRole(value);
+    auto type = cast<MemRefType>(op.getOutputs()[i].getType());
+    if ((role == OutputRole::pair || role == OutputRole::interleaved) &&
+        isa<Float8E4M3FNType, Float8E5M2Type>(type.getElementType()))
+      return op.emitOpError("output #")
+             << i << " holds " << type.getElementType() << " per "
+             << (role == OutputRole::pair ? "column pair" : "interleaved pair")
+             << "; the sm_90a lowering writes FP8 tile outputs only";
+  }
   // The verifier guarantees one operand element type.
   Type lhsElement = op.getLhsType().getElementType();
 

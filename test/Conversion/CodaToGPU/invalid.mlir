@@ -160,3 +160,19 @@ func.func @fp8_epilogue_input(%a: memref<?x64xbf16>, %b: memref<256x64xbf16>, %r
   }
   return
 }
+
+// -----
+
+func.func @fp8_pair_output(%a: memref<?x64xbf16>, %b: memref<256x64xbf16>, %y: memref<?x128xf8E4M3FN>) {
+  // expected-error @+1 {{output #0 holds 'f8E4M3FN' per column pair; the sm_90a lowering writes FP8 tile outputs only}}
+  coda.gemm %a, %b transpose_b : memref<?x64xbf16>, memref<256x64xbf16>
+      epilogue(%acc) outs(%y : memref<?x128xf8E4M3FN>) {
+    %h = coda.pair_contract (%g, %u) = %acc : f32 -> !coda.pair<f8E4M3FN> {
+      %p = arith.mulf %g, %u : f32
+      %t = arith.truncf %p : f32 to f8E4M3FN
+      coda.yield %t : f8E4M3FN
+    }
+    coda.yield %h : !coda.pair<f8E4M3FN>
+  }
+  return
+}
