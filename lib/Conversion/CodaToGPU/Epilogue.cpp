@@ -198,6 +198,30 @@ constexpr int64_t stagingCopies(int64_t rowElements,
 
 /// Whether an epilogue whose outputs have `roles` takes an interior copy
 /// (see EpilogueBuilder::interiorPays).
+/// The vector<values.size() x element> of `values`. Bytes are packed two
+/// to an i16 first: NVPTX builds a vector of bytes from 16-bit halves and
+/// may leave one of them an undefined register, on which ptxas 13.0 crashes
+/// (a segmentation fault at -O1 and above).
+static Value fromElements(ImplicitLocOpBuilder &b, Type element,
+                          ArrayRef<Value> values) {
+  int64_t count = values.size();
+  auto type = VectorType::get({count}, element);
+  if (element.getIntOrFloatBitWidth() != 8 || count % 2)
+    return vector::FromElementsOp::create(b, type, values);
+  auto i16x1 = VectorType::get({1}, b.getI16Type());
+  SmallVector<Value> halves;
+  for (int64_t e = 0; e < count; e += 2) {
+    Value pair = vector::FromElementsOp::create(
+        b, VectorType::get({2}, element), values.slice(e, 2));
+    halves.push_back(vector::ExtractOp::create(
+        b, vector::BitCastOp::create(b, i16x1, pair), ArrayRef<int64_t>{0}));
+  }
+  return vector::BitCastOp::create(
+      b, type,
+      vector::FromElementsOp::create(
+          b, VectorType::get({count / 2}, b.getI16Type()), halves));
+}
+
 static bool interiorPaysFor(ArrayRef<OutputRole> roles) {
   return llvm::is_contained(roles, OutputRole::tile) &&
          !llvm::is_contained(roles, OutputRole::pair) &&
@@ -899,8 +923,7 @@ void EpilogueBuilder::storeRun(ImplicitLocOpBuilder &b, Value memref,
   }
   Type element = cast<MemRefType>(memref.getType()).getElementType();
   if (interior) {
-    Value v = vector::FromElementsOp::create(
-        b, VectorType::get({count}, element), values);
+    Value v = fromElements(b, element, values);
     vector::StoreOp::create(b, v, memref, indices, /*nontemporal=*/false,
                             llvm::MaybeAlign(*alignment));
     return;
@@ -911,8 +934,7 @@ void EpilogueBuilder::storeRun(ImplicitLocOpBuilder &b, Value memref,
       b, fast,
       [&](OpBuilder &ob, Location loc) {
         ImplicitLocOpBuilder tb(loc, ob);
-        Value v = vector::FromElementsOp::create(
-            tb, VectorType::get({count}, element), values);
+        Value v = fromElements(tb, element, values);
         vector::StoreOp::create(tb, v, memref, indices, /*nontemporal=*/false,
                                 llvm::MaybeAlign(*alignment));
         scf::YieldOp::create(tb);
@@ -1193,10 +1215,7 @@ void EpilogueBuilder::storeStaged(ImplicitLocOpBuilder &b, Value out,
         index(b, run.first));
     int64_t count = run.values.size();
     Value v = count == 1 ? run.values.front()
-                         : vector::FromElementsOp::create(
-                               b, VectorType::get({count}, element),
-                               run.values)
-                               .getResult();
+                         : fromElements(b, element, run.values);
     if (count == 1)
       memref::StoreOp::create(b, v, stage, ValueRange{at});
     else
