@@ -166,8 +166,6 @@ constexpr int64_t kSharedTileRowsUnrolled = 4;
 /// 16-byte chunks whose loads a lane issues before storing them when it
 /// stages input rows.
 constexpr int64_t kStagingLoadsInFlight = 8;
-/// 16-bit elements in a staging buffer's 16-byte chunk.
-constexpr int64_t kStagingChunk = 8;
 /// Elements of `element` in a 16-byte chunk (16 for an FP8 output).
 int64_t chunkElements(Type element) {
   return 128 / element.getIntOrFloatBitWidth();
@@ -189,8 +187,7 @@ constexpr int64_t fragmentRowOffset(int64_t f, int64_t h) {
 /// The 16-byte copies each lane makes to move a warp's stagingRows rows of
 /// `rowElements` elements, `chunk` to 16 bytes (see
 /// EpilogueBuilder::stagingCopy).
-constexpr int64_t stagingCopies(int64_t rowElements,
-                                int64_t chunk = kStagingChunk) {
+constexpr int64_t stagingCopies(int64_t rowElements, int64_t chunk) {
   return GemmKernelConfig::stagingRows * rowElements / chunk / 32;
 }
 
@@ -625,12 +622,11 @@ private:
   struct StagingCopy {
     Value row, col, at;
   };
-  /// `lane`: the lane's index (frame.lane unless given); `chunk`: elements
-  /// per 16 bytes.
+  /// `chunk`: elements per 16 bytes; `lane`: the lane's index (frame.lane
+  /// unless given).
   StagingCopy stagingCopy(ImplicitLocOpBuilder &b, Value firstRow,
-                          Value firstCol, int64_t rowElements, int64_t t,
-                          Value lane = {},
-                          int64_t chunk = kStagingChunk) const;
+                          Value firstCol, int64_t rowElements, int64_t chunk,
+                          int64_t t, Value lane = {}) const;
   /// A 32-bit `value` through an opaque move: LLVM cannot hoist what is
   /// derived from it out of the loop it is made in, where holding those
   /// values through the K loop would spill.
@@ -876,6 +872,13 @@ EpilogueBuilder::narrowPairs(ImplicitLocOpBuilder &b,
     arith::TruncFOp lo = narrowed(values[e]), hi = narrowed(values[e + 1]);
     if (!lo || !hi || lo.getType() != hi.getType())
       continue;
+    if (isa<Float8E4M3FNType, Float8E5M2Type>(lo.getType())) {
+      SmallVector<Value> bytes = truncToFp8(
+          b, {lo.getIn(), hi.getIn()}, cast<FloatType>(lo.getType()));
+      result[e] = bytes[0];
+      result[e + 1] = bytes[1];
+      continue;
+    }
     // LLVM scalarizes a vector fptrunc whose elements have other uses, so
     // the packed conversion is asked for by name (element 0 is `lo`).
     auto rn = NVVM::FPRoundingModeAttr::get(b.getContext(),
@@ -888,13 +891,7 @@ EpilogueBuilder::narrowPairs(ImplicitLocOpBuilder &b,
     else if (lo.getType().isF16())
       pair = NVVM::ConvertF32x2ToF16x2Op::create(b, b.getLoc(), pairType, hi.getIn(),
                                                   lo.getIn(), Value(), rn);
-    else if (isa<Float8E4M3FNType, Float8E5M2Type>(lo.getType())) {
-      SmallVector<Value> pair = truncToFp8(
-          b, {lo.getIn(), hi.getIn()}, cast<FloatType>(lo.getType()));
-      result[e] = pair[0];
-      result[e + 1] = pair[1];
-      continue;
-    } else
+    else
       continue;
     result[e] = vector::ExtractOp::create(b, pair, ArrayRef<int64_t>{0});
     result[e + 1] = vector::ExtractOp::create(b, pair, ArrayRef<int64_t>{1});
@@ -1025,8 +1022,8 @@ Value EpilogueBuilder::stagingBuffer(ImplicitLocOpBuilder &b,
 
 EpilogueBuilder::StagingCopy
 EpilogueBuilder::stagingCopy(ImplicitLocOpBuilder &b, Value firstRow,
-                             Value firstCol, int64_t rowElements, int64_t t,
-                             Value lane, int64_t chunk) const {
+                             Value firstCol, int64_t rowElements,
+                             int64_t chunk, int64_t t, Value lane) const {
   if (!lane)
     lane = frame.lane;
   int64_t chunksPerRow = rowElements / chunk;
@@ -1067,8 +1064,9 @@ EpilogueBuilder::loadStaged(ImplicitLocOpBuilder &b, Value input,
                             Value row) const {
   int64_t rowElements = config.tileN;
   Type element = cast<MemRefType>(input.getType()).getElementType();
+  int64_t chunk = chunkElements(element);
   Value stage = stagingBuffer(b, rowElements, element);
-  int64_t rowStride = GemmKernelConfig::stagingRowStride(rowElements);
+  int64_t rowStride = GemmKernelConfig::stagingRowStride(rowElements, chunk);
   // The lane's buffer offsets are the same for every row; made from an
   // opaque copy of the lane index, they are computed where used instead of
   // held through the K loop.
@@ -1081,19 +1079,19 @@ EpilogueBuilder::loadStaged(ImplicitLocOpBuilder &b, Value input,
   Value room, aligned;
   if (!interior) {
     room = columnsLeft(
-        b, stagingCopy(b, firstRow, frame.blockN, rowElements, 0, lane).col,
+        b, stagingCopy(b, firstRow, frame.blockN, rowElements, chunk, 0, lane).col,
         frame.sizeN);
     aligned = rowsAligned(b, input, 16);
   }
-  int64_t copies = stagingCopies(rowElements);
+  int64_t copies = stagingCopies(rowElements, chunk);
   // The lane's 16-byte loads, all issued before their stores so that their
   // latencies overlap instead of adding up chunk after chunk.
   auto loadWhole = [&](ImplicitLocOpBuilder &wb) {
-    auto chunkType = VectorType::get({kStagingChunk}, element);
+    auto chunkType = VectorType::get({chunk}, element);
     SmallVector<std::pair<Value, Value>> chunks;
     for (int64_t t = 0; t < copies; ++t) {
       StagingCopy copy =
-          stagingCopy(wb, firstRow, frame.blockN, rowElements, t, lane);
+          stagingCopy(wb, firstRow, frame.blockN, rowElements, chunk, t, lane);
       chunks.push_back(
           {vector::LoadOp::create(wb, chunkType, input,
                                   ValueRange{copy.row, copy.col},
@@ -1126,9 +1124,9 @@ EpilogueBuilder::loadStaged(ImplicitLocOpBuilder &b, Value input,
           ImplicitLocOpBuilder eb(loc, ob);
           for (int64_t t = 0; t < copies; ++t) {
             StagingCopy copy =
-                stagingCopy(eb, firstRow, frame.blockN, rowElements, t, lane);
+                stagingCopy(eb, firstRow, frame.blockN, rowElements, chunk, t, lane);
             copyStaged(eb, input, {copy.row, copy.col}, stage, copy.at,
-                       kStagingChunk, rowRoom(eb, copy.row, room), aligned,
+                       chunk, rowRoom(eb, copy.row, room), aligned,
                        /*load=*/true);
           }
           scf::YieldOp::create(eb);
@@ -1229,14 +1227,14 @@ void EpilogueBuilder::storeStaged(ImplicitLocOpBuilder &b, Value out,
   Value room, aligned;
   if (!interior) {
     room = columnsLeft(
-        b, stagingCopy(b, firstRow, firstCol, rowElements, 0, Value(), chunk)
+        b, stagingCopy(b, firstRow, firstCol, rowElements, chunk, 0)
                .col,
         limit);
     aligned = rowsAligned(b, out, 16);
   }
   for (int64_t t = 0, e = stagingCopies(rowElements, chunk); t < e; ++t) {
     StagingCopy copy =
-        stagingCopy(b, firstRow, firstCol, rowElements, t, Value(), chunk);
+        stagingCopy(b, firstRow, firstCol, rowElements, chunk, t);
     copyStaged(b, out, {copy.row, copy.col}, stage, copy.at, chunk,
                interior ? Value() : rowRoom(b, copy.row, room), aligned,
                /*load=*/false);
