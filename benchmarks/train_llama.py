@@ -2,7 +2,9 @@
 with coda's ops swapped in (coda_torch.llama.apply), with torch.compile, and
 with both (coda_compile: torch.compile fuses what is around coda's opaque
 ops), and with only coda's MLP, Q/K/V + RoPE and LM head ops (coda_ops,
-coda_ops_compile: the norms, residual adds and o_proj stay torch's):
+coda_ops_compile: the norms, residual adds and o_proj stay torch's), and
+with the MLPs' GEMMs in FP8 (coda_fp8, coda_fp8_compile:
+coda_torch.llama.apply(model, fp8=True)):
 the same initial weights and batches for each, losses per step, median step
 time and peak memory, in one process.
 
@@ -49,7 +51,10 @@ def batches(steps, batch, seq, vocab):
 def train(mode, args, config, rank, world):
     torch.manual_seed(0)
     model = LlamaForCausalLM(config).cuda().to(torch.bfloat16)
-    if mode.startswith("coda"):
+    if mode.startswith("coda_fp8"):
+        # The MLPs in FP8 (swiglu_mlp_fp8), the layers torch's around them.
+        coda_torch.llama.apply(model, fp8=True)
+    elif mode.startswith("coda"):
         # coda_ops*: only the MLP, Q/K/V + RoPE and LM head ops, the norms,
         # residuals and o_proj torch's (llama.apply(layer=False)).
         coda_torch.llama.apply(model, layer=not mode.startswith("coda_ops"))
@@ -107,7 +112,8 @@ def main():
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--modes", nargs="+",
                         choices=["torch_eager", "coda", "torch_compile", "coda_compile",
-                                 "coda_ops", "coda_ops_compile"],
+                                 "coda_ops", "coda_ops_compile", "coda_fp8",
+                                 "coda_fp8_compile"],
                         default=["torch_eager", "coda", "torch_compile", "coda_compile"])
     parser.add_argument("--commit", default="unknown")
     parser.add_argument("--fsdp", action="store_true",

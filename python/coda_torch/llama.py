@@ -22,10 +22,14 @@
   layer's input statistic and the final norm;
 - a LlamaForCausalLM given labels: the LM head and the shifted cross-entropy
   run as coda_torch.linear_cross_entropy, so the logits are never stored
-  (the output then has no logits; without labels the original forward runs).
+  (the output then has no logits; without labels the original forward runs);
+- with fp8=True the MLPs run as coda_torch.swiglu_mlp_fp8 (their GEMMs in
+  FP8, row-wise scaled; the weight gradients bf16) and the decoder layers
+  stay Hugging Face's around the patched modules.
 
 The values are the same as before, so a patched model computes what the
-original did, up to rounding. The patched model keeps Hugging Face's
+original did, up to rounding (with fp8=True, up to FP8's rounding of the
+MLPs' GEMM operands). The patched model keeps Hugging Face's
 parameter names where they leave it: `state_dict()` (so `save_pretrained`)
 writes gate_proj/up_proj and q_proj/k_proj/v_proj weights taken from the
 fused parameters, and `load_state_dict()` takes them back into those;
@@ -41,7 +45,7 @@ import torch
 from torch import nn
 
 from .ops import (linear_cross_entropy, linear_norm_qkv_rope, linear_qkv_rope,
-                  linear_residual_norm, norm_swiglu_mlp, swiglu_mlp)
+                  linear_residual_norm, norm_swiglu_mlp, swiglu_mlp, swiglu_mlp_fp8)
 
 HEAD_DIM = 128  # the head size linear_qkv_rope's kernels rotate
 
@@ -118,7 +122,8 @@ def _join_qkv(attn, parts):
 
 
 def _mlp_forward(mlp, x):
-    z = swiglu_mlp(x.reshape(-1, x.shape[-1]), mlp.gate_up, mlp.down_proj.weight)
+    op = swiglu_mlp_fp8 if mlp._coda_fp8 else swiglu_mlp
+    z = op(x.reshape(-1, x.shape[-1]), mlp.gate_up, mlp.down_proj.weight)
     return z.view(*x.shape[:-1], z.shape[-1])
 
 
@@ -264,7 +269,7 @@ _PATCHES = {"mlp": ("LlamaMLP", _patch_mlp),
             "cross_entropy": ("LlamaForCausalLM", _patch_causal_lm)}
 
 
-def apply(model, mlp=True, attention=True, layer=True, cross_entropy=True):
+def apply(model, mlp=True, attention=True, layer=None, cross_entropy=True, fp8=False):
     """Patches `model` (a LlamaForCausalLM, a LlamaModel, or any module
     holding Llama layers) in place; returns how many modules each patch
     changed, e.g. {"mlp": 2, "attention": 2, "layer": 2, "cross_entropy": 1}.
@@ -275,7 +280,18 @@ def apply(model, mlp=True, attention=True, layer=True, cross_entropy=True):
     the next norm needs. Raises ValueError, before changing anything, for
     what the ops cannot run (biases, an activation other than SiLU, heads
     other than 128, a layer whose forward is not Hugging Face's
-    tensor-returning one) and for modules it patched before."""
+    tensor-returning one) and for modules it patched before.
+
+    `fp8=True` runs the MLPs' GEMMs in FP8 (coda_torch.swiglu_mlp_fp8:
+    row-wise scaled e4m3, weight gradients in bf16); the decoder-layer
+    programs are bf16, so `layer` defaults to False with it (True is
+    refused), the norms and residual adds staying torch's, the Q/K/V + RoPE
+    projection and the LM head coda's bf16 ops."""
+    if layer is None:
+        layer = not fp8
+    if fp8 and (layer or not mlp):
+        raise ValueError("coda_torch.llama: fp8=True runs the MLPs in FP8 and needs mlp=True "
+                         "and layer=False (the decoder-layer programs are bf16)")
     if layer and not (mlp and attention):
         raise ValueError("coda_torch.llama: layer=True needs mlp=True and attention=True")
     chosen = {"mlp": mlp, "attention": attention, "layer": layer,
@@ -291,9 +307,11 @@ def apply(model, mlp=True, attention=True, layer=True, cross_entropy=True):
                for kind, (name, _) in _PATCHES.items()
                if chosen[kind] and type(module).__name__ == name]
     for kind, module in targets:
-        _check_supported(kind, module)
+        _check_supported(kind, module, fp8)
     counts = {kind: 0 for kind, on in chosen.items() if on}
     for kind, module in targets:
+        if kind == "mlp":
+            module._coda_fp8 = fp8
         _PATCHES[kind][1](module)
         module._coda_patched = kind
         counts[kind] += 1
@@ -315,6 +333,7 @@ def unapply(model):
             handle.remove()
         if kind == "mlp":
             _restore_linears(module, _MLP_NAMES, _split_gate_up(module, module.gate_up))
+            del module._coda_fp8
         elif kind == "attention":
             _restore_linears(module, _QKV_NAMES, _split_qkv(module, module.qkv))
             del module.qkv_sizes
@@ -335,7 +354,7 @@ def _restore_linears(module, names, parts):
     delattr(module, names[0])
 
 
-def _check_supported(kind, module):
+def _check_supported(kind, module, fp8=False):
     if getattr(module, "_coda_patched", False):
         raise ValueError(f"coda_torch.llama: a {type(module).__name__} is patched already")
     if kind == "mlp":
@@ -343,6 +362,10 @@ def _check_supported(kind, module):
         if act not in ("SiLU", "SiLUActivation"):
             raise ValueError(f"coda_torch.llama: the MLP activation must be SiLU, got {act}")
         _no_bias(module.gate_proj, module.up_proj, module.down_proj)
+        sizes = (*module.gate_proj.weight.shape, module.down_proj.weight.shape[0])
+        if fp8 and any(size % 16 for size in sizes):
+            raise ValueError(f"coda_torch.llama: FP8 GEMMs need the MLP's sizes to be multiples "
+                             f"of 16, got {sizes}")
     elif kind == "attention":
         if module.head_dim != HEAD_DIM:
             raise ValueError(f"coda_torch.llama: the Q/K/V + RoPE op needs head_dim "

@@ -244,6 +244,112 @@ def swiglu_mlp(x: torch.Tensor, w_gate_up: torch.Tensor, w_down: torch.Tensor) -
     return _swiglu_mlp(x, w_gate_up, w_down)[0]
 
 
+# FP8 (torchao's float8 row-wise recipe with high-precision weight
+# gradients): every FP8 GEMM operand is e4m3 with one f32 scale per row
+# along K, amax / 448, applied to the accumulator in the epilogue (row and
+# column inputs); the weight gradients are bf16 GEMMs.
+
+E4M3_MAX = 448.0
+_quantize_compiled = None
+
+
+def _quantize_rows_eager(t):
+    amax = t.abs().amax(dim=1).float().clamp(min=1e-12)
+    scale = amax / E4M3_MAX
+    q = (t.float() / scale[:, None]).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+    return q.contiguous(), scale
+
+
+def quantize_rows(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """t (2-D) as e4m3 with one f32 scale per row (amax / 448; t ~ q * scale),
+    q contiguous: for a transposed view, the rows of the transpose (one
+    fused kernel, compiled by torch.compile on first use)."""
+    global _quantize_compiled
+    if _quantize_compiled is None:
+        _quantize_compiled = torch.compile(_quantize_rows_eager, dynamic=True)
+    # A plain tensor: a Parameter (or one requiring grad) would be compiled
+    # apart, and past torch.compile's cache limit run eagerly.
+    return _quantize_compiled(t.detach())
+
+
+def _check_fp8_shapes(name, x, w_gate_up, w_down):
+    _check(name, x=x, w_gate_up=w_gate_up, w_down=w_down)
+    if w_gate_up.shape[0] % 2 or w_gate_up.shape[1] != x.shape[1]:
+        raise ValueError(f"coda_torch.{name}: w_gate_up must be 2F x H (interleaved gate/up "
+                         f"rows) for x of {x.shape[1]} columns, got {tuple(w_gate_up.shape)}")
+    if w_down.shape[1] != w_gate_up.shape[0] // 2:
+        raise ValueError(f"coda_torch.{name}: w_down must have {w_gate_up.shape[0] // 2} "
+                         f"columns (one per SwiGLU feature), got {tuple(w_down.shape)}")
+    # TMA reads FP8 rows in 16-byte units: every K (H, F, 2F) a multiple of 16.
+    for what, k in (("hidden size", x.shape[1]), ("feature count", w_down.shape[1]),
+                    ("output size", w_down.shape[0])):
+        if k % 16:
+            raise ValueError(f"coda_torch.{name}: the {what} must be a multiple of 16 for "
+                             f"FP8 GEMMs, got {k}")
+
+
+def _linear_fp8(module, aq, sa, bq, sb):
+    """a b^T * sa[row] * sb[col] in bf16 from e4m3 operands (a linear_fp8 kernel)."""
+    y = torch.empty(aq.shape[0], bq.shape[0], device=aq.device, dtype=torch.bfloat16)
+    _launch(module, module.kernel_for("linear_fp8", "forward:gemm0"), aq, bq, sa, sb, y)
+    return y
+
+
+def _swiglu_mlp_fp8_forward(x: torch.Tensor, w_gate_up: torch.Tensor, w_down: torch.Tensor
+                            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """swiglu_mlp with FP8 GEMMs: z, and h and the gate and up
+    pre-activations for the backward."""
+    _check_fp8_shapes("swiglu_mlp_fp8", x, w_gate_up, w_down)
+    module, (gate_up,) = _kernels("swiglu_mlp_fp8", "swiglu_mlp_fp8", "forward:gemm0")
+    tokens, features = x.shape[0], w_gate_up.shape[0] // 2
+    xq, sx = quantize_rows(x)
+    wq, sw = quantize_rows(w_gate_up)
+    h, g, u = (x.new_empty(tokens, features) for _ in range(3))
+    _launch(module, gate_up, xq, wq, sx, sw, h, g, u)
+    hq, sh = quantize_rows(h)
+    wdq, swd = quantize_rows(w_down)
+    return _linear_fp8(module, hq, sh, wdq, swd), h, g, u
+
+
+def _swiglu_mlp_fp8_backward(dz: torch.Tensor, x: torch.Tensor, w_gate_up: torch.Tensor,
+                             w_down: torch.Tensor, h: torch.Tensor, g: torch.Tensor,
+                             u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dx (FP8: dz Wd with the SwiGLU derivative in its epilogue, then
+    dAcc Wgu), dW_gate_up = dAcc^T x and dW_down = dz^T h (bf16)."""
+    module, (adjoint,) = _kernels("swiglu_mlp_fp8", "swiglu_mlp_fp8_backward", "adjoint:gemm0")
+    bf16, (gate_up_grad, down_grad) = _kernels("swiglu_mlp", "swiglu_mlp_backward",
+                                               "grad:gemm0.rhs", "grad:gemm1.rhs")
+    dz = dz.contiguous().to(torch.bfloat16)
+    dzq, sdz = quantize_rows(dz)
+    wdtq, swdt = quantize_rows(w_down.t())
+    dacc = x.new_empty(x.shape[0], w_gate_up.shape[0])
+    _launch(module, adjoint, dzq, wdtq, sdz, swdt, g, u, dacc)
+    dq, sd = quantize_rows(dacc)
+    wgutq, swgut = quantize_rows(w_gate_up.t())
+    dx = _linear_fp8(module, dq, sd, wgutq, swgut)
+    dw_gate_up = torch.empty_like(w_gate_up)
+    _launch(bf16, gate_up_grad, dacc, x.contiguous(), dw_gate_up)
+    dw_down = torch.empty_like(w_down)
+    _launch(bf16, down_grad, dz, h, dw_down)
+    return dx, dw_gate_up, dw_down
+
+
+_swiglu_mlp_fp8 = _Op("swiglu_mlp_fp8", _swiglu_mlp_fp8_forward, _swiglu_mlp_forward_fake,
+                      _swiglu_mlp_fp8_backward, _swiglu_mlp_backward_fake, _mlp_setup_context,
+                      _mlp_backward)
+
+
+def swiglu_mlp_fp8(x: torch.Tensor, w_gate_up: torch.Tensor, w_down: torch.Tensor
+                   ) -> torch.Tensor:
+    """swiglu_mlp with its GEMMs in FP8, row-wise scaled (torchao's float8
+    row-wise recipe, weight gradients in bf16): x, h, the output gradient
+    and dAcc quantized per token, the weights per output row (and per
+    column for the data gradients), e4m3, scales applied in the epilogues;
+    the SwiGLU and its derivative run in the epilogues as in swiglu_mlp.
+    bf16 in and out; H, F and H' multiples of 16."""
+    return _swiglu_mlp_fp8(x, w_gate_up, w_down)[0]
+
+
 def _linear_cross_entropy_forward(x: torch.Tensor, w: torch.Tensor,
                                   target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token loss and log-sum-exp of the logits x W^T, never stored."""

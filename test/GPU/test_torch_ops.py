@@ -140,6 +140,72 @@ def test_swiglu_mlp_rejects_bad_inputs():
         coda_torch.swiglu_mlp(x, w, wd.float())
 
 
+def fp8_rows(t):
+    """The recipe's row-wise e4m3 quantization in float32 (what
+    coda_torch.quantize_rows computes): the dequantized values."""
+    scale = t.float().abs().amax(dim=1, keepdim=True).clamp(min=1e-12) / 448.0
+    q = (t.float() / scale).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
+    return q.float() * scale
+
+
+@pytest.mark.parametrize("t,h,f", SHAPES)
+@pytest.mark.parametrize("compiled", [False, True])
+def test_swiglu_mlp_fp8(t, h, f, compiled):
+    # The MLP with FP8 GEMMs against the recipe computed in float32 from the
+    # same quantized operands, stage by stage from the kernels' own
+    # intermediates (h, g, u; dAcc through dW_gate_up = dAcc^T x, which has
+    # no quantization): each within a few bf16 roundings. Where the
+    # reference quantizes a tensor the kernels computed too (dAcc for dx) a
+    # bf16 rounding apart can move an element to the next e4m3 code (1/16
+    # of it) or a row's scale with its maximum: 5 % of the largest value.
+    # Then against float32 autograd of the unquantized MLP within FP8's
+    # error (3 mantissa bits: each operand element off by up to 1/16).
+    from coda_torch import ops
+    x, w, _ = inputs(t, h, f, seed=8)
+    gen = torch.Generator(device="cuda").manual_seed(9)
+    wd = (torch.randn(h, f, device="cuda", generator=gen) / f ** 0.5).bfloat16()
+    dz = torch.randn(t, h, device="cuda", generator=gen).bfloat16()
+
+    z1, h1, g1, u1 = ops._swiglu_mlp_fp8_forward(x, w, wd)
+    acc = fp8_rows(x) @ fp8_rows(w).T
+    close(g1, acc[:, 0::2])
+    close(u1, acc[:, 1::2])
+    close(h1, torch.nn.functional.silu(acc[:, 0::2]) * acc[:, 1::2])
+    close(z1, fp8_rows(h1) @ fp8_rows(wd).T)
+
+    op = (torch.compile(coda_torch.swiglu_mlp_fp8, fullgraph=True) if compiled
+          else coda_torch.swiglu_mlp_fp8)
+    xc, wc, wdc = (v.clone().requires_grad_() for v in (x, w, wd))
+    got = op(xc, wc, wdc)
+    got.backward(dz)
+    assert torch.equal(got, z1)  # the op runs the same kernels
+    dh = fp8_rows(dz) @ fp8_rows(wd.T).T
+    gv, uv = g1.float(), u1.float()
+    s = torch.sigmoid(gv)
+    dacc = torch.stack([dh * uv * s * (1 + gv * (1 - s)), dh * gv * s], dim=2).view(t, 2 * f)
+    close(wc.grad, dacc.T @ x.float())
+    close(wdc.grad, dz.float().T @ h1.float())
+    close(xc.grad, fp8_rows(dacc.bfloat16()) @ fp8_rows(w.T).T, rtol=5e-2)
+
+    xr, wr, wdr = (v.float().requires_grad_() for v in (x, w, wd))
+    want = reference(xr, wr) @ wdr.T
+    want.backward(dz.float())
+    close(got, want.detach(), rtol=0.1)
+    close(xc.grad, xr.grad, rtol=0.1)
+    close(wc.grad, wr.grad, rtol=0.1)
+    close(wdc.grad, wdr.grad, rtol=0.1)
+
+
+def test_swiglu_mlp_fp8_refuses_bad_inputs():
+    x, w, _ = inputs(64, 136, 64)
+    wd = torch.empty(136, 64, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="hidden size must be a multiple of 16"):
+        coda_torch.swiglu_mlp_fp8(x, w, wd)
+    x, w, _ = inputs(64, 128, 64)
+    with pytest.raises(ValueError, match="w_down must have 64 columns"):
+        coda_torch.swiglu_mlp_fp8(x, w, wd[:128, :63])
+
+
 def llama_pair(**overrides):
     import copy
     transformers = pytest.importorskip("transformers")
@@ -190,6 +256,33 @@ def test_llama_patch_matches_original(compiled):
     # Without labels the original forward runs on the patched layers.
     with torch.no_grad():
         close(patched(input_ids=ids).logits, original(input_ids=ids).logits.float())
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_llama_patch_fp8(compiled):
+    # fp8=True: the MLPs in FP8, the layers Hugging Face's around the
+    # patched modules; the loss and gradients within FP8's error of the
+    # original's.
+    original, patched = llama_pair()
+    with pytest.raises(ValueError, match="fp8=True .* layer=False"):
+        coda_torch.llama.apply(patched, fp8=True, layer=True)
+    assert coda_torch.llama.apply(patched, fp8=True) == {"mlp": 2, "attention": 2,
+                                                         "cross_entropy": 1}
+    step = torch.compile(patched) if compiled else patched
+    ids = torch.randint(0, 1000, (2, 128), device="cuda")
+    want = original(input_ids=ids, labels=ids).loss
+    got = step(input_ids=ids, labels=ids).loss
+    want.backward()
+    got.backward()
+    torch.testing.assert_close(got.float(), want.float(), rtol=2e-2, atol=2e-2)
+    for a, b in zip(original.model.layers, patched.model.layers):
+        stacked = torch.stack([a.mlp.gate_proj.weight.grad, a.mlp.up_proj.weight.grad], 1)
+        close(b.mlp.gate_up.grad.view_as(stacked), stacked.float(), rtol=0.1)
+        close(b.mlp.down_proj.weight.grad, a.mlp.down_proj.weight.grad.float(), rtol=0.1)
+    close(patched.model.embed_tokens.weight.grad,
+          original.model.embed_tokens.weight.grad.float(), rtol=0.1)
+    assert coda_torch.llama.unapply(patched) == {"mlp": 2, "attention": 2, "cross_entropy": 1}
+    assert not hasattr(patched.model.layers[0].mlp, "_coda_fp8")
 
 
 def test_llama_patch_rejects_unsupported_models():
