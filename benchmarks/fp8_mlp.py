@@ -74,12 +74,33 @@ def torch_bf16_mlp(x, w_gate_up, w_down):
     return (F.silu(g) * u) @ w_down.t()
 
 
+def profile(name, fn, steps=5):
+    """Prints the GPU time per step of each kernel `fn` launches, largest
+    first, and their sum (torch.profiler)."""
+    from torch.profiler import ProfilerActivity, profile as torch_profile
+    fn()
+    torch.cuda.synchronize()
+    with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            fn()
+        torch.cuda.synchronize()
+    events = [e for e in prof.key_averages() if e.device_type.name == "CUDA"]
+    events.sort(key=lambda e: -e.device_time_total)
+    total = sum(e.device_time_total for e in events) / steps / 1e3
+    print(f"profile {name}: {total:.3f} ms of kernels per step", flush=True)
+    for e in events[:16]:
+        print(f"  {e.device_time_total / steps / 1e3:7.3f} ms  x{e.count // steps:<3d} "
+              f"{e.key[:110]}", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--kernels", required=True, help="scripts/build-torch-kernels output")
     parser.add_argument("--shape", nargs=3, type=int, action="append",
                         metavar=("T", "H", "F"))
     parser.add_argument("--modes", nargs="*", default=["default", "max-autotune-no-cudagraphs"])
+    parser.add_argument("--profile", nargs="*", default=[], metavar="NAME",
+                        help="print the kernels of these candidates (torch.profiler)")
     parser.add_argument("--out", required=True)
     parser.add_argument("--commit", default="unknown")
     args = parser.parse_args()
@@ -131,6 +152,9 @@ def main():
         bad = {k: e for k, e in errors.items() if "fp8" in k and e > 0.05}
         if bad:
             raise AssertionError(f"{t}x{h}x{f}: differs from the PyTorch recipe: {bad}")
+        if args.profile:
+            for name in args.profile:
+                profile(name, fns[name])
         times = interleaved_ms(fns)
         row = {"shape": {"T": t, "H": h, "F": f},
                "coda_fp8_ms": statistics.median(times["coda_fp8"]),

@@ -250,26 +250,47 @@ def swiglu_mlp(x: torch.Tensor, w_gate_up: torch.Tensor, w_down: torch.Tensor) -
 # column inputs); the weight gradients are bf16 GEMMs.
 
 E4M3_MAX = 448.0
-_quantize_compiled = None
 
+try:  # Triton ships with PyTorch's CUDA builds.
+    import triton
+    import triton.language as tl
+except ImportError:
+    triton = None
 
-def _quantize_rows_eager(t):
-    amax = t.abs().amax(dim=1).float().clamp(min=1e-12)
-    scale = amax / E4M3_MAX
-    q = (t.float() / scale[:, None]).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
-    return q.contiguous(), scale
+if triton is not None:
+    @triton.jit
+    def _quantize_rows_kernel(x_ptr, q_ptr, s_ptr, cols, BLOCK: tl.constexpr):
+        # One row per program, read once: held in registers, its amax, the
+        # scale amax / 448, the e4m3 values (an IEEE-rounded division, as
+        # PyTorch's).
+        row = tl.program_id(0).to(tl.int64)
+        offs = tl.arange(0, BLOCK)
+        mask = offs < cols
+        x = tl.load(x_ptr + row * cols + offs, mask=mask, other=0.0).to(tl.float32)
+        scale = tl.fdiv(tl.maximum(tl.max(tl.abs(x), axis=0), 1e-12), 448.0,
+                        ieee_rounding=True)
+        q = tl.fdiv(x, scale, ieee_rounding=True)
+        q = tl.minimum(tl.maximum(q, -448.0), 448.0)
+        tl.store(q_ptr + row * cols + offs, q.to(tl.float8e4nv), mask=mask)
+        tl.store(s_ptr + row, scale)
 
 
 def quantize_rows(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """t (2-D) as e4m3 with one f32 scale per row (amax / 448; t ~ q * scale),
-    q contiguous: for a transposed view, the rows of the transpose (one
-    fused kernel, compiled by torch.compile on first use)."""
-    global _quantize_compiled
-    if _quantize_compiled is None:
-        _quantize_compiled = torch.compile(_quantize_rows_eager, dynamic=True)
-    # A plain tensor: a Parameter (or one requiring grad) would be compiled
-    # apart, and past torch.compile's cache limit run eagerly.
-    return _quantize_compiled(t.detach())
+    """t (2-D, bf16) as e4m3 with one f32 scale per row (amax / 448;
+    t ~ q * scale), q contiguous; a transposed view is copied contiguous
+    first, so that its rows (the columns of the tensor it views) are read
+    in order. One Triton kernel."""
+    if triton is None:
+        raise RuntimeError("coda_torch.quantize_rows needs Triton (PyTorch's CUDA builds "
+                           "ship it)")
+    t = t.detach().contiguous()
+    rows, cols = t.shape
+    q = torch.empty(rows, cols, device=t.device, dtype=torch.float8_e4m3fn)
+    scale = torch.empty(rows, device=t.device, dtype=torch.float32)
+    block = max(16, 1 << (cols - 1).bit_length())
+    _quantize_rows_kernel[(rows,)](t, q, scale, cols, BLOCK=block,
+                                   num_warps=min(32, max(4, block // 512)))
+    return q, scale
 
 
 def _check_fp8_shapes(name, x, w_gate_up, w_down):

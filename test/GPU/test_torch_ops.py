@@ -148,6 +148,25 @@ def fp8_rows(t):
     return q.float() * scale
 
 
+@pytest.mark.parametrize("rows,cols", [(1, 16), (200, 384), (1000, 11264), (64, 32768)])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_quantize_rows(rows, cols, transposed):
+    # The FP8 ops' row quantization against PyTorch's: the same scales and
+    # e4m3 codes (both divide IEEE-rounded), a zero row giving zeros.
+    gen = torch.Generator(device="cuda").manual_seed(rows + cols)
+    t = (torch.randn(rows, cols, device="cuda", generator=gen) * 3).bfloat16()
+    t[0] = 0
+    if transposed:
+        t = t.T.contiguous().T
+    q, scale = coda_torch.quantize_rows(t)
+    want_scale = t.float().abs().amax(dim=1).clamp(min=1e-12) / 448.0
+    want = (t.float() / want_scale[:, None]).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
+    assert q.is_contiguous() and q.dtype == torch.float8_e4m3fn
+    assert torch.equal(scale, want_scale)
+    assert torch.equal(q.view(torch.uint8), want.view(torch.uint8))
+    assert not q[0].float().any()
+
+
 @pytest.mark.parametrize("t,h,f", SHAPES)
 @pytest.mark.parametrize("compiled", [False, True])
 def test_swiglu_mlp_fp8(t, h, f, compiled):
