@@ -274,19 +274,54 @@ if triton is not None:
         tl.store(q_ptr + row * cols + offs, q.to(tl.float8e4nv), mask=mask)
         tl.store(s_ptr + row, scale)
 
+    @triton.jit
+    def _quantize_cols_kernel(w_ptr, q_ptr, s_ptr, rows, cols, BLOCK_R: tl.constexpr,
+                              BLOCK_C: tl.constexpr):
+        # BLOCK_C columns of a row-major rows x cols w per program: their
+        # amax over the rows, then the e4m3 values stored transposed (q is
+        # cols x rows), the rows read twice from L2 and HBM once.
+        c = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)
+        cmask = c < cols
+        amax = tl.zeros([BLOCK_C], dtype=tl.float32)
+        for r0 in range(0, rows, BLOCK_R):
+            r = r0 + tl.arange(0, BLOCK_R)
+            mask = (r[:, None] < rows) & cmask[None, :]
+            x = tl.load(w_ptr + r[:, None].to(tl.int64) * cols + c[None, :], mask=mask,
+                        other=0.0).to(tl.float32)
+            amax = tl.maximum(amax, tl.max(tl.abs(x), axis=0))
+        scale = tl.fdiv(tl.maximum(amax, 1e-12), 448.0, ieee_rounding=True)
+        tl.store(s_ptr + c, scale, mask=cmask)
+        for r0 in range(0, rows, BLOCK_R):
+            r = r0 + tl.arange(0, BLOCK_R)
+            mask = (r[:, None] < rows) & cmask[None, :]
+            x = tl.load(w_ptr + r[:, None].to(tl.int64) * cols + c[None, :], mask=mask,
+                        other=0.0).to(tl.float32)
+            q = tl.fdiv(x, scale[None, :], ieee_rounding=True)
+            q = tl.minimum(tl.maximum(q, -448.0), 448.0)
+            tl.store(q_ptr + c[None, :].to(tl.int64) * rows + r[:, None], q.to(tl.float8e4nv),
+                     mask=mask)
+
 
 def quantize_rows(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """t (2-D, bf16) as e4m3 with one f32 scale per row (amax / 448;
-    t ~ q * scale), q contiguous; a transposed view is copied contiguous
-    first, so that its rows (the columns of the tensor it views) are read
-    in order. One Triton kernel."""
+    t ~ q * scale), q contiguous; the rows of a transposed view (the
+    columns of the tensor it views) quantized with no transposed copy. One
+    Triton kernel."""
     if triton is None:
         raise RuntimeError("coda_torch.quantize_rows needs Triton (PyTorch's CUDA builds "
                            "ship it)")
-    t = t.detach().contiguous()
+    t = t.detach()
     rows, cols = t.shape
     q = torch.empty(rows, cols, device=t.device, dtype=torch.float8_e4m3fn)
     scale = torch.empty(rows, device=t.device, dtype=torch.float32)
+    if not t.is_contiguous() and t.T.is_contiguous():
+        # The rows of a transposed view: columns of the tensor it views,
+        # quantized into q's rows without a transposed copy.
+        block_c = 32
+        _quantize_cols_kernel[(triton.cdiv(rows, block_c),)](
+            t.T, q, scale, cols, rows, BLOCK_R=128, BLOCK_C=block_c, num_warps=4)
+        return q, scale
+    t = t.contiguous()
     block = max(16, 1 << (cols - 1).bit_length())
     _quantize_rows_kernel[(rows,)](t, q, scale, cols, BLOCK=block,
                                    num_warps=min(32, max(4, block // 512)))
