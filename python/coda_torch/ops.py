@@ -317,9 +317,9 @@ def quantize_rows(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     if not t.is_contiguous() and t.T.is_contiguous():
         # The rows of a transposed view: columns of the tensor it views,
         # quantized into q's rows without a transposed copy.
-        block_c = 32
+        block_c = 16
         _quantize_cols_kernel[(triton.cdiv(rows, block_c),)](
-            t.T, q, scale, cols, rows, BLOCK_R=128, BLOCK_C=block_c, num_warps=4)
+            t.T, q, scale, cols, rows, BLOCK_R=256, BLOCK_C=block_c, num_warps=4)
         return q, scale
     t = t.contiguous()
     block = max(16, 1 << (cols - 1).bit_length())
