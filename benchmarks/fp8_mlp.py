@@ -91,6 +91,19 @@ def profile(name, fn, steps=5):
     for e in events[:16]:
         print(f"  {e.device_time_total / steps / 1e3:7.3f} ms  x{e.count // steps:<3d} "
               f"{e.key[:110]}", flush=True)
+    # Where the GPU waits between kernels: the largest gaps, by the kernels
+    # around them.
+    kernels = sorted((e for e in prof.events() if e.device_type.name == "CUDA"),
+                     key=lambda e: e.time_range.start)
+    gaps = {}
+    for a, b in zip(kernels, kernels[1:]):
+        key = f"{a.name[:40]} -> {b.name[:40]}"
+        gaps[key] = gaps.get(key, 0.0) + max(0.0, b.time_range.start - a.time_range.end)
+    idle = sum(gaps.values()) / steps / 1e3
+    print(f"  idle between kernels: {idle:.3f} ms per step (the steps' boundaries included)",
+          flush=True)
+    for key, gap in sorted(gaps.items(), key=lambda kv: -kv[1])[:8]:
+        print(f"  {gap / steps / 1e3:7.3f} ms idle  {key}", flush=True)
 
 
 def main():
