@@ -16,7 +16,6 @@ coda_fp8's (L2 flushed before each run; timing.py).
 """
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -27,7 +26,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 sys.path.insert(0, os.path.dirname(__file__))
 import coda_torch  # noqa: E402
-from timing import interleaved_ms, median_ratio  # noqa: E402
+from timing import interleaved_ms, median_ratio, write_ratio_results  # noqa: E402
 
 E4M3_MAX = 448.0
 # (tokens, hidden, features): Llama hidden 2048 and 4096 at 16384 tokens.
@@ -183,12 +182,7 @@ def main():
         torch._dynamo.reset()
         del fns, params, xg
         torch.cuda.empty_cache()
-        geomean = {name: statistics.geometric_mean([r["ratios"][name] for r in rows])
-                   for name in rows[0]["ratios"]}
-        with open(args.out, "w") as f_out:
-            json.dump({"device": torch.cuda.get_device_name(), "commit": args.commit,
-                       "torch": torch.__version__, "results": rows, "geomean": geomean},
-                      f_out, indent=1)
+        geomean = write_ratio_results(args.out, args.commit, rows)
     print("geometric mean: " + ", ".join(f"{k} {g:.3f}x" for k, g in geomean.items()))
 
 

@@ -26,13 +26,12 @@ kernel of another build as `coda_NAME`.
 """
 
 import argparse
-import json
 import statistics
 
 import coda_runtime
 import torch
 
-from timing import interleaved_ms, median_ratio
+from timing import interleaved_ms, median_ratio, write_ratio_results
 
 E4M3_MAX = 448.0
 SHAPES = [(16384, 2048, 2048), (16384, 5632, 2048), (16384, 4096, 4096),
@@ -144,13 +143,7 @@ def main():
         torch._dynamo.reset()
         del a8, w8, q, parts, q_ref, y
         torch.cuda.empty_cache()
-        # Written after every shape, so that a cut-off run keeps what it measured.
-        geomean = {name: statistics.geometric_mean([r["ratios"][name] for r in rows])
-                   for name in rows[0]["ratios"]}
-        with open(args.out, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "commit": args.commit,
-                       "torch": torch.__version__, "results": rows, "geomean": geomean},
-                      f, indent=1)
+        geomean = write_ratio_results(args.out, args.commit, rows)
     print("geometric mean: " + ", ".join(f"{k} {g:.3f}x" for k, g in geomean.items()))
 
 

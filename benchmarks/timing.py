@@ -1,6 +1,7 @@
 """CUDA-event timing shared by the benchmarks: medians after warm-up, with
 L2 flushed before every repetition."""
 
+import json
 import statistics
 
 import torch
@@ -58,3 +59,17 @@ def median_ratio(base, times):
     """Median over rounds of base[r] / times[r] (the speedup of `times` over
     `base` measured in the same rounds)."""
     return statistics.median(b / t for b, t in zip(base, times))
+
+
+def write_ratio_results(path, commit, rows):
+    """Writes `rows` (each with a "ratios" dict: baseline -> ratio) and the
+    geometric mean of each ratio over them to `path` as JSON, with the
+    device, commit and torch version; returns the geometric means. Called
+    after every shape, so that a cut-off run keeps what it measured."""
+    geomean = {name: statistics.geometric_mean([r["ratios"][name] for r in rows])
+               for name in rows[0]["ratios"]}
+    with open(path, "w") as f:
+        json.dump({"device": torch.cuda.get_device_name(), "commit": commit,
+                   "torch": torch.__version__, "results": rows, "geomean": geomean},
+                  f, indent=1)
+    return geomean
