@@ -12,7 +12,8 @@ Each op runs as a torch.autograd.Function in eager mode and, while
 torch.compile traces, as a torch.library custom op (opaque to the compiler,
 traced with its fake implementation) with the same autograd formula; the
 backward runs the kernels that `coda-compile --derive-backward` derived from
-the forward program. Needs the `coda_runtime` extension
+the forward program (swiglu_mlp_fp8's, whose operands are FP8, are written
+in its program). Needs the `coda_runtime` extension
 (scripts/build-runtime) and a CUDA device.
 """
 
