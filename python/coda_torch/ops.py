@@ -247,8 +247,7 @@ def swiglu_mlp(x: torch.Tensor, w_gate_up: torch.Tensor, w_down: torch.Tensor) -
 # FP8 (torchao's float8 row-wise recipe with high-precision weight
 # gradients): every FP8 GEMM operand is e4m3 with one f32 scale per row
 # along K, amax / 448, applied to the accumulator in the epilogue (row and
-# column inputs), but for W_down^T in the SwiGLU adjoint (one scale); the
-# weight gradients are bf16 GEMMs.
+# column inputs); the weight gradients are bf16 GEMMs.
 
 E4M3_MAX = 448.0
 
@@ -277,25 +276,21 @@ if triton is not None:
 
     @triton.jit
     def _quantize_cols_kernel(w_ptr, q_ptr, s_ptr, rows, cols, BLOCK_R: tl.constexpr,
-                              BLOCK_C: tl.constexpr, TENSOR_SCALE: tl.constexpr):
+                              BLOCK_C: tl.constexpr):
         # BLOCK_C columns of a row-major rows x cols w per program: their
         # amax over the rows, then the e4m3 values stored transposed (q is
-        # cols x rows), the rows read twice from L2 and HBM once. With
-        # TENSOR_SCALE, s_ptr holds the one scale of the whole tensor.
+        # cols x rows), the rows read twice from L2 and HBM once.
         c = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)
         cmask = c < cols
-        if TENSOR_SCALE:
-            scale = tl.zeros([BLOCK_C], dtype=tl.float32) + tl.load(s_ptr)
-        else:
-            amax = tl.zeros([BLOCK_C], dtype=tl.float32)
-            for r0 in range(0, rows, BLOCK_R):
-                r = r0 + tl.arange(0, BLOCK_R)
-                mask = (r[:, None] < rows) & cmask[None, :]
-                x = tl.load(w_ptr + r[:, None].to(tl.int64) * cols + c[None, :], mask=mask,
-                            other=0.0).to(tl.float32)
-                amax = tl.maximum(amax, tl.max(tl.abs(x), axis=0))
-            scale = tl.fdiv(tl.maximum(amax, 1e-12), 448.0, ieee_rounding=True)
-            tl.store(s_ptr + c, scale, mask=cmask)
+        amax = tl.zeros([BLOCK_C], dtype=tl.float32)
+        for r0 in range(0, rows, BLOCK_R):
+            r = r0 + tl.arange(0, BLOCK_R)
+            mask = (r[:, None] < rows) & cmask[None, :]
+            x = tl.load(w_ptr + r[:, None].to(tl.int64) * cols + c[None, :], mask=mask,
+                        other=0.0).to(tl.float32)
+            amax = tl.maximum(amax, tl.max(tl.abs(x), axis=0))
+        scale = tl.fdiv(tl.maximum(amax, 1e-12), 448.0, ieee_rounding=True)
+        tl.store(s_ptr + c, scale, mask=cmask)
         for r0 in range(0, rows, BLOCK_R):
             r = r0 + tl.arange(0, BLOCK_R)
             mask = (r[:, None] < rows) & cmask[None, :]
@@ -324,29 +319,12 @@ def quantize_rows(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         # quantized into q's rows without a transposed copy.
         block_c = 16
         _quantize_cols_kernel[(triton.cdiv(rows, block_c),)](
-            t.T, q, scale, cols, rows, BLOCK_R=256, BLOCK_C=block_c, TENSOR_SCALE=False,
-            num_warps=4)
+            t.T, q, scale, cols, rows, BLOCK_R=256, BLOCK_C=block_c, num_warps=4)
         return q, scale
     t = t.contiguous()
     block = max(16, 1 << (cols - 1).bit_length())
     _quantize_rows_kernel[(rows,)](t, q, scale, cols, BLOCK=block,
                                    num_warps=min(32, max(4, block // 512)))
-    return q, scale
-
-
-def quantize_transposed(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """w^T (w 2-D, bf16, row-major) as e4m3 with one f32 scale for the whole
-    tensor (amax / 448, a 1-element tensor: no host synchronization), q
-    contiguous, w read with no transposed copy."""
-    if triton is None:
-        raise RuntimeError("coda_torch.quantize_transposed needs Triton (PyTorch's CUDA "
-                           "builds ship it)")
-    w = w.detach().contiguous()
-    rows, cols = w.shape
-    scale = (w.abs().amax().float().clamp(min=1e-12) / E4M3_MAX).reshape(1)
-    q = torch.empty(cols, rows, device=w.device, dtype=torch.float8_e4m3fn)
-    _quantize_cols_kernel[(triton.cdiv(cols, 16),)](
-        w, q, scale, rows, cols, BLOCK_R=256, BLOCK_C=16, TENSOR_SCALE=True, num_warps=4)
     return q, scale
 
 
@@ -399,12 +377,9 @@ def _swiglu_mlp_fp8_backward(dz: torch.Tensor, x: torch.Tensor, w_gate_up: torch
                                                "grad:gemm0.rhs", "grad:gemm1.rhs")
     dz = dz.contiguous().to(torch.bfloat16)
     dzq, sdz = quantize_rows(dz)
-    # Wd^T with one scale, folded into dz's row scales: the adjoint's
-    # epilogue (the SwiGLU derivative from two tile inputs) has no room for
-    # a column scale in the ping-pong kernel that hides it.
-    wdtq, swd = quantize_transposed(w_down)
+    wdtq, swdt = quantize_rows(w_down.t())
     dacc = x.new_empty(x.shape[0], w_gate_up.shape[0])
-    _launch(module, adjoint, dzq, wdtq, sdz * swd, g, u, dacc)
+    _launch(module, adjoint, dzq, wdtq, sdz, swdt, g, u, dacc)
     dq, sd = quantize_rows(dacc)
     wgutq, swgut = quantize_rows(w_gate_up.t())
     dx = _linear_fp8(module, dq, sd, wgutq, swgut)
@@ -425,9 +400,7 @@ def swiglu_mlp_fp8(x: torch.Tensor, w_gate_up: torch.Tensor, w_down: torch.Tenso
     """swiglu_mlp with its GEMMs in FP8, row-wise scaled (torchao's float8
     row-wise recipe, weight gradients in bf16): x, h, the output gradient
     and dAcc quantized per token, the weights per output row (and per
-    column for dx = dAcc Wgu; W_down, in the product with the output
-    gradient, with one scale for the whole tensor), e4m3, scales applied in
-    the epilogues;
+    column for the data gradients), e4m3, scales applied in the epilogues;
     the SwiGLU and its derivative run in the epilogues as in swiglu_mlp.
     bf16 in and out; H, F and H' multiples of 16."""
     return _swiglu_mlp_fp8(x, w_gate_up, w_down)[0]

@@ -1,17 +1,17 @@
 // A Llama MLP with FP8 GEMMs, row-wise scaled (torchao's float8 row-wise
 // recipe with the weight gradients in high precision): every GEMM operand
 // that is FP8 is e4m3 with one f32 scale per row along K (per token for
-// activations and gradients, per output row for weights; one for the whole
-// of Wd^T, below), the scales applied in the epilogue as row and column
-// inputs. The weight gradients are bf16 GEMMs (the bf16 program's kernels).
+// activations and gradients, per output row for weights), the scales
+// applied in the epilogue as row and column inputs. The weight gradients
+// are bf16 GEMMs (the bf16 program's kernels).
 //
 // @swiglu_mlp_fp8: gate/up + SwiGLU (rows of wgu interleave gate and up)
 // from x and the weight quantized, keeping the gate and up pre-activations
 // for the backward. @linear_fp8: a scaled FP8 GEMM to bf16 (the down
 // projection, and the gate/up data gradient dx = dAcc Wgu from dAcc and
 // Wgu^T quantized). @swiglu_mlp_fp8_backward: the down projection's data
-// gradient dz Wd (Wd transposed, K-major as 8-bit WGMMA requires, with one
-// scale for the tensor) with the SwiGLU derivative in its epilogue, writing
+// gradient dz Wd (Wd transposed and quantized per column, K-major as 8-bit
+// WGMMA requires) with the SwiGLU derivative in its epilogue, writing
 // dgate / dup interleaved.
 // Written by hand (the backward derivation does not differentiate through
 // FP8 operands): the kernels carry the roles the bf16 program's do.
@@ -80,15 +80,10 @@ func.func @linear_fp8(%hq: tensor<?x?xf8E4M3FN>, %sh: tensor<?xf32>,
   return %z : tensor<?x?xbf16>
 }
 
-// dz quantized per token, Wd^T (F x H) with one scale for the whole
-// tensor, folded into the row scales (scale = dz's x Wd's); g and u the
+// dz quantized per token, Wd^T (F x H) quantized per row; g and u the
 // forward's pre-activations. Writes dAcc (T x 2F, dgate / dup interleaved).
-// Pinned to ping-pong 128 x 128 tiles, whose epilogue runs under the other
-// consumer's K loop: with a column scale (Wd^T per row) the kernel spilled
-// there (112 bytes), and the selector's warp-specialized kernel left the
-// epilogue unhidden.
-func.func @swiglu_mlp_fp8_backward(%dzq: tensor<?x?xf8E4M3FN>, %scale: tensor<?xf32>,
-                                   %wdtq: tensor<?x?xf8E4M3FN>,
+func.func @swiglu_mlp_fp8_backward(%dzq: tensor<?x?xf8E4M3FN>, %sdz: tensor<?xf32>,
+                                   %wdtq: tensor<?x?xf8E4M3FN>, %swdt: tensor<?xf32>,
                                    %gin: tensor<?x?xbf16>, %uin: tensor<?x?xbf16>)
     -> tensor<?x?xbf16> {
   %c0 = arith.constant 0 : index
@@ -98,12 +93,13 @@ func.func @swiglu_mlp_fp8_backward(%dzq: tensor<?x?xf8E4M3FN>, %scale: tensor<?x
   %rows = arith.muli %features, %c2 : index
   %dE = tensor.empty(%tokens, %rows) : tensor<?x?xbf16>
   %d = coda.gemm %dzq, %wdtq transpose_b : tensor<?x?xf8E4M3FN>, tensor<?x?xf8E4M3FN>
-      epilogue(%acc, row %r = %scale : tensor<?xf32>,
+      epilogue(%acc, row %r = %sdz : tensor<?xf32>, col %c = %swdt : tensor<?xf32>,
                tile %gb = %gin : tensor<?x?xbf16>, tile %ub = %uin : tensor<?x?xbf16>)
-      outs(%dE : tensor<?x?xbf16>) attributes {coda.role = "adjoint:gemm0", coda.gemm_config =
-                  #coda.gemm_config<schedule = ping_pong, tile_m = 128, tile_n = 128, stages = 4>} {
+      outs(%dE : tensor<?x?xbf16>) attributes {coda.role = "adjoint:gemm0"} {
+    %zero = arith.constant 0.0 : f32
     %one = arith.constant 1.0 : f32
-    %dh = arith.mulf %acc, %r : f32
+    %ar = arith.mulf %acc, %r : f32
+    %dh = arith.mulf %ar, %c : f32
     %g = arith.extf %gb : bf16 to f32
     %u = arith.extf %ub : bf16 to f32
     // s = sigmoid(g); dgate = dh u s (1 + g (1 - s)); dup = dh g s.
