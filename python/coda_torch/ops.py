@@ -371,27 +371,20 @@ def _swiglu_mlp_fp8_backward(dz: torch.Tensor, x: torch.Tensor, w_gate_up: torch
                              w_down: torch.Tensor, h: torch.Tensor, g: torch.Tensor,
                              u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dx (FP8: dz Wd with the SwiGLU derivative in its epilogue, then
-    dAcc Wgu), dW_gate_up = dAcc^T x and dW_down = dz^T h (bf16); Wd^T's
-    per-feature scale applied to Wgu and dW_gate_up instead of dAcc."""
+    dAcc Wgu), dW_gate_up = dAcc^T x and dW_down = dz^T h (bf16)."""
     module, (adjoint,) = _kernels("swiglu_mlp_fp8", "swiglu_mlp_fp8_backward", "adjoint:gemm0")
     bf16, (gate_up_grad, down_grad) = _kernels("swiglu_mlp", "swiglu_mlp_backward",
                                                "grad:gemm0.rhs", "grad:gemm1.rhs")
     dz = dz.contiguous().to(torch.bfloat16)
     dzq, sdz = quantize_rows(dz)
     wdtq, swdt = quantize_rows(w_down.t())
-    # The adjoint writes dAcc / c (c: Wd^T's scale of feature j, for dAcc's
-    # columns 2j and 2j + 1; its epilogue has no room for a column scale in
-    # the ping-pong kernel that hides it); c goes into what reads dAcc:
-    # dx = (dAcc / c) (c Wgu), dW_gate_up = c ((dAcc / c)^T x).
     dacc = x.new_empty(x.shape[0], w_gate_up.shape[0])
-    _launch(module, adjoint, dzq, wdtq, sdz, g, u, dacc)
-    c = swdt.repeat_interleave(2)[:, None]
+    _launch(module, adjoint, dzq, wdtq, sdz, swdt, g, u, dacc)
     dq, sd = quantize_rows(dacc)
-    wgutq, swgut = quantize_rows((w_gate_up * c).to(torch.bfloat16).t())
+    wgutq, swgut = quantize_rows(w_gate_up.t())
     dx = _linear_fp8(module, dq, sd, wgutq, swgut)
     dw_gate_up = torch.empty_like(w_gate_up)
     _launch(bf16, gate_up_grad, dacc, x.contiguous(), dw_gate_up)
-    dw_gate_up = (dw_gate_up * c).to(torch.bfloat16)
     dw_down = torch.empty_like(w_down)
     _launch(bf16, down_grad, dz, h, dw_down)
     return dx, dw_gate_up, dw_down

@@ -2,8 +2,8 @@
 // recipe with the weight gradients in high precision): every GEMM operand
 // that is FP8 is e4m3 with one f32 scale per row along K (per token for
 // activations and gradients, per output row for weights), the scales
-// applied in the epilogue as row and column inputs (but one, below). The
-// weight gradients are bf16 GEMMs (the bf16 program's kernels).
+// applied in the epilogue as row and column inputs. The weight gradients
+// are bf16 GEMMs (the bf16 program's kernels).
 //
 // @swiglu_mlp_fp8: gate/up + SwiGLU (rows of wgu interleave gate and up)
 // from x and the weight quantized, keeping the gate and up pre-activations
@@ -12,8 +12,7 @@
 // Wgu^T quantized). @swiglu_mlp_fp8_backward: the down projection's data
 // gradient dz Wd (Wd transposed and quantized per column, K-major as 8-bit
 // WGMMA requires) with the SwiGLU derivative in its epilogue, writing
-// dgate / dup interleaved, divided by Wd^T's per-feature scale (applied by
-// the op where dAcc is read).
+// dgate / dup interleaved.
 // Written by hand (the backward derivation does not differentiate through
 // FP8 operands): the kernels carry the roles the bf16 program's do.
 // The gate/up GEMM is pinned to ping-pong 128 x 128 tiles at every K: with
@@ -81,17 +80,10 @@ func.func @linear_fp8(%hq: tensor<?x?xf8E4M3FN>, %sh: tensor<?xf32>,
   return %z : tensor<?x?xbf16>
 }
 
-// dz quantized per token (`scale`: its row scales), Wd^T (F x H) per row;
-// g and u the forward's pre-activations. Writes dAcc / c (T x 2F, dgate /
-// dup interleaved), c being feature j's scale in Wd^T for columns 2j and
-// 2j + 1: the op multiplies it back where dAcc is read (into Wgu's rows
-// before dx = dAcc Wgu, into dW_gate_up's rows after dAcc^T x). Pinned to
-// ping-pong 128 x 128 tiles, whose epilogue runs under the other
-// consumer's K loop: with the column scale in the epilogue the kernel
-// spilled there (112 bytes), and the selector's warp-specialized kernel
-// left the epilogue unhidden.
-func.func @swiglu_mlp_fp8_backward(%dzq: tensor<?x?xf8E4M3FN>, %scale: tensor<?xf32>,
-                                   %wdtq: tensor<?x?xf8E4M3FN>,
+// dz quantized per token, Wd^T (F x H) quantized per row; g and u the
+// forward's pre-activations. Writes dAcc (T x 2F, dgate / dup interleaved).
+func.func @swiglu_mlp_fp8_backward(%dzq: tensor<?x?xf8E4M3FN>, %sdz: tensor<?xf32>,
+                                   %wdtq: tensor<?x?xf8E4M3FN>, %swdt: tensor<?xf32>,
                                    %gin: tensor<?x?xbf16>, %uin: tensor<?x?xbf16>)
     -> tensor<?x?xbf16> {
   %c0 = arith.constant 0 : index
@@ -101,12 +93,13 @@ func.func @swiglu_mlp_fp8_backward(%dzq: tensor<?x?xf8E4M3FN>, %scale: tensor<?x
   %rows = arith.muli %features, %c2 : index
   %dE = tensor.empty(%tokens, %rows) : tensor<?x?xbf16>
   %d = coda.gemm %dzq, %wdtq transpose_b : tensor<?x?xf8E4M3FN>, tensor<?x?xf8E4M3FN>
-      epilogue(%acc, row %r = %scale : tensor<?xf32>,
+      epilogue(%acc, row %r = %sdz : tensor<?xf32>, col %c = %swdt : tensor<?xf32>,
                tile %gb = %gin : tensor<?x?xbf16>, tile %ub = %uin : tensor<?x?xbf16>)
-      outs(%dE : tensor<?x?xbf16>) attributes {coda.role = "adjoint:gemm0", coda.gemm_config =
-                  #coda.gemm_config<schedule = ping_pong, tile_m = 128, tile_n = 128, stages = 4>} {
+      outs(%dE : tensor<?x?xbf16>) attributes {coda.role = "adjoint:gemm0"} {
+    %zero = arith.constant 0.0 : f32
     %one = arith.constant 1.0 : f32
-    %dh = arith.mulf %acc, %r : f32
+    %ar = arith.mulf %acc, %r : f32
+    %dh = arith.mulf %ar, %c : f32
     %g = arith.extf %gb : bf16 to f32
     %u = arith.extf %ub : bf16 to f32
     // s = sigmoid(g); dgate = dh u s (1 + g (1 - s)); dup = dh g s.

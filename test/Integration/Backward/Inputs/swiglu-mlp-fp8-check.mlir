@@ -1,16 +1,17 @@
 // The backward of coda_torch's FP8 MLP (swiglu_mlp_fp8.mlir, prepended) at
 // 16 tokens, hidden 32, 24 features, against the textbook derivative.
 
-func.func @fused(%dzq: tensor<16x32xf8E4M3FN>, %scale: tensor<16xf32>,
-                 %wdtq: tensor<24x32xf8E4M3FN>,
+func.func @fused(%dzq: tensor<16x32xf8E4M3FN>, %sdz: tensor<16xf32>,
+                 %wdtq: tensor<24x32xf8E4M3FN>, %swdt: tensor<24xf32>,
                  %g: tensor<16x24xbf16>, %u: tensor<16x24xbf16>) -> tensor<16x48xbf16> {
   %a = tensor.cast %dzq : tensor<16x32xf8E4M3FN> to tensor<?x?xf8E4M3FN>
-  %sa = tensor.cast %scale : tensor<16xf32> to tensor<?xf32>
+  %sa = tensor.cast %sdz : tensor<16xf32> to tensor<?xf32>
   %b = tensor.cast %wdtq : tensor<24x32xf8E4M3FN> to tensor<?x?xf8E4M3FN>
+  %sb = tensor.cast %swdt : tensor<24xf32> to tensor<?xf32>
   %gd = tensor.cast %g : tensor<16x24xbf16> to tensor<?x?xbf16>
   %ud = tensor.cast %u : tensor<16x24xbf16> to tensor<?x?xbf16>
-  %d = func.call @swiglu_mlp_fp8_backward(%a, %sa, %b, %gd, %ud)
-      : (tensor<?x?xf8E4M3FN>, tensor<?xf32>, tensor<?x?xf8E4M3FN>,
+  %d = func.call @swiglu_mlp_fp8_backward(%a, %sa, %b, %sb, %gd, %ud)
+      : (tensor<?x?xf8E4M3FN>, tensor<?xf32>, tensor<?x?xf8E4M3FN>, tensor<?xf32>,
          tensor<?x?xbf16>, tensor<?x?xbf16>) -> tensor<?x?xbf16>
   %r = tensor.cast %d : tensor<?x?xbf16> to tensor<16x48xbf16>
   return %r : tensor<16x48xbf16>
@@ -21,23 +22,25 @@ func.func @fused(%dzq: tensor<16x32xf8E4M3FN>, %scale: tensor<16xf32>,
 #mn = affine_map<(m, n, k) -> (m, n)>
 #id = affine_map<(m, n) -> (m, n)>
 
-func.func @reference(%dzq: tensor<16x32xf8E4M3FN>, %scale: tensor<16xf32>,
-                     %wdtq: tensor<24x32xf8E4M3FN>,
+func.func @reference(%dzq: tensor<16x32xf8E4M3FN>, %sdz: tensor<16xf32>,
+                     %wdtq: tensor<24x32xf8E4M3FN>, %swdt: tensor<24xf32>,
                      %g: tensor<16x24xbf16>, %u: tensor<16x24xbf16>) -> tensor<16x48xbf16> {
   %zero = arith.constant 0.0 : f32
-  // dh / c = (dz_q scale) Wd^T_q^T, dz's row scale applied to each product
-  // (Wd^T's per-feature scale c is the op's to apply).
+  // dh = (dz_q sdz) (Wd^T_q swdt)^T, dequantized before the product.
   %e = tensor.empty() : tensor<16x24xf32>
   %f = linalg.fill ins(%zero : f32) outs(%e : tensor<16x24xf32>) -> tensor<16x24xf32>
   %dh = linalg.generic {indexing_maps = [#mk, #nk, #mn], iterator_types = ["parallel", "parallel", "reduction"]}
       ins(%dzq, %wdtq : tensor<16x32xf8E4M3FN>, tensor<24x32xf8E4M3FN>) outs(%f : tensor<16x24xf32>) {
   ^bb0(%a: f8E4M3FN, %b: f8E4M3FN, %s: f32):
     %m = linalg.index 0 : index
-    %sa = tensor.extract %scale[%m] : tensor<16xf32>
+    %n = linalg.index 1 : index
+    %sa = tensor.extract %sdz[%m] : tensor<16xf32>
+    %sb = tensor.extract %swdt[%n] : tensor<24xf32>
     %af = arith.extf %a : f8E4M3FN to f32
     %bf = arith.extf %b : f8E4M3FN to f32
     %as = arith.mulf %af, %sa : f32
-    %p = arith.mulf %as, %bf : f32
+    %bs = arith.mulf %bf, %sb : f32
+    %p = arith.mulf %as, %bs : f32
     %t = arith.addf %s, %p : f32
     linalg.yield %t : f32
   } -> tensor<16x24xf32>
