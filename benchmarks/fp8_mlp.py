@@ -17,7 +17,6 @@ coda_fp8's (L2 flushed before each run; timing.py).
 
 import argparse
 import os
-import statistics
 import sys
 
 import torch
@@ -26,7 +25,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 sys.path.insert(0, os.path.dirname(__file__))
 import coda_torch  # noqa: E402
-from timing import interleaved_ms, median_ratio, write_ratio_results  # noqa: E402
+from timing import against, interleaved_ms, write_ratio_results  # noqa: E402
 
 E4M3_MAX = 448.0
 # (tokens, hidden, features): Llama hidden 2048 and 4096 at 16384 tokens.
@@ -168,13 +167,9 @@ def main():
             for name in args.profile:
                 profile(name, fns[name])
         times = interleaved_ms(fns)
-        row = {"shape": {"T": t, "H": h, "F": f},
-               "coda_fp8_ms": statistics.median(times["coda_fp8"]),
-               "baselines": {name: statistics.median(v) for name, v in times.items()
-                             if name != "coda_fp8"},
-               "ratios": {name: median_ratio(v, times["coda_fp8"]) for name, v in times.items()
-                          if name != "coda_fp8"},
-               "max_rel_error_vs_torch_fp8_eager": errors}
+        ms, baselines, ratios = against(times, "coda_fp8")
+        row = {"shape": {"T": t, "H": h, "F": f}, "coda_fp8_ms": ms, "baselines": baselines,
+               "ratios": ratios, "max_rel_error_vs_torch_fp8_eager": errors}
         rows.append(row)
         print(f"mlp fwd+bwd {t}x{h}x{f}: coda_fp8 {row['coda_fp8_ms']:.3f} ms; " + ", ".join(
             f"{name} {v:.3f} ms ({row['ratios'][name]:.3f}x)"

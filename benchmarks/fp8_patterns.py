@@ -26,12 +26,11 @@ kernel of another build as `coda_NAME`.
 """
 
 import argparse
-import statistics
 
 import coda_runtime
 import torch
 
-from timing import interleaved_ms, median_ratio, write_ratio_results
+from timing import against, interleaved_ms, write_ratio_results
 
 E4M3_MAX = 448.0
 SHAPES = [(16384, 2048, 2048), (16384, 5632, 2048), (16384, 4096, 4096),
@@ -129,13 +128,9 @@ def main():
         differ = {name: check(*fn(), q_ref, amax_ref) for name, fn in fns.items()
                   if name != "coda_gemm_bf16_out"}
         times = interleaved_ms(fns)
-        row = {"case": "rowwise_quantize", "shape": {"M": m, "N": n, "K": k},
-               "coda_ms": statistics.median(times["coda"]),
-               "baselines": {name: statistics.median(t) for name, t in times.items()
-                             if name != "coda"},
-               "ratios": {name: median_ratio(t, times["coda"]) for name, t in times.items()
-                          if name != "coda"},
-               "codes_differing_from_eager": differ}
+        ms, baselines, ratios = against(times, "coda")
+        row = {"case": "rowwise_quantize", "shape": {"M": m, "N": n, "K": k}, "coda_ms": ms,
+               "baselines": baselines, "ratios": ratios, "codes_differing_from_eager": differ}
         rows.append(row)
         print(f"rowwise_quantize {m}x{n}x{k}: coda {row['coda_ms']:.3f} ms; " + ", ".join(
             f"{name} {t:.3f} ms ({row['ratios'][name]:.3f}x)"

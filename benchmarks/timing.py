@@ -61,6 +61,15 @@ def median_ratio(base, times):
     return statistics.median(b / t for b, t in zip(base, times))
 
 
+def against(times, ours):
+    """From interleaved_ms's times: `ours`'s median ms, and every other
+    candidate's median ms and median ratio to it (median_ratio)."""
+    others = {name: t for name, t in times.items() if name != ours}
+    return (statistics.median(times[ours]),
+            {name: statistics.median(t) for name, t in others.items()},
+            {name: median_ratio(t, times[ours]) for name, t in others.items()})
+
+
 def write_ratio_results(path, commit, rows):
     """Writes `rows` (each with a "ratios" dict: baseline -> ratio) and the
     geometric mean of each ratio over them to `path` as JSON, with the

@@ -47,6 +47,16 @@ def inputs(t, h, f, seed=0):
     return x, w, dy
 
 
+def mlp_inputs(t, h, f, seed):
+    """inputs() and a down-projection weight and output gradient drawn from
+    a generator seeded seed + 1, returned with it for further draws."""
+    x, w, _ = inputs(t, h, f, seed=seed)
+    gen = torch.Generator(device="cuda").manual_seed(seed + 1)
+    wd = (torch.randn(h, f, device="cuda", generator=gen) / f ** 0.5).bfloat16()
+    dz = torch.randn(t, h, device="cuda", generator=gen).bfloat16()
+    return x, w, wd, dz, gen
+
+
 def float_grads(x, w, dy):
     xr, wr = x.float().requires_grad_(), w.float().requires_grad_()
     y = reference(xr, wr)
@@ -114,10 +124,7 @@ def test_swiglu_mlp(t, h, f, compiled):
     # The whole MLP with saved pre-activations: the SwiGLU derivative runs in
     # the epilogue of the GEMM producing dh and writes dgate / dup
     # interleaved; against float32 autograd of the unfused MLP.
-    x, w, _ = inputs(t, h, f, seed=6)
-    gen = torch.Generator(device="cuda").manual_seed(7)
-    wd = (torch.randn(h, f, device="cuda", generator=gen) / f ** 0.5).bfloat16()
-    dz = torch.randn(t, h, device="cuda", generator=gen).bfloat16()
+    x, w, wd, dz, _ = mlp_inputs(t, h, f, seed=6)
     xr, wr, wdr = (v.float().requires_grad_() for v in (x, w, wd))
     want = reference(xr, wr) @ wdr.T
     want.backward(dz.float())
@@ -180,10 +187,7 @@ def test_swiglu_mlp_fp8(t, h, f, compiled):
     # Then against float32 autograd of the unquantized MLP within FP8's
     # error (3 mantissa bits: each operand element off by up to 1/16).
     from coda_torch import ops
-    x, w, _ = inputs(t, h, f, seed=8)
-    gen = torch.Generator(device="cuda").manual_seed(9)
-    wd = (torch.randn(h, f, device="cuda", generator=gen) / f ** 0.5).bfloat16()
-    dz = torch.randn(t, h, device="cuda", generator=gen).bfloat16()
+    x, w, wd, dz, _ = mlp_inputs(t, h, f, seed=8)
 
     z1, h1, g1, u1 = ops._swiglu_mlp_fp8_forward(x, w, wd)
     acc = fp8_rows(x) @ fp8_rows(w).T
@@ -516,11 +520,8 @@ def test_norm_swiglu_mlp(t, h, f, compiled):
     # accumulator) and its residual, with the next norm's sums of squares;
     # the backward recomputes no GEMM. Against float32 autograd, the row
     # scale's gradient included.
-    x, w, _ = inputs(t, h, f, seed=8)
-    gen = torch.Generator(device="cuda").manual_seed(9)
-    wd = (torch.randn(h, f, device="cuda", generator=gen) / f ** 0.5).bfloat16()
+    x, w, wd, dz, gen = mlp_inputs(t, h, f, seed=8)
     rs = row_scale(x)
-    dz = torch.randn(t, h, device="cuda", generator=gen).bfloat16()
     dss = torch.randn(t, device="cuda", generator=gen) / h
     xr, rr, wr, wdr = (v.float().detach().requires_grad_() for v in (x, rs, w, wd))
     want = xr + reference(xr * rr[:, None], wr) @ wdr.T
