@@ -126,18 +126,6 @@ def _check(name, **tensors):
                              f"tensor, got {t.dtype} {tuple(t.shape)} on {t.device}")
 
 
-def _check_mlp(name, x, w_gate_up, w_down):
-    """The operands of an MLP op: bf16 2-D CUDA tensors, w_gate_up 2F x H
-    (interleaved gate/up rows) for x of H columns, w_down of F columns."""
-    _check(name, x=x, w_gate_up=w_gate_up, w_down=w_down)
-    if w_gate_up.shape[0] % 2 or w_gate_up.shape[1] != x.shape[1]:
-        raise ValueError(f"coda_torch.{name}: w_gate_up must be 2F x H (interleaved gate/up "
-                         f"rows) for x of {x.shape[1]} columns, got {tuple(w_gate_up.shape)}")
-    if w_down.shape[1] != w_gate_up.shape[0] // 2:
-        raise ValueError(f"coda_torch.{name}: w_down must have {w_gate_up.shape[0] // 2} "
-                         f"columns (one per SwiGLU feature), got {tuple(w_down.shape)}")
-
-
 def _linear_swiglu(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """silu(x Wg^T) * (x Wu^T) for a weight whose rows interleave gate and up
     (row 2j: gate j, row 2j + 1: up j); x: T x H, w: 2F x H, bf16."""
@@ -182,8 +170,14 @@ def _swiglu_mlp_forward(x: torch.Tensor, w_gate_up: torch.Tensor, w_down: torch.
                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """z = h W_down^T with h = silu(x Wg^T) * (x Wu^T), and what the backward
     reads: h and the gate and up pre-activations (each T x F)."""
-    _check_mlp("swiglu_mlp", x, w_gate_up, w_down)
+    _check("swiglu_mlp", x=x, w_gate_up=w_gate_up, w_down=w_down)
     tokens, features = x.shape[0], w_gate_up.shape[0] // 2
+    if w_gate_up.shape[0] % 2 or w_gate_up.shape[1] != x.shape[1]:
+        raise ValueError("coda_torch.swiglu_mlp: w_gate_up must be 2F x H (interleaved gate/up "
+                         f"rows) for x of {x.shape[1]} columns, got {tuple(w_gate_up.shape)}")
+    if w_down.shape[1] != features:
+        raise ValueError(f"coda_torch.swiglu_mlp: w_down must have {features} columns "
+                         f"(one per SwiGLU feature), got {tuple(w_down.shape)}")
     module, (gate_up, down) = _kernels("swiglu_mlp", "swiglu_mlp", "forward:gemm0",
                                        "forward:gemm1")
     h, g, u = (x.new_empty(tokens, features) for _ in range(3))
@@ -335,7 +329,13 @@ def quantize_rows(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _check_fp8_shapes(name, x, w_gate_up, w_down):
-    _check_mlp(name, x, w_gate_up, w_down)
+    _check(name, x=x, w_gate_up=w_gate_up, w_down=w_down)
+    if w_gate_up.shape[0] % 2 or w_gate_up.shape[1] != x.shape[1]:
+        raise ValueError(f"coda_torch.{name}: w_gate_up must be 2F x H (interleaved gate/up "
+                         f"rows) for x of {x.shape[1]} columns, got {tuple(w_gate_up.shape)}")
+    if w_down.shape[1] != w_gate_up.shape[0] // 2:
+        raise ValueError(f"coda_torch.{name}: w_down must have {w_gate_up.shape[0] // 2} "
+                         f"columns (one per SwiGLU feature), got {tuple(w_down.shape)}")
     # TMA reads FP8 rows in 16-byte units: every K (H, F, 2F) a multiple of 16.
     for what, k in (("hidden size", x.shape[1]), ("feature count", w_down.shape[1]),
                     ("output size", w_down.shape[0])):
