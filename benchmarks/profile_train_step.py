@@ -1,7 +1,8 @@
 """The GPU time of one training step of the 4-layer, hidden-2048 Llama of
 benchmarks/train_llama.py, kernel by kernel (torch.profiler over three
 steps after eight), for each mode named (coda, coda_compile, torch,
-torch_compile):
+torch_compile), and the same time by the PyTorch operator (with its
+input shapes) that launched each kernel:
 
   PYTHONPATH=<runtime> python3 benchmarks/profile_train_step.py <torch kernels> OUT.json coda torch_compile
 """
@@ -26,15 +27,26 @@ for mode in sys.argv[3:]:
         loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)
     for _ in range(8): step()
     torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as p:
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=activities, record_shapes=True) as p:
         for _ in range(3): step()
         torch.cuda.synchronize()
-    rows = sorted(((e.device_time_total / 3 / 1000, e.count // 3, e.key) for e in p.key_averages() if e.device_time_total > 0), reverse=True)
+    kernels = [e for e in p.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]
+    rows = sorted(((e.device_time_total / 3 / 1000, e.count // 3, e.key) for e in kernels
+                   if e.device_time_total > 0), reverse=True)
+    # Each kernel's time counts as its launching operator's self device time.
+    ops = sorted(((e.self_device_time_total / 3 / 1000, e.count // 3, e.key, str(e.input_shapes))
+                  for e in p.key_averages(group_by_input_shape=True)
+                  if e.device_type == torch.autograd.DeviceType.CPU and e.self_device_time_total > 0),
+                 reverse=True)
     total = sum(r[0] for r in rows)
     print(f"== {mode}: kernels {total:.2f} ms per step")
     for ms, n, k in rows[:28]:
         print(f"  {ms:7.3f} ms  x{n:3d}  {k[:110]}")
-    out[mode] = {"total_ms": total, "rows": rows[:60]}
+    print(f"== {mode}: by operator")
+    for ms, n, k, shapes in ops[:40]:
+        print(f"  {ms:7.3f} ms  x{n:3d}  {k[:40]}  {shapes[:120]}")
+    out[mode] = {"total_ms": total, "rows": rows[:60], "ops": ops[:80]}
     del model, opt, fn
     torch.cuda.empty_cache()
 json.dump(out, open(sys.argv[2], "w"), indent=1)
