@@ -212,10 +212,11 @@ def _decoder_layer_forward(layer, hidden_states, attention_mask=None, position_i
     hidden = hidden_states.shape[-1]
     x = hidden_states.reshape(-1, hidden)
     # Input norm deferred into the Q/K/V GEMM: its row scale applied to the
-    # accumulator, gamma folded into the weight (W diag(gamma)).
+    # accumulator, gamma folded into the weight (W diag(gamma)) by the op,
+    # whose weight-gradient GEMM also forms gamma's gradient.
     rs = _row_scale(_stream_sum_sq(hidden_states, x), layer.input_layernorm, hidden)
     cos, sin = _rope_tables(position_embeddings, input_shape)
-    qkv = linear_norm_qkv_rope(x, rs, attn.qkv * layer.input_layernorm.weight, cos, sin,
+    qkv = linear_norm_qkv_rope(x, rs, attn.qkv, layer.input_layernorm.weight, cos, sin,
                                attn.qkv_sizes[0] + attn.qkv_sizes[1])
     out, _ = _attend(attn, qkv, input_shape, attention_mask, past_key_values,
                      position_ids=position_ids, use_cache=use_cache,
@@ -225,7 +226,7 @@ def _decoder_layer_forward(layer, hidden_states, attention_mask=None, position_i
     # Post-attention norm deferred into gate/up; down + residual + sums of
     # squares.
     rs = _row_scale(sum_sq, layer.post_attention_layernorm, hidden)
-    z, sum_sq = norm_swiglu_mlp(h, rs, mlp.gate_up * layer.post_attention_layernorm.weight,
+    z, sum_sq = norm_swiglu_mlp(h, rs, mlp.gate_up, layer.post_attention_layernorm.weight,
                                 mlp.down_proj.weight)
     result = z.view(*input_shape, hidden)
     if not torch.compiler.is_compiling():

@@ -607,17 +607,40 @@ def _check_row_scale(name, rs, tokens):
                          f"({tokens},), got {rs.dtype} {tuple(rs.shape)} on {rs.device}")
 
 
+def _check_gamma(name, gamma, w):
+    if gamma.dtype != torch.bfloat16 or not gamma.is_cuda or gamma.shape != (w.shape[1],):
+        raise ValueError(f"coda_torch.{name}: gamma must be a bf16 CUDA tensor of shape "
+                         f"({w.shape[1]},), got {gamma.dtype} {tuple(gamma.shape)} on "
+                         f"{gamma.device}")
+
+
+def _norm_weight_grad(dacc, x, w, gamma):
+    """dW = (dAcc^T x) diag(gamma) and dgamma = sum_n (dAcc^T x)[n] * W[n] of
+    a GEMM x (W diag(gamma))^T, in one GEMM (the norm_weight_grad program)."""
+    module, (gemm, finish) = _kernels("norm_weight_grad", "norm_weight_grad",
+                                      "forward:gemm0", "forward:finish0")
+    w = w.contiguous()
+    dw = torch.empty_like(w)
+    partials = torch.empty((w.shape[0] + 127) // 128, w.shape[1], device=w.device,
+                           dtype=torch.float32)
+    _launch(module, gemm, dacc, x, gamma.contiguous(), w, dw, partials)
+    dgamma = torch.empty(w.shape[1], device=w.device, dtype=torch.float32)
+    _launch(module, finish, partials, dgamma)
+    return dw, dgamma.to(gamma.dtype)
+
+
 def _norm_swiglu_mlp_forward(x: torch.Tensor, rs: torch.Tensor, w_gate_up: torch.Tensor,
-                             w_down: torch.Tensor
+                             gamma: torch.Tensor, w_down: torch.Tensor
                              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
-                                        torch.Tensor, torch.Tensor]:
-    """z = x + swiglu((rs x) W_gate_up^T) W_down^T and the row sums of squares
-    of z, in two GEMMs; and what the backward reads: h and the gate and up
-    accumulators (before the row scale)."""
+                                        torch.Tensor, torch.Tensor, torch.Tensor]:
+    """z = x + swiglu((rs x) W'^T) W_down^T with W' = W_gate_up diag(gamma)
+    and the row sums of squares of z, in two GEMMs; and what the backward
+    reads: h, the gate and up accumulators (before the row scale) and W'."""
     _check("norm_swiglu_mlp", x=x, w_gate_up=w_gate_up, w_down=w_down)
     tokens, hidden = x.shape
     features = w_gate_up.shape[0] // 2
     _check_row_scale("norm_swiglu_mlp", rs, tokens)
+    _check_gamma("norm_swiglu_mlp", gamma, w_gate_up)
     if w_gate_up.shape[0] % 2 or w_gate_up.shape[1] != hidden:
         raise ValueError("coda_torch.norm_swiglu_mlp: w_gate_up must be 2F x H (interleaved "
                          f"gate/up rows) for x of {hidden} columns, got {tuple(w_gate_up.shape)}")
@@ -627,36 +650,37 @@ def _norm_swiglu_mlp_forward(x: torch.Tensor, rs: torch.Tensor, w_gate_up: torch
     module, (gate_up, down, finish) = _kernels("norm_swiglu_mlp", "norm_swiglu_mlp",
                                                "forward:gemm0", "forward:gemm1",
                                                "forward:finish0")
-    x, w_gate_up, w_down = x.contiguous(), w_gate_up.contiguous(), w_down.contiguous()
+    x, w_down = x.contiguous(), w_down.contiguous()
+    folded = w_gate_up * gamma
     h, g, u = (x.new_empty(tokens, features) for _ in range(3))
-    _launch(module, gate_up, x, w_gate_up, rs.contiguous(), h, g, u)
+    _launch(module, gate_up, x, folded, rs.contiguous(), h, g, u)
     z = torch.empty_like(x)
     partials = _row_partials(z, hidden)
     _launch(module, down, h, w_down, x, z, partials)
-    return z, _finish_rows(module, finish, partials), h, g, u
+    return z, _finish_rows(module, finish, partials), h, g, u, folded
 
 
-def _norm_swiglu_mlp_forward_fake(x, rs, w_gate_up, w_down):
+def _norm_swiglu_mlp_forward_fake(x, rs, w_gate_up, gamma, w_down):
     features = w_gate_up.shape[0] // 2
     return (torch.empty_like(x), rs.new_empty(x.shape[0]),
-            *(x.new_empty(x.shape[0], features) for _ in range(3)))
+            *(x.new_empty(x.shape[0], features) for _ in range(3)), torch.empty_like(w_gate_up))
 
 
 def _norm_swiglu_mlp_backward(dz: torch.Tensor, dsum_sq: torch.Tensor, x: torch.Tensor,
-                              rs: torch.Tensor, w_gate_up: torch.Tensor, w_down: torch.Tensor,
-                              h: torch.Tensor, g: torch.Tensor, u: torch.Tensor,
-                              z: torch.Tensor
+                              rs: torch.Tensor, w_gate_up: torch.Tensor, gamma: torch.Tensor,
+                              w_down: torch.Tensor, h: torch.Tensor, g: torch.Tensor,
+                              u: torch.Tensor, folded: torch.Tensor, z: torch.Tensor
                               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
-                                         torch.Tensor]:
-    """dx, drs, dW_gate_up, dW_down, recomputing no GEMM: dAcc_down = dz +
-    2 z dsum_sq from the saved z (no product); dAcc_down W_down with the
+                                         torch.Tensor, torch.Tensor]:
+    """dx, drs, dW_gate_up, dgamma, dW_down, recomputing no GEMM: dAcc_down =
+    dz + 2 z dsum_sq from the saved z (no product); dAcc_down W_down with the
     SwiGLU and row-scale derivatives in its epilogue (dgate / dup
-    interleaved, rs's gradient as row partials); dx = dAcc W_gate_up +
-    dAcc_down; the two weight gradients."""
-    module, (adjoint, swiglu, finish, data_grad, gate_up_grad, down_grad) = _kernels(
+    interleaved, rs's gradient as row partials); dx = dAcc W' + dAcc_down;
+    dW_gate_up with gamma's gradient in one GEMM (norm_weight_grad); dW_down."""
+    module, (adjoint, swiglu, finish, data_grad, down_grad) = _kernels(
         "norm_swiglu_mlp", "norm_swiglu_mlp_backward", "adjoint:gemm1", "adjoint:gemm0",
-        "grad:gemm0.input0", "grad:gemm0.lhs", "grad:gemm0.rhs", "grad:gemm1.rhs")
-    x, w_gate_up, w_down = x.contiguous(), w_gate_up.contiguous(), w_down.contiguous()
+        "grad:gemm0.input0", "grad:gemm0.lhs", "grad:gemm1.rhs")
+    x, w_down = x.contiguous(), w_down.contiguous()
     dacc_down = torch.empty_like(x)
     _launch(module, adjoint, h, w_down, dz.contiguous().to(torch.bfloat16),
             dsum_sq.contiguous().float(), z, dacc_down)
@@ -665,29 +689,29 @@ def _norm_swiglu_mlp_backward(dz: torch.Tensor, dsum_sq: torch.Tensor, x: torch.
     _launch(module, swiglu, dacc_down, w_down, g, u, rs.contiguous(), dacc, partials)
     drs = _finish_rows(module, finish, partials)
     dx = torch.empty_like(x)
-    _launch(module, data_grad, dacc, w_gate_up, dacc_down, dx)
-    dw_gate_up = torch.empty_like(w_gate_up)
-    _launch(module, gate_up_grad, dacc, x, dw_gate_up)
+    _launch(module, data_grad, dacc, folded, dacc_down, dx)
+    dw_gate_up, dgamma = _norm_weight_grad(dacc, x, w_gate_up, gamma)
     dw_down = torch.empty_like(w_down)
     _launch(module, down_grad, dacc_down, h, dw_down)
-    return dx, drs, dw_gate_up, dw_down
+    return dx, drs, dw_gate_up, dgamma, dw_down
 
 
-def _norm_swiglu_mlp_backward_fake(dz, dsum_sq, x, rs, w_gate_up, w_down, h, g, u, z):
+def _norm_swiglu_mlp_backward_fake(dz, dsum_sq, x, rs, w_gate_up, gamma, w_down, h, g, u,
+                                   folded, z):
     return (torch.empty_like(x), torch.empty_like(rs), torch.empty_like(w_gate_up),
-            torch.empty_like(w_down))
+            torch.empty_like(gamma), torch.empty_like(w_down))
 
 
 def _norm_mlp_setup_context(ctx, inputs, output):
-    z, _, h, g, u = output
-    ctx.save_for_backward(*inputs, h, g, u, z)
+    z, _, h, g, u, folded = output
+    ctx.save_for_backward(*inputs, h, g, u, folded, z)
     ctx.set_materialize_grads(False)
 
 
-def _norm_mlp_backward(ctx, run, dz, dsum_sq, dh, dg, du):
+def _norm_mlp_backward(ctx, run, dz, dsum_sq, dh, dg, du, dfolded):
     x = ctx.saved_tensors[0]
     if dz is None and dsum_sq is None:
-        return None, None, None, None
+        return None, None, None, None, None
     dz = _zeros_if_none(dz, *x.shape, dtype=torch.bfloat16, like=x)
     dsum_sq = _zeros_if_none(dsum_sq, x.shape[0], dtype=torch.float32, like=x)
     return run(dz, dsum_sq, *ctx.saved_tensors)
@@ -700,73 +724,85 @@ _norm_swiglu_mlp = _Op("norm_swiglu_mlp", _norm_swiglu_mlp_forward,
 
 
 def norm_swiglu_mlp(x: torch.Tensor, rs: torch.Tensor, w_gate_up: torch.Tensor,
-                    w_down: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                    gamma: torch.Tensor, w_down: torch.Tensor
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
     """A Llama MLP block with its RMSNorm deferred and its residual:
     z = x + (silu(rs x Wg^T) * (rs x Wu^T)) W_down^T, and the row sums of
     squares of z (f32, for the next norm). x: T x H, the un-normalized
     residual stream; rs: T f32, the norm's row scale rsqrt(mean(x^2) + eps);
-    w_gate_up: 2F x H with the norm's gamma folded in (rows interleave gate
-    and up); w_down: H x F; bf16. The backward recomputes no GEMM."""
-    z, sum_sq = _norm_swiglu_mlp(x, rs, w_gate_up, w_down)[:2]
+    w_gate_up: 2F x H (rows interleave gate and up); gamma: H, the norm's
+    weight, folded into w_gate_up for the GEMM and differentiated in the
+    weight gradient's epilogue; w_down: H x F; bf16. The backward recomputes
+    no GEMM."""
+    z, sum_sq = _norm_swiglu_mlp(x, rs, w_gate_up, gamma, w_down)[:2]
     return z, sum_sq
 
 
 def _linear_norm_qkv_rope(x: torch.Tensor, rs: torch.Tensor, w: torch.Tensor,
-                          cos: torch.Tensor, sin: torch.Tensor, rotated: int
-                          ) -> tuple[torch.Tensor, torch.Tensor]:
-    """rs (x W^T) with rotary embeddings on its first `rotated` columns, and
-    x W^T itself (bf16), which the backward reads for rs's gradient."""
+                          gamma: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                          rotated: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """rs (x (W diag(gamma))^T) with rotary embeddings on its first `rotated`
+    columns; and what the backward reads: x W'^T itself (bf16, for rs's
+    gradient) and the folded weight W' = W diag(gamma)."""
     _check("linear_norm_qkv_rope", x=x, w=w)
     tokens, n = x.shape[0], w.shape[0]
     _check_row_scale("linear_norm_qkv_rope", rs, tokens)
+    _check_gamma("linear_norm_qkv_rope", gamma, w)
     _check_rope("linear_norm_qkv_rope", tokens, n, cos, sin, rotated)
     module, (forward,) = _kernels("linear_norm_qkv_rope", "linear_norm_qkv_rope",
                                   "forward:gemm0")
+    folded = w * gamma
     y, acc = x.new_empty(tokens, n), x.new_empty(tokens, n)
-    _launch(module, forward, x.contiguous(), w.contiguous(), rs.contiguous(), cos.contiguous(),
+    _launch(module, forward, x.contiguous(), folded, rs.contiguous(), cos.contiguous(),
             sin.contiguous(), rotated // 128, y, acc)
-    return y, acc
+    return y, acc, folded
 
 
-def _linear_norm_qkv_rope_fake(x, rs, w, cos, sin, rotated):
-    return x.new_empty(x.shape[0], w.shape[0]), x.new_empty(x.shape[0], w.shape[0])
+def _linear_norm_qkv_rope_fake(x, rs, w, gamma, cos, sin, rotated):
+    return (x.new_empty(x.shape[0], w.shape[0]), x.new_empty(x.shape[0], w.shape[0]),
+            torch.empty_like(w))
 
 
 def _linear_norm_qkv_rope_backward(dy: torch.Tensor, x: torch.Tensor, rs: torch.Tensor,
-                                   w: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                                   acc: torch.Tensor, rotated: int
-                                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """dx, drs, dW: the adjoint (epilogue only, from the saved product)
-    applies the transposed rotation and rs to dy (dAcc) and reduces rs's
-    gradient as row partials; then dx = dAcc W and dW = dAcc^T x."""
-    module, (adjoint, finish, data_grad, weight_grad) = _kernels(
+                                   w: torch.Tensor, gamma: torch.Tensor, cos: torch.Tensor,
+                                   sin: torch.Tensor, acc: torch.Tensor, folded: torch.Tensor,
+                                   rotated: int
+                                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
+                                              torch.Tensor]:
+    """dx, drs, dW, dgamma: the adjoint (epilogue only, from the saved
+    product) applies the transposed rotation and rs to dy (dAcc) and reduces
+    rs's gradient as row partials; then dx = dAcc W' and, in one GEMM,
+    dW = (dAcc^T x) diag(gamma) with gamma's gradient (norm_weight_grad)."""
+    module, (adjoint, finish, data_grad) = _kernels(
         "linear_norm_qkv_rope", "linear_norm_qkv_rope_backward", "adjoint:gemm0",
-        "grad:gemm0.input0", "grad:gemm0.lhs", "grad:gemm0.rhs")
-    x, w = x.contiguous(), w.contiguous()
+        "grad:gemm0.input0", "grad:gemm0.lhs")
+    x = x.contiguous()
     dacc = x.new_empty(x.shape[0], w.shape[0])
     partials = _row_partials(x, w.shape[0])
-    _launch(module, adjoint, x, w, rs.contiguous(), cos.contiguous(), sin.contiguous(),
+    _launch(module, adjoint, x, folded, rs.contiguous(), cos.contiguous(), sin.contiguous(),
             rotated // 128, dy.contiguous().to(torch.bfloat16), acc, dacc, partials)
     drs = _finish_rows(module, finish, partials)
-    dx, dw = _operand_grads(module, data_grad, weight_grad, dacc, x, w)
-    return dx, drs, dw
+    dx = torch.empty_like(x)
+    _launch(module, data_grad, dacc, folded, dx)
+    dw, dgamma = _norm_weight_grad(dacc, x, w, gamma)
+    return dx, drs, dw, dgamma
 
 
-def _linear_norm_qkv_rope_backward_fake(dy, x, rs, w, cos, sin, acc, rotated):
-    return torch.empty_like(x), torch.empty_like(rs), torch.empty_like(w)
+def _linear_norm_qkv_rope_backward_fake(dy, x, rs, w, gamma, cos, sin, acc, folded, rotated):
+    return torch.empty_like(x), torch.empty_like(rs), torch.empty_like(w), torch.empty_like(gamma)
 
 
 def _norm_rope_save(ctx, inputs, output):
-    x, rs, w, cos, sin, ctx.rotated = inputs
-    ctx.save_for_backward(x, rs, w, cos, sin, output[1])
+    x, rs, w, gamma, cos, sin, ctx.rotated = inputs
+    ctx.save_for_backward(x, rs, w, gamma, cos, sin, *output[1:])
     ctx.set_materialize_grads(False)
 
 
-def _norm_rope_backward(ctx, run, dy, dacc):
+def _norm_rope_backward(ctx, run, dy, dacc, dfolded):
     if dy is None:
-        return None, None, None, None, None, None
-    dx, drs, dw = run(dy, *ctx.saved_tensors, ctx.rotated)
-    return dx, drs, dw, None, None, None
+        return None, None, None, None, None, None, None
+    dx, drs, dw, dgamma = run(dy, *ctx.saved_tensors, ctx.rotated)
+    return dx, drs, dw, dgamma, None, None, None
 
 
 _linear_norm_qkv_rope_op = _Op("linear_norm_qkv_rope", _linear_norm_qkv_rope,
@@ -775,10 +811,13 @@ _linear_norm_qkv_rope_op = _Op("linear_norm_qkv_rope", _linear_norm_qkv_rope,
                                _norm_rope_backward)
 
 
-def linear_norm_qkv_rope(x: torch.Tensor, rs: torch.Tensor, w: torch.Tensor, cos: torch.Tensor,
-                         sin: torch.Tensor, rotated: int) -> torch.Tensor:
-    """The Q/K/V projection with its RMSNorm deferred: rs (x W^T), rotated
-    as linear_qkv_rope rotates. x: T x H, the un-normalized residual
-    stream; rs: T f32, the norm's row scale; w: N x H with the norm's gamma
-    folded in. Keeps x W^T (T x N bf16) for the backward."""
-    return _linear_norm_qkv_rope_op(x, rs, w, cos, sin, rotated)[0]
+def linear_norm_qkv_rope(x: torch.Tensor, rs: torch.Tensor, w: torch.Tensor,
+                         gamma: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                         rotated: int) -> torch.Tensor:
+    """The Q/K/V projection with its RMSNorm deferred: rs (x (W
+    diag(gamma))^T), rotated as linear_qkv_rope rotates. x: T x H, the
+    un-normalized residual stream; rs: T f32, the norm's row scale; w: N x H;
+    gamma: H, the norm's weight (bf16), folded into w for the GEMM and
+    differentiated in the weight gradient's epilogue. Keeps x W'^T
+    (T x N bf16) and the folded weight for the backward."""
+    return _linear_norm_qkv_rope_op(x, rs, w, gamma, cos, sin, rotated)[0]

@@ -239,6 +239,12 @@ def llama_pair(**overrides):
     torch.manual_seed(0)
     original = transformers.LlamaForCausalLM(transformers.LlamaConfig(**settings))
     original = original.cuda().to(torch.bfloat16)
+    # RMSNorm weights away from their initial ones, so that gamma's factor in
+    # the gradients of the weights it is folded into shows.
+    with torch.no_grad():
+        for name, p in original.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(1 + 0.5 * torch.randn_like(p))
     return original, copy.deepcopy(original)
 
 
@@ -513,55 +519,72 @@ def row_scale(x, eps=1e-5):
     return torch.rsqrt(x.float().square().mean(1) + eps)
 
 
+def norm_gamma(h, gen):
+    """An RMSNorm weight away from its initial ones, so that a gradient
+    missing gamma's factor shows."""
+    return (1 + 0.5 * torch.randn(h, device="cuda", generator=gen)).bfloat16()
+
+
 @pytest.mark.parametrize("t,h,f", SHAPES)
 @pytest.mark.parametrize("compiled", [False, True])
 def test_norm_swiglu_mlp(t, h, f, compiled):
     # The MLP block with its norm deferred (row scale on the gate/up
-    # accumulator) and its residual, with the next norm's sums of squares;
-    # the backward recomputes no GEMM. Against float32 autograd, the row
-    # scale's gradient included.
+    # accumulator, gamma folded into the weight) and its residual, with the
+    # next norm's sums of squares; the backward recomputes no GEMM. Against
+    # float32 autograd, the row scale's and gamma's gradients included.
     x, w, wd, dz, gen = mlp_inputs(t, h, f, seed=8)
     rs = row_scale(x)
+    gamma = norm_gamma(h, gen)
     dss = torch.randn(t, device="cuda", generator=gen) / h
-    xr, rr, wr, wdr = (v.float().detach().requires_grad_() for v in (x, rs, w, wd))
-    want = xr + reference(xr * rr[:, None], wr) @ wdr.T
+    xr, rr, wr, gr, wdr = (v.float().detach().requires_grad_() for v in (x, rs, w, gamma, wd))
+    # bf16 W * gamma, as the op folds it.
+    folded = wr * gr + ((w * gamma).float() - wr * gr).detach()
+    want = xr + reference(xr * rr[:, None], folded) @ wdr.T
     want_ss = want.square().sum(1)
     torch.autograd.backward([want, want_ss], [dz.float(), dss])
     op = (torch.compile(coda_torch.norm_swiglu_mlp, fullgraph=True) if compiled
           else coda_torch.norm_swiglu_mlp)
-    xc, rc, wc, wdc = (v.detach().clone().requires_grad_() for v in (x, rs, w, wd))
-    got, got_ss = op(xc, rc, wc, wdc)
+    xc, rc, wc, gc, wdc = (v.detach().clone().requires_grad_() for v in (x, rs, w, gamma, wd))
+    got, got_ss = op(xc, rc, wc, gc, wdc)
     torch.autograd.backward([got, got_ss], [dz, dss])
     close(got, want.detach())
     close(got_ss, want_ss.detach(), rtol=1e-2)
-    for got_grad, want_grad in ((xc, xr), (rc, rr), (wc, wr), (wdc, wdr)):
+    for got_grad, want_grad in ((xc, xr), (rc, rr), (wc, wr), (gc, gr), (wdc, wdr)):
         close(got_grad.grad, want_grad.grad)
 
 
 def test_norm_swiglu_mlp_refuses_bad_arguments():
     x, w, _ = inputs(64, 128, 64)
     wd = torch.empty(128, 64, device="cuda", dtype=torch.bfloat16)
+    gamma = torch.ones(128, device="cuda", dtype=torch.bfloat16)
     with pytest.raises(ValueError, match=r"rs must be a float32 CUDA tensor of shape \(64,\)"):
-        coda_torch.norm_swiglu_mlp(x, torch.ones(63, device="cuda"), w, wd)
+        coda_torch.norm_swiglu_mlp(x, torch.ones(63, device="cuda"), w, gamma, wd)
     with pytest.raises(ValueError, match=r"w_down must be \(128, 64\)"):
-        coda_torch.norm_swiglu_mlp(x, row_scale(x), w, wd[:, :63])
+        coda_torch.norm_swiglu_mlp(x, row_scale(x), w, gamma, wd[:, :63])
+    with pytest.raises(ValueError, match=r"gamma must be a bf16 CUDA tensor of shape \(128,\)"):
+        coda_torch.norm_swiglu_mlp(x, row_scale(x), w, gamma[:64], wd)
+    with pytest.raises(ValueError, match=r"gamma must be a bf16 CUDA tensor of shape \(128,\)"):
+        coda_torch.norm_swiglu_mlp(x, row_scale(x), w, gamma.float(), wd)
 
 
 @pytest.mark.parametrize("t,h,heads", [(200, 256, (2, 1, 1)), (1000, 512, (4, 2, 2))])
 @pytest.mark.parametrize("compiled", [False, True])
 def test_linear_norm_qkv_rope(t, h, heads, compiled):
-    # Q/K/V + RoPE with the input norm's row scale on the accumulator; the
-    # backward reads the saved product for the row scale's gradient.
+    # Q/K/V + RoPE with the input norm's row scale on the accumulator and
+    # gamma folded into the weight; the backward reads the saved product for
+    # the row scale's gradient and forms gamma's in the weight gradient.
     x, w, cos, sin, rotated, dy = rope_inputs(t, h, heads, seed=10)
     rs = row_scale(x)
-    xr, rr, wr = (v.float().detach().requires_grad_() for v in (x, rs, w))
-    want = rr[:, None] * rope_reference(xr, wr, cos.float(), sin.float(), rotated)
+    gamma = norm_gamma(h, torch.Generator(device="cuda").manual_seed(11))
+    xr, rr, wr, gr = (v.float().detach().requires_grad_() for v in (x, rs, w, gamma))
+    folded = wr * gr + ((w * gamma).float() - wr * gr).detach()
+    want = rr[:, None] * rope_reference(xr, folded, cos.float(), sin.float(), rotated)
     want.backward(dy.float())
     op = (torch.compile(coda_torch.linear_norm_qkv_rope, fullgraph=True) if compiled
           else coda_torch.linear_norm_qkv_rope)
-    xc, rc, wc = (v.detach().clone().requires_grad_() for v in (x, rs, w))
-    got = op(xc, rc, wc, cos, sin, rotated)
+    xc, rc, wc, gc = (v.detach().clone().requires_grad_() for v in (x, rs, w, gamma))
+    got = op(xc, rc, wc, gc, cos, sin, rotated)
     got.backward(dy)
     close(got, want.detach())
-    for got_grad, want_grad in ((xc, xr), (rc, rr), (wc, wr)):
+    for got_grad, want_grad in ((xc, xr), (rc, rr), (wc, wr), (gc, gr)):
         close(got_grad.grad, want_grad.grad)
