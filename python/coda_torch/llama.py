@@ -156,13 +156,46 @@ def _attention_forward(attn, hidden_states, position_embeddings=None, attention_
     return attn.o_proj(out).view(*input_shape, -1), weights
 
 
+def _heads(qkv, sizes, input_shape):
+    """Q, K and V as batch x heads x sequence x head_dim views of the stacked
+    projection (tokens x (Q, K, V columns))."""
+    return tuple(t.view(*input_shape, -1, HEAD_DIM).transpose(1, 2)
+                 for t in qkv.split(sizes, dim=1))
+
+
+class _StackedHeads(torch.autograd.Function):
+    """_heads, with a backward that writes the three gradients the attention
+    returns straight into the stacked gradient, one strided copy each (the
+    views' own backward reshapes each gradient, then concatenates them: two
+    passes). Under torch.compile the views' backward runs, which Inductor
+    fuses into one kernel."""
+
+    @staticmethod
+    def forward(ctx, qkv, sizes, input_shape):
+        ctx.sizes, ctx.input_shape = sizes, input_shape
+        return _heads(qkv, sizes, input_shape)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        like = next(g for g in grads if g is not None)
+        dqkv = like.new_empty(like.shape[0] * like.shape[2], sum(ctx.sizes))
+        for view, grad in zip(_heads(dqkv, ctx.sizes, ctx.input_shape), grads):
+            if grad is None:
+                view.zero_()
+            else:
+                view.copy_(grad)
+        return dqkv, None, None
+
+
 def _attend(attn, qkv, input_shape, attention_mask, past_key_values, **kwargs):
     """Hugging Face's attention over the stacked Q/K/V projection: the
     output as tokens x (heads x head_dim), and the attention weights."""
     from transformers.models.llama import modeling_llama as hf
 
-    query, key, value = (t.view(*input_shape, -1, HEAD_DIM).transpose(1, 2)
-                         for t in qkv.split(attn.qkv_sizes, dim=1))
+    if torch.compiler.is_compiling() or not torch.is_grad_enabled():
+        query, key, value = _heads(qkv, attn.qkv_sizes, input_shape)
+    else:
+        query, key, value = _StackedHeads.apply(qkv, attn.qkv_sizes, tuple(input_shape))
     if past_key_values is not None:
         key, value = past_key_values.update(key, value, attn.layer_idx)
     interface = hf.ALL_ATTENTION_FUNCTIONS.get_interface(
