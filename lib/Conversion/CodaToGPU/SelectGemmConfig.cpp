@@ -106,6 +106,29 @@ Attribute selectConfig(GemmOp op) {
   // (not a multiple of 8: heads narrower than 16 columns): warp-specialized.
   if (!fragmentLayoutSupports(stride))
     return warpSpecialized;
+  // An epilogue that reads no product (an adjoint from saved values) makes
+  // the kernel its epilogue alone, a memory-bound pass: the register
+  // schedules stream its inputs at 2.0-2.6 TB/s where the warp-specialized
+  // kernel, whose epilogue goes through a shared-memory tile, reaches
+  // 1.6-1.8 (coda_torch's adjoints at 16384 tokens, hidden 2048 and 4096:
+  // cooperative 1.31-1.50x, ping-pong 1.27-1.46x of warp-specialized;
+  // benchmarks/epilogue_only.py). Cooperative, without a cluster (no
+  // operand to share), but where the cooperative epilogue holds more per
+  // column than its registers do: RoPE's strided pairs beside two tile
+  // inputs (the Q/K/V adjoint spills 234 bytes, ping-pong nothing) or
+  // with a table of no static period (the GPU suite's rope_adjoint spills
+  // 16), a pair input, more than two row inputs or an f32 tile output.
+  if (!op.readsAccumulator()) {
+    bool wide = pairInput || rowInputs > 2 || f32Tile;
+    if (stride && *stride > 1) {
+      wide |= tileInputs > 1;
+      for (unsigned k = 0; k < numInputs; ++k)
+        wide |= op.getInputForm(k) == AccessForm::periodic &&
+                !staticPeriod(op, k, cooperative.getTileN());
+    }
+    return wide ? pingPong
+                : makeConfig(ctx, GemmSchedule::cooperative, 256, 1);
+  }
   if (stride && *stride > 1) {
     // Beside a second tile output or a second tile input (a deferred norm's
     // Q/K/V GEMM saving its accumulator, and its adjoint reading it with

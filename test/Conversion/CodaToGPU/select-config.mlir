@@ -12,8 +12,9 @@
 // (SwiGLU's saved backward) ping-pong up to K = 4096 and warp-specialized
 // beyond; row and column inputs together cooperative without a cluster;
 // 8-bit operands ping-pong up to K = 4096; a pair stride the fragment
-// layout cannot serve warp-specialized; column partials and pinned GEMMs
-// keep theirs.
+// layout cannot serve warp-specialized; an epilogue reading no product
+// cooperative without a cluster, or ping-pong where that spills; column
+// partials and pinned GEMMs keep theirs.
 
 // CHECK-LABEL: func.func @plain
 //       CHECK:   coda.gemm
@@ -207,6 +208,54 @@ func.func @two_tile_inputs(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %r: memre
     %tf = arith.extf %tv : bf16 to f32
     %x = arith.addf %acc, %rf : f32
     %z = arith.mulf %x, %tf : f32
+    %zb = arith.truncf %z : f32 to bf16
+    coda.yield %zb : bf16
+  }
+  return
+}
+
+// The same inputs in an epilogue that reads no product (an adjoint from
+// saved values, the kernel its epilogue alone): cooperative without a
+// cluster, whose register epilogue streams them faster.
+// CHECK-LABEL: func.func @two_tile_inputs_no_product
+//       CHECK:   attributes {coda.gemm_config = #coda.gemm_config<schedule = cooperative, tile_m = 128, tile_n = 256, stages = 4>}
+func.func @two_tile_inputs_no_product(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>,
+                                      %r: memref<?x?xbf16>, %t: memref<?x?xbf16>,
+                                      %y: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, tile %rv = %r : memref<?x?xbf16>, tile %tv = %t : memref<?x?xbf16>)
+      outs(%y : memref<?x?xbf16>) {
+    %rf = arith.extf %rv : bf16 to f32
+    %tf = arith.extf %tv : bf16 to f32
+    %z = arith.mulf %rf, %tf : f32
+    %zb = arith.truncf %z : f32 to bf16
+    coda.yield %zb : bf16
+  }
+  return
+}
+
+// RoPE's strided pairs beside two tile inputs reading no product (the
+// deferred norm's Q/K/V adjoint): ping-pong, where the cooperative
+// epilogue spills.
+// CHECK-LABEL: func.func @rope_two_tile_inputs_no_product
+//       CHECK:   attributes {coda.gemm_config = #coda.gemm_config<schedule = ping_pong, tile_m = 128, tile_n = 128, stages = 4>}
+func.func @rope_two_tile_inputs_no_product(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>,
+                                           %cos: memref<?x128xbf16>, %r: memref<?x?xbf16>,
+                                           %t: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, periodic %c = %cos : memref<?x128xbf16>, tile %rv = %r : memref<?x?xbf16>,
+               tile %tv = %t : memref<?x?xbf16>)
+      outs(%y : memref<?x?xbf16>) {
+    %rf = arith.extf %rv : bf16 to f32
+    %tf = arith.extf %tv : bf16 to f32
+    %p = coda.pair_map stride 64 (%x0, %x1) = %rf, (%c0, %c1) = %c : f32, bf16 -> f32 {
+      %e0 = arith.extf %c0 : bf16 to f32
+      %e1 = arith.extf %c1 : bf16 to f32
+      %g0 = arith.mulf %x1, %e0 : f32
+      %g1 = arith.mulf %x0, %e1 : f32
+      coda.yield %g0, %g1 : f32, f32
+    }
+    %z = arith.mulf %p, %tf : f32
     %zb = arith.truncf %z : f32 to bf16
     coda.yield %zb : bf16
   }
