@@ -740,10 +740,9 @@ def norm_swiglu_mlp(x: torch.Tensor, rs: torch.Tensor, w_gate_up: torch.Tensor,
 
 def _linear_norm_qkv_rope(x: torch.Tensor, rs: torch.Tensor, w: torch.Tensor,
                           gamma: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                          rotated: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                          rotated: int) -> tuple[torch.Tensor, torch.Tensor]:
     """rs (x (W diag(gamma))^T) with rotary embeddings on its first `rotated`
-    columns; and what the backward reads: x W'^T itself (bf16, for rs's
-    gradient) and the folded weight W' = W diag(gamma)."""
+    columns, and the folded weight W' = W diag(gamma) the backward reads."""
     _check("linear_norm_qkv_rope", x=x, w=w)
     tokens, n = x.shape[0], w.shape[0]
     _check_row_scale("linear_norm_qkv_rope", rs, tokens)
@@ -752,53 +751,52 @@ def _linear_norm_qkv_rope(x: torch.Tensor, rs: torch.Tensor, w: torch.Tensor,
     module, (forward,) = _kernels("linear_norm_qkv_rope", "linear_norm_qkv_rope",
                                   "forward:gemm0")
     folded = w * gamma
-    y, acc = x.new_empty(tokens, n), x.new_empty(tokens, n)
+    y = x.new_empty(tokens, n)
     _launch(module, forward, x.contiguous(), folded, rs.contiguous(), cos.contiguous(),
-            sin.contiguous(), rotated // 128, y, acc)
-    return y, acc, folded
+            sin.contiguous(), rotated // 128, y)
+    return y, folded
 
 
 def _linear_norm_qkv_rope_fake(x, rs, w, gamma, cos, sin, rotated):
-    return (x.new_empty(x.shape[0], w.shape[0]), x.new_empty(x.shape[0], w.shape[0]),
-            torch.empty_like(w))
+    return x.new_empty(x.shape[0], w.shape[0]), torch.empty_like(w)
 
 
 def _linear_norm_qkv_rope_backward(dy: torch.Tensor, x: torch.Tensor, rs: torch.Tensor,
                                    w: torch.Tensor, gamma: torch.Tensor, cos: torch.Tensor,
-                                   sin: torch.Tensor, acc: torch.Tensor, folded: torch.Tensor,
-                                   rotated: int
+                                   sin: torch.Tensor, folded: torch.Tensor, rotated: int
                                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
                                               torch.Tensor]:
-    """dx, drs, dW, dgamma: the adjoint (epilogue only, from the saved
-    product) applies the transposed rotation and rs to dy (dAcc) and reduces
-    rs's gradient as row partials; then dx = dAcc W' and, in one GEMM,
-    dW = (dAcc^T x) diag(gamma) with gamma's gradient (norm_weight_grad)."""
-    module, (adjoint, finish, data_grad) = _kernels(
+    """dx, drs, dW, dgamma (the program's backward, written in it): the
+    adjoint (epilogue only) applies the transposed rotation and rs to dy
+    (dAcc); dx = dAcc W' reduces x * dx as row partials, whose sums over rs
+    are rs's gradient; dW = (dAcc^T x) diag(gamma) with gamma's gradient in
+    one GEMM (norm_weight_grad)."""
+    module, (adjoint, data_grad, finish) = _kernels(
         "linear_norm_qkv_rope", "linear_norm_qkv_rope_backward", "adjoint:gemm0",
-        "grad:gemm0.input0", "grad:gemm0.lhs")
-    x = x.contiguous()
+        "grad:gemm0.lhs", "grad:gemm0.input0")
+    x, rs = x.contiguous(), rs.contiguous()
     dacc = x.new_empty(x.shape[0], w.shape[0])
-    partials = _row_partials(x, w.shape[0])
-    _launch(module, adjoint, x, folded, rs.contiguous(), cos.contiguous(), sin.contiguous(),
-            rotated // 128, dy.contiguous().to(torch.bfloat16), acc, dacc, partials)
-    drs = _finish_rows(module, finish, partials)
+    _launch(module, adjoint, x, folded, rs, cos.contiguous(), sin.contiguous(),
+            rotated // 128, dy.contiguous().to(torch.bfloat16), dacc)
     dx = torch.empty_like(x)
-    _launch(module, data_grad, dacc, folded, dx)
+    partials = _row_partials(x, x.shape[1])
+    _launch(module, data_grad, dacc, folded, x, dx, partials)
+    drs = _finish_rows(module, finish, partials) / rs
     dw, dgamma = _norm_weight_grad(dacc, x, w, gamma)
     return dx, drs, dw, dgamma
 
 
-def _linear_norm_qkv_rope_backward_fake(dy, x, rs, w, gamma, cos, sin, acc, folded, rotated):
+def _linear_norm_qkv_rope_backward_fake(dy, x, rs, w, gamma, cos, sin, folded, rotated):
     return torch.empty_like(x), torch.empty_like(rs), torch.empty_like(w), torch.empty_like(gamma)
 
 
 def _norm_rope_save(ctx, inputs, output):
     x, rs, w, gamma, cos, sin, ctx.rotated = inputs
-    ctx.save_for_backward(x, rs, w, gamma, cos, sin, *output[1:])
+    ctx.save_for_backward(x, rs, w, gamma, cos, sin, output[1])
     ctx.set_materialize_grads(False)
 
 
-def _norm_rope_backward(ctx, run, dy, dacc, dfolded):
+def _norm_rope_backward(ctx, run, dy, dfolded):
     if dy is None:
         return None, None, None, None, None, None, None
     dx, drs, dw, dgamma = run(dy, *ctx.saved_tensors, ctx.rotated)
@@ -818,6 +816,7 @@ def linear_norm_qkv_rope(x: torch.Tensor, rs: torch.Tensor, w: torch.Tensor,
     diag(gamma))^T), rotated as linear_qkv_rope rotates. x: T x H, the
     un-normalized residual stream; rs: T f32, the norm's row scale; w: N x H;
     gamma: H, the norm's weight (bf16), folded into w for the GEMM and
-    differentiated in the weight gradient's epilogue. Keeps x W'^T
-    (T x N bf16) and the folded weight for the backward."""
+    differentiated in the weight gradient's epilogue. Keeps the folded
+    weight for the backward, which reduces rs's gradient from the input
+    side (nothing of the product saved)."""
     return _linear_norm_qkv_rope_op(x, rs, w, gamma, cos, sin, rotated)[0]

@@ -19,7 +19,9 @@
 // Dynamic dimensions of inputs and destinations run with `dynamic-size`.
 //
 // An integer input is drawn from [lo, hi) given by the argument attribute
-// `coda_test.range = array<i64: lo, hi>` on @reference (default [0, 16)).
+// `coda_test.range = array<i64: lo, hi>` on @reference, or on @fused where
+// @reference is derived (default [0, 16)); an integer scalar at position i
+// is lo + (i + 1) mod (hi - lo).
 // A scalar float input gets 0.5 + 0.25 * position. The function attributes
 // `coda_test.rtol` and `coda_test.atol` of a reference override the options;
 // with `coda_test.atol_scaled`, atol is a fraction of each result's largest
@@ -214,8 +216,28 @@ void TestDifferentialMainPass::runOnOperation() {
     // Inputs.
     SmallVector<Value> inputs;
     for (auto [i, type] : llvm::enumerate(refType.getInputs())) {
+      // An integer input's range: coda_test.range on @reference's argument,
+      // else on @fused's (a derived @reference carries no attributes).
+      int64_t lo = 0, hi = 16;
+      DenseI64ArrayAttr range =
+          reference.getArgAttrOfType<DenseI64ArrayAttr>(i, "coda_test.range");
+      if (!range)
+        range = fused.getArgAttrOfType<DenseI64ArrayAttr>(i, "coda_test.range");
+      if (range) {
+        if (range.size() != 2 || range[0] >= range[1]) {
+          reference.emitError("coda_test.range takes two values: lo < hi");
+          return failure();
+        }
+        lo = range[0];
+        hi = range[1];
+      }
       auto tensorType = dyn_cast<RankedTensorType>(type);
       if (!tensorType) {
+        if (auto intType = dyn_cast<IntegerType>(type)) {
+          inputs.push_back(arith::ConstantOp::create(
+              b, loc, b.getIntegerAttr(intType, lo + int64_t(i + 1) % (hi - lo))));
+          continue;
+        }
         auto floatType = dyn_cast<FloatType>(type);
         if (!floatType) {
           reference.emitError("cannot make up a value for scalar input #")
@@ -250,16 +272,6 @@ void TestDifferentialMainPass::runOnOperation() {
                           {unranked(element), i64});
         func::CallOp::create(b, loc, fill, ValueRange{erased, seed});
       } else {
-        int64_t lo = 0, hi = 16;
-        if (auto range = reference.getArgAttrOfType<DenseI64ArrayAttr>(
-                i, "coda_test.range")) {
-          if (range.size() != 2) {
-            reference.emitError("coda_test.range takes two values: lo, hi");
-            return failure();
-          }
-          lo = range[0];
-          hi = range[1];
-        }
         func::FuncOp fill =
             declareHelper(b, module, ("coda_fill_random_" + suffix).str(),
                           {unranked(element), i64, i64, i64});
