@@ -1,18 +1,43 @@
 """The GPU time of one training step of the 4-layer, hidden-2048 Llama of
 benchmarks/train_llama.py, kernel by kernel (torch.profiler over three
 steps after eight), for each mode named (coda, coda_compile, torch,
-torch_compile), and the same time by the PyTorch operator (with its
-input shapes) that launched each kernel:
+torch_compile), the same time by the PyTorch operator (with its input
+shapes) that launched each kernel, and the time the GPU waits between
+kernels, by the operator that launched the kernel after each wait:
 
   PYTHONPATH=<runtime> python3 benchmarks/profile_train_step.py <torch kernels> OUT.json coda torch_compile
 """
-import sys, os, json, torch
+import sys, os, json, tempfile, torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 import coda_torch
 from transformers import LlamaConfig, LlamaForCausalLM
 coda_torch.load(sys.argv[1])
 cfg = LlamaConfig(vocab_size=32768, hidden_size=2048, intermediate_size=5632, num_hidden_layers=4,
-                  num_attention_heads=16, num_key_value_heads=16, max_position_embeddings=2048)
+                  num_attention_heads=16, num_key_value_heads=16, max_position_embeddings=2048,
+                  use_cache=False)
+
+
+def idle_gaps(prof, steps=3):
+    """Per step: the time the GPU runs no kernel between two kernels,
+    grouped by the operator that launched the kernel after the gap (from
+    the trace's external ids)."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        prof.export_chrome_trace(f.name)
+        trace = json.load(open(f.name))["traceEvents"]
+    launcher = {e["args"]["External id"]: e["name"] for e in trace
+                if e.get("cat") == "cpu_op" and "External id" in e.get("args", {})}
+    kernels = sorted((e for e in trace if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")),
+                     key=lambda e: e["ts"])
+    gaps = {}
+    for before, after in zip(kernels, kernels[1:]):
+        idle = after["ts"] - (before["ts"] + before["dur"])
+        if idle > 0:
+            name = launcher.get(after.get("args", {}).get("External id"), after["name"])
+            total, count = gaps.get(name, (0.0, 0))
+            gaps[name] = (total + idle / 1000 / steps, count + 1)
+    return sorted(((ms, n // steps, name) for name, (ms, n) in gaps.items()), reverse=True)
+
+
 out = {}
 for mode in sys.argv[3:]:
     torch.manual_seed(0)
@@ -46,7 +71,11 @@ for mode in sys.argv[3:]:
     print(f"== {mode}: by operator")
     for ms, n, k, shapes in ops[:40]:
         print(f"  {ms:7.3f} ms  x{n:3d}  {k[:40]}  {shapes[:120]}")
-    out[mode] = {"total_ms": total, "rows": rows[:60], "ops": ops[:80]}
+    waits = idle_gaps(p)
+    print(f"== {mode}: the GPU waits {sum(w[0] for w in waits):.2f} ms per step; before kernels of")
+    for ms, n, k in waits[:15]:
+        print(f"  {ms:7.3f} ms  x{n:4d}  {k[:100]}")
+    out[mode] = {"total_ms": total, "rows": rows[:60], "ops": ops[:80], "waits": waits[:40]}
     del model, opt, fn
     torch.cuda.empty_cache()
 json.dump(out, open(sys.argv[2], "w"), indent=1)

@@ -106,6 +106,8 @@ def main():
     parser.add_argument("--hidden", type=int, default=1024)
     parser.add_argument("--mlp", type=int, default=2816)
     parser.add_argument("--heads", type=int, default=8)
+    parser.add_argument("--kv-heads", type=int, default=0,
+                        help="key/value heads (grouped-query attention); 0: as many as --heads")
     parser.add_argument("--seq", type=int, default=2048)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--vocab", type=int, default=32768)
@@ -130,10 +132,13 @@ def main():
             raise SystemExit(f"--batch {args.batch} must divide among {world} GPUs")
     torch.backends.cuda.matmul.allow_tf32 = False
     coda_torch.load(args.kernels)
+    # No KV cache: training reads none, and building one concatenates each
+    # layer's keys and values every step.
     config = LlamaConfig(vocab_size=args.vocab, hidden_size=args.hidden,
                          intermediate_size=args.mlp, num_hidden_layers=args.layers,
-                         num_attention_heads=args.heads, num_key_value_heads=args.heads,
-                         max_position_embeddings=args.seq)
+                         num_attention_heads=args.heads,
+                         num_key_value_heads=args.kv_heads or args.heads,
+                         max_position_embeddings=args.seq, use_cache=False)
     runs = {}
     for mode in args.modes:
         runs[mode] = train(mode, args, config, rank, world)
