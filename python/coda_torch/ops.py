@@ -672,26 +672,24 @@ def _norm_swiglu_mlp_backward(dz: torch.Tensor, dsum_sq: torch.Tensor, x: torch.
                               u: torch.Tensor, folded: torch.Tensor, z: torch.Tensor
                               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
                                          torch.Tensor, torch.Tensor]:
-    """dx, drs, dW_gate_up, dgamma, dW_down, recomputing no GEMM (the
-    program's backward, written in it): dAcc_down = dz + 2 z dsum_sq from
-    the saved z (no product); dAcc_down W_down with the SwiGLU and row-scale
-    derivatives in its epilogue (dgate / dup interleaved: dAcc); dx = dAcc W'
-    + dAcc_down, reducing x * (dAcc W') as row partials, whose sums over rs
-    are rs's gradient; dW_gate_up with gamma's gradient in one GEMM
-    (norm_weight_grad); dW_down."""
-    module, (adjoint, swiglu, data_grad, finish, down_grad) = _kernels(
+    """dx, drs, dW_gate_up, dgamma, dW_down, recomputing no GEMM: dAcc_down =
+    dz + 2 z dsum_sq from the saved z (no product); dAcc_down W_down with the
+    SwiGLU and row-scale derivatives in its epilogue (dgate / dup
+    interleaved, rs's gradient as row partials); dx = dAcc W' + dAcc_down;
+    dW_gate_up with gamma's gradient in one GEMM (norm_weight_grad); dW_down."""
+    module, (adjoint, swiglu, finish, data_grad, down_grad) = _kernels(
         "norm_swiglu_mlp", "norm_swiglu_mlp_backward", "adjoint:gemm1", "adjoint:gemm0",
-        "grad:gemm0.lhs", "grad:gemm0.input0", "grad:gemm1.rhs")
-    x, rs, w_down = x.contiguous(), rs.contiguous(), w_down.contiguous()
+        "grad:gemm0.input0", "grad:gemm0.lhs", "grad:gemm1.rhs")
+    x, w_down = x.contiguous(), w_down.contiguous()
     dacc_down = torch.empty_like(x)
-    _launch(module, adjoint, h, w_down, z, dsum_sq.contiguous().float(),
-            dz.contiguous().to(torch.bfloat16), dacc_down)
+    _launch(module, adjoint, h, w_down, dz.contiguous().to(torch.bfloat16),
+            dsum_sq.contiguous().float(), z, dacc_down)
     dacc = x.new_empty(x.shape[0], w_gate_up.shape[0])
-    _launch(module, swiglu, dacc_down, w_down, g, u, rs, dacc)
+    partials = _row_partials(x, h.shape[1])
+    _launch(module, swiglu, dacc_down, w_down, g, u, rs.contiguous(), dacc, partials)
+    drs = _finish_rows(module, finish, partials)
     dx = torch.empty_like(x)
-    partials = _row_partials(x, x.shape[1])
-    _launch(module, data_grad, dacc, folded, dacc_down, x, dx, partials)
-    drs = _finish_rows(module, finish, partials) / rs
+    _launch(module, data_grad, dacc, folded, dacc_down, dx)
     dw_gate_up, dgamma = _norm_weight_grad(dacc, x, w_gate_up, gamma)
     dw_down = torch.empty_like(w_down)
     _launch(module, down_grad, dacc_down, h, dw_down)
