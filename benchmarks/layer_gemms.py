@@ -1,0 +1,123 @@
+"""A Llama decoder layer's forward + backward with coda's ops against the
+GEMMs it runs, each alone with a plain epilogue (coda's kernels, and
+cuBLAS's), and its attention alone: what the layer spends outside its
+GEMMs and attention, the measure of nothing being left beside the GEMMs
+(bf16, 16384 tokens, L2 flushed; timing.py).
+
+  python3 benchmarks/layer_gemms.py --kernels build/torch-kernels \\
+      --plain build/gpu-tests/primitives --out X.json
+
+--plain is the GPU suite's primitives (plain_nt: x W^T); the layouts of the
+backward come from coda_torch's swiglu_mlp program (dX = dAcc W, dW =
+dAcc^T x, plain epilogues).
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+from backward import SEQ, SIZES, TOKENS, decoder_layers  # noqa: E402
+import coda_runtime  # noqa: E402
+import coda_torch  # noqa: E402
+from coda_torch import ops  # noqa: E402
+from timing import median_ms  # noqa: E402
+
+
+def layer_gemms(hidden, mlp):
+    """(name, layout, M, N, K) of the layer's twelve GEMMs: nt = x W^T,
+    nn = dAcc W, tn = dAcc^T x."""
+    heads = hidden // 128
+    qkv = 128 * (heads + 2 * (heads // 4))
+    t = TOKENS
+    return [("qkv", "nt", t, qkv, hidden), ("o", "nt", t, hidden, hidden),
+            ("gate_up", "nt", t, 2 * mlp, hidden), ("down", "nt", t, hidden, mlp),
+            ("qkv dX", "nn", t, hidden, qkv), ("o dX", "nn", t, hidden, hidden),
+            ("gate_up dX", "nn", t, hidden, 2 * mlp), ("down dX", "nn", t, mlp, hidden),
+            ("qkv dW", "tn", qkv, hidden, t), ("o dW", "tn", hidden, hidden, t),
+            ("gate_up dW", "tn", 2 * mlp, hidden, t), ("down dW", "tn", hidden, mlp, t)]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--kernels", required=True)
+    parser.add_argument("--plain", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--commit", default="unknown")
+    parser.add_argument("--hidden", type=int, nargs="+", default=sorted(SIZES))
+    args = parser.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    coda_torch.load(args.kernels)
+    plain = coda_runtime.Module(args.plain)
+    mlp_program, (nn_kernel, tn_kernel) = ops._kernels(
+        "swiglu_mlp", "swiglu_mlp_backward", "grad:gemm0.lhs", "grad:gemm0.rhs")
+    kernels = {"nt": (plain, plain.kernels_of("plain_nt")[0]), "nn": (mlp_program, nn_kernel),
+               "tn": (mlp_program, tn_kernel)}
+    rows = []
+    for hidden in args.hidden:
+        mlp = SIZES[hidden]
+        gemms = []
+        for name, layout, m, n, k in layer_gemms(hidden, mlp):
+            # Operands as each layout stores them: nt a M x K, b N x K;
+            # nn a M x K, b K x N; tn a K x M, b K x N.
+            a = torch.randn(*((k, m) if layout == "tn" else (m, k)), device="cuda").bfloat16()
+            b = torch.randn(*((n, k) if layout == "nt" else (k, n)), device="cuda").bfloat16()
+            y = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            module, kernel = kernels[layout]
+            coda_ms = median_ms(lambda: ops._launch(module, kernel, a, b, y))
+            reference = (a.T if layout == "tn" else a) @ (b.T if layout == "nt" else b)
+            torch.testing.assert_close(y.float(), reference.float(), rtol=2e-2,
+                                       atol=2e-2 * reference.abs().max().item())
+            cublas_ms = median_ms(lambda: torch.matmul(a.T if layout == "tn" else a,
+                                                       b.T if layout == "nt" else b))
+            gemms.append({"gemm": name, "layout": layout, "M": m, "N": n, "K": k,
+                          "coda_ms": coda_ms, "cublas_ms": cublas_ms})
+            del a, b, y, reference
+        eager, coda, _, tables = decoder_layers(hidden, mlp)
+        xb = torch.randn(TOKENS // SEQ, SEQ, hidden, device="cuda").bfloat16().requires_grad_()
+        dyb = torch.randn_like(xb)
+
+        def layer_step():
+            xb.grad = None
+            coda.zero_grad(set_to_none=True)
+            coda(xb, position_embeddings=tables).backward(dyb)
+        layer_ms = median_ms(layer_step)
+        heads = hidden // 128
+        q = torch.randn(TOKENS // SEQ, heads, SEQ, 128, device="cuda").bfloat16().requires_grad_()
+        kv = [torch.randn(TOKENS // SEQ, heads // 4, SEQ, 128, device="cuda").bfloat16()
+              .requires_grad_() for _ in range(2)]
+        do = torch.randn_like(q)
+
+        def attention_step():
+            q.grad = kv[0].grad = kv[1].grad = None
+            torch.nn.functional.scaled_dot_product_attention(
+                q, *kv, is_causal=True, enable_gqa=True).backward(do)
+        attention_ms = median_ms(attention_step)
+        coda_gemms = sum(g["coda_ms"] for g in gemms)
+        cublas_gemms = sum(g["cublas_ms"] for g in gemms)
+        row = {"hidden": hidden, "mlp": mlp, "tokens": TOKENS, "layer_ms": layer_ms,
+               "attention_ms": attention_ms, "coda_gemms_ms": coda_gemms,
+               "cublas_gemms_ms": cublas_gemms,
+               "outside_over_coda_gemms": (layer_ms - attention_ms) / coda_gemms,
+               "outside_over_cublas_gemms": (layer_ms - attention_ms) / cublas_gemms,
+               "gemms": gemms}
+        rows.append(row)
+        print(f"hidden {hidden}: layer fwd+bwd {layer_ms:.3f} ms, attention {attention_ms:.3f}, "
+              f"its GEMMs alone: coda {coda_gemms:.3f} / cuBLAS {cublas_gemms:.3f}; (layer - "
+              f"attention) / GEMMs: {row['outside_over_coda_gemms']:.3f} / "
+              f"{row['outside_over_cublas_gemms']:.3f}", flush=True)
+        for g in gemms:
+            print(f"  {g['gemm']:>11} {g['layout']} {g['M']} x {g['N']} x {g['K']}: "
+                  f"coda {g['coda_ms']:.3f} ms, cuBLAS {g['cublas_ms']:.3f}", flush=True)
+        del eager, coda, xb, dyb, q, kv, do
+        torch.cuda.empty_cache()
+        with open(args.out, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "commit": args.commit,
+                       "torch": torch.__version__, "results": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
