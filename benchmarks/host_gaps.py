@@ -37,9 +37,26 @@ def innermost(events, starts, t, keep):
     return best
 
 
-def idle_by_host(trace):
+def trace_events(prof):
+    """The events of a finished torch.profiler run, as its Chrome trace."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        prof.export_chrome_trace(f.name)
+        return json.load(open(f.name))["traceEvents"]
+
+
+def kernel_gaps(trace, min_us=0.0):
+    """(start, end, the event after) of every interval longer than min_us
+    in which the GPU runs no kernel, copy or memset."""
     kernels = sorted((e for e in trace if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")),
                      key=lambda e: e["ts"])
+    for before, after in zip(kernels, kernels[1:]):
+        start, end = before["ts"] + before["dur"], after["ts"]
+        if end - start > min_us:
+            yield start, end, after
+
+
+def idle_by_host(trace):
+    kernels = [e for e in trace if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
     python = sorted((e for e in trace if e.get("cat") == "python_function" and e.get("ph") == "X"),
                     key=lambda e: e["ts"])
     ops = sorted((e for e in trace if e.get("cat") == "cpu_op" and e.get("ph") == "X"),
@@ -47,10 +64,7 @@ def idle_by_host(trace):
     python_starts, op_starts = [e["ts"] for e in python], [e["ts"] for e in ops]
     by_function, by_op = collections.Counter(), collections.Counter()
     idle, busy = 0.0, sum(e["dur"] for e in kernels)
-    for before, after in zip(kernels, kernels[1:]):
-        start, end = before["ts"] + before["dur"], after["ts"]
-        if end - start <= 3:  # launch latency, not a wait
-            continue
+    for start, end, _ in kernel_gaps(trace, min_us=3):  # shorter: launch latency
         idle += end - start
         step = (end - start) / 20
         for i in range(20):
@@ -90,10 +104,7 @@ def main():
     with torch.profiler.profile(activities=activities, with_stack=True) as prof:
         for _ in range(STEPS):
             step()
-    with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        prof.export_chrome_trace(f.name)
-        trace = json.load(open(f.name))["traceEvents"]
-    idle, busy, by_function, by_op = idle_by_host(trace)
+    idle, busy, by_function, by_op = idle_by_host(trace_events(prof))
     print(f"{mode}: kernels {busy / 1000 / STEPS:.3f} ms per step; the GPU waits "
           f"{idle / 1000 / STEPS:.3f} ms per step (between steps included); the host meanwhile in")
     for name, us in by_function.most_common(25):

@@ -7,10 +7,11 @@ kernels, by the operator that launched the kernel after each wait:
 
   PYTHONPATH=<runtime> python3 benchmarks/profile_train_step.py <torch kernels> OUT.json coda torch_compile
 """
-import sys, os, json, tempfile, torch
+import sys, os, json, torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 import coda_torch
 from transformers import LlamaConfig, LlamaForCausalLM
+from host_gaps import kernel_gaps, trace_events
 coda_torch.load(sys.argv[1])
 cfg = LlamaConfig(vocab_size=32768, hidden_size=2048, intermediate_size=5632, num_hidden_layers=4,
                   num_attention_heads=16, num_key_value_heads=16, max_position_embeddings=2048,
@@ -21,20 +22,14 @@ def idle_gaps(prof, steps=3):
     """Per step: the time the GPU runs no kernel between two kernels,
     grouped by the operator that launched the kernel after the gap (from
     the trace's external ids)."""
-    with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        prof.export_chrome_trace(f.name)
-        trace = json.load(open(f.name))["traceEvents"]
+    trace = trace_events(prof)
     launcher = {e["args"]["External id"]: e["name"] for e in trace
                 if e.get("cat") == "cpu_op" and "External id" in e.get("args", {})}
-    kernels = sorted((e for e in trace if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")),
-                     key=lambda e: e["ts"])
     gaps = {}
-    for before, after in zip(kernels, kernels[1:]):
-        idle = after["ts"] - (before["ts"] + before["dur"])
-        if idle > 0:
-            name = launcher.get(after.get("args", {}).get("External id"), after["name"])
-            total, count = gaps.get(name, (0.0, 0))
-            gaps[name] = (total + idle / 1000 / steps, count + 1)
+    for start, end, after in kernel_gaps(trace):
+        name = launcher.get(after.get("args", {}).get("External id"), after["name"])
+        total, count = gaps.get(name, (0.0, 0))
+        gaps[name] = (total + (end - start) / 1000 / steps, count + 1)
     return sorted(((ms, n // steps, name) for name, (ms, n) in gaps.items()), reverse=True)
 
 

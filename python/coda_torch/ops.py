@@ -166,18 +166,28 @@ linear_swiglu = _Op("linear_swiglu", _linear_swiglu, _linear_swiglu_fake,
                     _swiglu_backward)
 
 
+def _check_gate_up(name, x, w_gate_up):
+    if w_gate_up.shape[0] % 2 or w_gate_up.shape[1] != x.shape[1]:
+        raise ValueError(f"coda_torch.{name}: w_gate_up must be 2F x H (interleaved gate/up "
+                         f"rows) for x of {x.shape[1]} columns, got {tuple(w_gate_up.shape)}")
+
+
+def _check_mlp(name, x, w_gate_up, w_down):
+    """The MLP ops' operands: bf16 CUDA matrices, gate/up rows interleaved
+    over x's columns, one column of w_down per SwiGLU feature."""
+    _check(name, x=x, w_gate_up=w_gate_up, w_down=w_down)
+    _check_gate_up(name, x, w_gate_up)
+    if w_down.shape[1] != w_gate_up.shape[0] // 2:
+        raise ValueError(f"coda_torch.{name}: w_down must have {w_gate_up.shape[0] // 2} "
+                         f"columns (one per SwiGLU feature), got {tuple(w_down.shape)}")
+
+
 def _swiglu_mlp_forward(x: torch.Tensor, w_gate_up: torch.Tensor, w_down: torch.Tensor
                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """z = h W_down^T with h = silu(x Wg^T) * (x Wu^T), and what the backward
     reads: h and the gate and up pre-activations (each T x F)."""
-    _check("swiglu_mlp", x=x, w_gate_up=w_gate_up, w_down=w_down)
+    _check_mlp("swiglu_mlp", x, w_gate_up, w_down)
     tokens, features = x.shape[0], w_gate_up.shape[0] // 2
-    if w_gate_up.shape[0] % 2 or w_gate_up.shape[1] != x.shape[1]:
-        raise ValueError("coda_torch.swiglu_mlp: w_gate_up must be 2F x H (interleaved gate/up "
-                         f"rows) for x of {x.shape[1]} columns, got {tuple(w_gate_up.shape)}")
-    if w_down.shape[1] != features:
-        raise ValueError(f"coda_torch.swiglu_mlp: w_down must have {features} columns "
-                         f"(one per SwiGLU feature), got {tuple(w_down.shape)}")
     module, (gate_up, down) = _kernels("swiglu_mlp", "swiglu_mlp", "forward:gemm0",
                                        "forward:gemm1")
     h, g, u = (x.new_empty(tokens, features) for _ in range(3))
@@ -329,13 +339,7 @@ def quantize_rows(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _check_fp8_shapes(name, x, w_gate_up, w_down):
-    _check(name, x=x, w_gate_up=w_gate_up, w_down=w_down)
-    if w_gate_up.shape[0] % 2 or w_gate_up.shape[1] != x.shape[1]:
-        raise ValueError(f"coda_torch.{name}: w_gate_up must be 2F x H (interleaved gate/up "
-                         f"rows) for x of {x.shape[1]} columns, got {tuple(w_gate_up.shape)}")
-    if w_down.shape[1] != w_gate_up.shape[0] // 2:
-        raise ValueError(f"coda_torch.{name}: w_down must have {w_gate_up.shape[0] // 2} "
-                         f"columns (one per SwiGLU feature), got {tuple(w_down.shape)}")
+    _check_mlp(name, x, w_gate_up, w_down)
     # TMA reads FP8 rows in 16-byte units: every K (H, F, 2F) a multiple of 16.
     for what, k in (("hidden size", x.shape[1]), ("feature count", w_down.shape[1]),
                     ("output size", w_down.shape[0])):
@@ -641,9 +645,7 @@ def _norm_swiglu_mlp_forward(x: torch.Tensor, rs: torch.Tensor, w_gate_up: torch
     features = w_gate_up.shape[0] // 2
     _check_row_scale("norm_swiglu_mlp", rs, tokens)
     _check_gamma("norm_swiglu_mlp", gamma, w_gate_up)
-    if w_gate_up.shape[0] % 2 or w_gate_up.shape[1] != hidden:
-        raise ValueError("coda_torch.norm_swiglu_mlp: w_gate_up must be 2F x H (interleaved "
-                         f"gate/up rows) for x of {hidden} columns, got {tuple(w_gate_up.shape)}")
+    _check_gate_up("norm_swiglu_mlp", x, w_gate_up)
     if w_down.shape != (hidden, features):
         raise ValueError(f"coda_torch.norm_swiglu_mlp: w_down must be ({hidden}, {features}), "
                          f"got {tuple(w_down.shape)}")
