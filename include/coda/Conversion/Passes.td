@@ -62,6 +62,12 @@ def CodaSelectGemmConfig
 
     - pairs at a stride the register epilogues' fragment layout cannot
       serve (not 1 and not a multiple of 8): the warp-specialized kernel;
+    - an epilogue that reads no product (an adjoint from saved values: the
+      kernel is its epilogue alone, a memory-bound pass): cooperative
+      128 x 256 without a cluster, or ping-pong 128 x 128 where that
+      epilogue spills (RoPE's pairs beside two tile inputs or with a table
+      of no static period, a pair input, more than two row inputs, an f32
+      tile output);
     - pairs at a stride wider than one column (rotate-half RoPE):
       cooperative 128 x 256 in clusters of two where every periodic table
       has a static period (whose reads a row's congruent columns share),
