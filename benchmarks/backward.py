@@ -35,12 +35,13 @@ def eager_ce(x, w, t):
 
 
 def eager_qkv_rope(x, w, cos, sin, rotated):
-    # Hugging Face's rotate_half RoPE per head of 128, on the first `rotated`
-    # columns (Q and K).
+    # Hugging Face's rotate_half RoPE per head (of the tables' width), on the
+    # first `rotated` columns (Q and K).
     q = x @ w.T
     qk = q[:, :rotated]
-    heads = qk.reshape(q.shape[0], -1, 128)
-    turned = torch.cat([-heads[..., 64:], heads[..., :64]], -1)
+    half = cos.shape[1] // 2
+    heads = qk.reshape(q.shape[0], -1, 2 * half)
+    turned = torch.cat([-heads[..., half:], heads[..., :half]], -1)
     qk = (heads * cos[:, None, :] + turned * sin[:, None, :]).reshape_as(qk)
     return torch.cat([qk, q[:, rotated:]], 1)
 
@@ -50,14 +51,14 @@ def eager_residual_norm(x, w, r):
     return h, h.float().pow(2).sum(1)
 
 
-def decoder_layers(hidden, mlp):
+def decoder_layers(hidden, mlp, head_dim=128):
     """A Llama decoder layer (sdpa attention, K/V heads a quarter of the query
     heads), its coda-patched copies (the whole layer; the MLP and Q/K/V +
     RoPE ops alone, layer=False), and the rotary tables for SEQ positions."""
     import copy
     from transformers import LlamaConfig
     from transformers.models.llama import modeling_llama as hf
-    heads = hidden // 128
+    heads = hidden // head_dim
     config = LlamaConfig(hidden_size=hidden, intermediate_size=mlp, num_attention_heads=heads,
                          num_key_value_heads=heads // 4, max_position_embeddings=SEQ)
     config._attn_implementation = "sdpa"
@@ -73,28 +74,31 @@ def decoder_layers(hidden, mlp):
     return eager, coda, ops, tables
 
 
-def qkv_rope_inputs(hidden):
-    """Q/K/V with RoPE: hidden / 128 query heads, a quarter of that for K and
-    V, RoPE on the Q and K columns. Returns w (N x hidden, requiring grad),
-    cos, sin (T x 128, bf16), the number of rotated columns and an output
-    gradient dq (T x N)."""
-    qh = hidden // 128
-    n = 128 * (qh + 2 * (qh // 4))
+def qkv_rope_inputs(hidden, head_dim=128):
+    """Q/K/V with RoPE: hidden / head_dim query heads, a quarter of that for
+    K and V, RoPE on the Q and K columns. Returns w (N x hidden, requiring
+    grad), cos, sin (T x head_dim, bf16), the number of rotated columns and
+    an output gradient dq (T x N)."""
+    qh = hidden // head_dim
+    n = head_dim * (qh + 2 * (qh // 4))
     wq = (torch.randn(n, hidden, device="cuda") / hidden ** 0.5).bfloat16().requires_grad_()
-    angles = torch.rand(TOKENS, 64, device="cuda") * 6.28
+    angles = torch.rand(TOKENS, head_dim // 2, device="cuda") * 6.28
     cos, sin = (torch.cat([f(angles)] * 2, 1).bfloat16() for f in (torch.cos, torch.sin))
     dq = torch.randn(TOKENS, n, device="cuda").bfloat16()
-    return wq, cos, sin, 128 * (qh + qh // 4), dq
+    return wq, cos, sin, head_dim * (qh + qh // 4), dq
 
 
-def measure(kernels, hidden_sizes, record):
-    """Runs every case at each hidden size (keys of SIZES) with the
-    coda_torch kernels under `kernels`; record(row) gets each result, in
-    bench.py's format."""
+def measure(kernels, hidden_sizes, record, head_dim=128, cases=None):
+    """Runs every case at each hidden size (keys of SIZES), attention heads
+    of head_dim, with the coda_torch kernels under `kernels` (only the cases
+    whose names start with one of `cases`, if given); record(row) gets each
+    result, in bench.py's format."""
     torch.backends.cuda.matmul.allow_tf32 = False
     coda_torch.load(kernels)
 
     def compare(case, shape, ops, make_step):
+        if cases and not any(case.startswith(c) for c in cases):
+            return
         row = {"case": case, "shape": shape, "coda_ms": median_ms(make_step(ops[0])),
                "baselines": {"torch_eager": median_ms(make_step(ops[1])),
                              "torch_compile": median_ms(make_step(ops[2]))}}
@@ -143,7 +147,7 @@ def measure(kernels, hidden_sizes, record):
         del wd, dz
         compare("linear_cross_entropy_fwd_bwd", {"M": TOKENS, "hidden": hidden, "vocab": VOCAB},
                 ce, ce_step)
-        wq, cos, sin, rotated, dq = qkv_rope_inputs(hidden)
+        wq, cos, sin, rotated, dq = qkv_rope_inputs(hidden, head_dim)
         n = wq.shape[0]
 
         def rope_step(fn):
@@ -152,7 +156,8 @@ def measure(kernels, hidden_sizes, record):
                 fn(x, wq, cos, sin, rotated).backward(dq)
             return run
 
-        compare("linear_qkv_rope_fwd_bwd", {"M": TOKENS, "hidden": hidden, "N": n},
+        compare("linear_qkv_rope_fwd_bwd",
+                {"M": TOKENS, "hidden": hidden, "N": n, "head_dim": head_dim},
                 (coda_torch.linear_qkv_rope, eager_qkv_rope, torch.compile(eager_qkv_rope)),
                 rope_step)
         # The down projection + residual and the next RMSNorm's sums of squares.
@@ -178,7 +183,9 @@ def measure(kernels, hidden_sizes, record):
         # residual, RMSNorm, MLP, residual): coda's copy runs everything but
         # the attention through coda_torch (norms deferred into the GEMMs);
         # the `ops` copy only Q/K/V + RoPE and the MLP.
-        eager, coda, ops, tables = decoder_layers(hidden, mlp)
+        eager, coda, ops, tables = decoder_layers(hidden, mlp, head_dim)
+        heads = {"heads": hidden // head_dim, "kv_heads": hidden // head_dim // 4,
+                 "head_dim": head_dim}
         compiled = torch.compile(eager)
         xb = torch.randn(TOKENS // SEQ, SEQ, hidden, device="cuda").bfloat16().requires_grad_()
         dyb = torch.randn_like(xb)
@@ -194,20 +201,17 @@ def measure(kernels, hidden_sizes, record):
 
         compare("llama_decoder_layer_fwd_bwd",
                 {"M": TOKENS, "batch": TOKENS // SEQ, "seq": SEQ, "hidden": hidden, "mlp": mlp,
-                 "heads": hidden // 128, "kv_heads": hidden // 512},
-                (coda, eager, compiled), layer_step)
+                 **heads}, (coda, eager, compiled), layer_step)
         # The same with torch.compile around coda's (opaque) ops, fusing the
         # norms, residuals and attention glue as it does for eager's layer.
         compare("llama_decoder_layer_compiled_fwd_bwd",
                 {"M": TOKENS, "batch": TOKENS // SEQ, "seq": SEQ, "hidden": hidden, "mlp": mlp,
-                 "heads": hidden // 128, "kv_heads": hidden // 512},
-                (torch.compile(coda), eager, compiled), layer_step)
+                 **heads}, (torch.compile(coda), eager, compiled), layer_step)
         for name, layer in (("llama_decoder_layer_ops_fwd_bwd", ops),
                             ("llama_decoder_layer_ops_compiled_fwd_bwd", torch.compile(ops))):
             compare(name,
                     {"M": TOKENS, "batch": TOKENS // SEQ, "seq": SEQ, "hidden": hidden,
-                     "mlp": mlp, "heads": hidden // 128, "kv_heads": hidden // 512},
-                    (layer, eager, compiled), layer_step)
+                     "mlp": mlp, **heads}, (layer, eager, compiled), layer_step)
         del eager, coda, ops, compiled, xb, dyb
         torch.cuda.empty_cache()
 
@@ -218,9 +222,12 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--commit", default="unknown")
     parser.add_argument("--hidden", type=int, nargs="+", default=sorted(SIZES))
+    parser.add_argument("--head-dim", type=int, default=128, choices=(64, 128))
+    parser.add_argument("--cases", nargs="+", help="run only the cases whose names "
+                        "start with one of these")
     args = parser.parse_args()
     rows = []
-    measure(args.kernels, args.hidden, rows.append)
+    measure(args.kernels, args.hidden, rows.append, args.head_dim, args.cases)
     with open(args.out, "w") as f:
         json.dump({"device": torch.cuda.get_device_name(), "date": datetime.date.today().isoformat(),
                    "commit": args.commit, "torch": torch.__version__, "results": rows}, f, indent=1)

@@ -79,7 +79,7 @@ def main():
         del x, wq, dq, xf, wf
 
         mlp = B.SIZES[hidden]
-        eager, coda, tables = B.decoder_layers(hidden, mlp)
+        eager, coda, _, tables = B.decoder_layers(hidden, mlp)
         xb = torch.randn(B.TOKENS // B.SEQ, B.SEQ, hidden, device="cuda").bfloat16().requires_grad_()
         dyb = torch.randn_like(xb)
         coda_compiled, eager_compiled = torch.compile(coda), torch.compile(eager)

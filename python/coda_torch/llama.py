@@ -9,7 +9,7 @@
   is computed in the epilogue of the GEMM producing its gradient);
 - every LlamaAttention: q_proj, k_proj and v_proj become one parameter `qkv`
   (Q, K, V rows stacked) projected by coda_torch.linear_qkv_rope, which
-  rotates Q and K (rotate_half, head dim 128) in the GEMM's epilogue; the
+  rotates Q and K (rotate_half, heads of 64 or 128) in the GEMM's epilogue; the
   attention itself is Hugging Face's;
 - every LlamaDecoderLayer (with both of the above): the layer runs as coda's
   ops alone around the attention: the input RMSNorm deferred into the Q/K/V
@@ -44,10 +44,9 @@ import warnings
 import torch
 from torch import nn
 
-from .ops import (linear_cross_entropy, linear_norm_qkv_rope, linear_qkv_rope,
-                  linear_residual_norm, norm_swiglu_mlp, swiglu_mlp, swiglu_mlp_fp8)
-
-HEAD_DIM = 128  # the head size linear_qkv_rope's kernels rotate
+from .ops import (_ROPE_HEAD_PROGRAMS, linear_cross_entropy, linear_norm_qkv_rope,
+                  linear_qkv_rope, linear_residual_norm, norm_swiglu_mlp, swiglu_mlp,
+                  swiglu_mlp_fp8)
 
 
 def _no_bias(*linears):
@@ -141,8 +140,8 @@ def _patch_mlp(mlp):
 def _rope_tables(position_embeddings, input_shape):
     # Hugging Face's tables are batch (or 1) x sequence x head_dim in the
     # model's dtype; the kernels read one bf16 row per token.
-    return tuple(t.expand(*input_shape, HEAD_DIM).reshape(-1, HEAD_DIM).to(torch.bfloat16)
-                 for t in position_embeddings)
+    return tuple(t.expand(*input_shape, t.shape[-1]).reshape(-1, t.shape[-1])
+                 .to(torch.bfloat16) for t in position_embeddings)
 
 
 def _attention_forward(attn, hidden_states, position_embeddings=None, attention_mask=None,
@@ -156,10 +155,10 @@ def _attention_forward(attn, hidden_states, position_embeddings=None, attention_
     return attn.o_proj(out).view(*input_shape, -1), weights
 
 
-def _heads(qkv, sizes, input_shape):
+def _heads(qkv, sizes, input_shape, head_dim):
     """Q, K and V as batch x heads x sequence x head_dim views of the stacked
     projection (tokens x (Q, K, V columns))."""
-    return tuple(t.view(*input_shape, -1, HEAD_DIM).transpose(1, 2)
+    return tuple(t.view(*input_shape, -1, head_dim).transpose(1, 2)
                  for t in qkv.split(sizes, dim=1))
 
 
@@ -171,20 +170,20 @@ class _StackedHeads(torch.autograd.Function):
     fuses into one kernel."""
 
     @staticmethod
-    def forward(ctx, qkv, sizes, input_shape):
-        ctx.sizes, ctx.input_shape = sizes, input_shape
-        return _heads(qkv, sizes, input_shape)
+    def forward(ctx, qkv, sizes, input_shape, head_dim):
+        ctx.sizes, ctx.input_shape, ctx.head_dim = sizes, input_shape, head_dim
+        return _heads(qkv, sizes, input_shape, head_dim)
 
     @staticmethod
     def backward(ctx, *grads):
         like = next(g for g in grads if g is not None)
         dqkv = like.new_empty(like.shape[0] * like.shape[2], sum(ctx.sizes))
-        for view, grad in zip(_heads(dqkv, ctx.sizes, ctx.input_shape), grads):
+        for view, grad in zip(_heads(dqkv, ctx.sizes, ctx.input_shape, ctx.head_dim), grads):
             if grad is None:
                 view.zero_()
             else:
                 view.copy_(grad)
-        return dqkv, None, None
+        return dqkv, None, None, None
 
 
 def _attend(attn, qkv, input_shape, attention_mask, past_key_values, **kwargs):
@@ -193,9 +192,10 @@ def _attend(attn, qkv, input_shape, attention_mask, past_key_values, **kwargs):
     from transformers.models.llama import modeling_llama as hf
 
     if torch.compiler.is_compiling() or not torch.is_grad_enabled():
-        query, key, value = _heads(qkv, attn.qkv_sizes, input_shape)
+        query, key, value = _heads(qkv, attn.qkv_sizes, input_shape, attn.head_dim)
     else:
-        query, key, value = _StackedHeads.apply(qkv, attn.qkv_sizes, tuple(input_shape))
+        query, key, value = _StackedHeads.apply(qkv, attn.qkv_sizes, tuple(input_shape),
+                                                attn.head_dim)
     if past_key_values is not None:
         key, value = past_key_values.update(key, value, attn.layer_idx)
     interface = hf.ALL_ATTENTION_FUNCTIONS.get_interface(
@@ -313,7 +313,7 @@ def apply(model, mlp=True, attention=True, layer=None, cross_entropy=True, fp8=F
     the down projection adding the residual and emitting the sums of squares
     the next norm needs. Raises ValueError, before changing anything, for
     what the ops cannot run (biases, an activation other than SiLU, heads
-    other than 128, a layer whose forward is not Hugging Face's
+    other than 64 or 128, a layer whose forward is not Hugging Face's
     tensor-returning one) and for modules it patched before.
 
     `fp8=True` runs the MLPs' GEMMs in FP8 (coda_torch.swiglu_mlp_fp8:
@@ -401,10 +401,10 @@ def _check_supported(kind, module, fp8=False):
             raise ValueError(f"coda_torch.llama: FP8 GEMMs need the MLP's sizes to be multiples "
                              f"of 16, got {sizes}")
     elif kind == "attention":
-        if module.head_dim != HEAD_DIM:
-            raise ValueError(f"coda_torch.llama: the Q/K/V + RoPE op needs head_dim "
-                             f"{HEAD_DIM}, got {module.head_dim}; pass attention=False "
-                             "to keep torch's")
+        if module.head_dim not in _ROPE_HEAD_PROGRAMS:
+            raise ValueError(f"coda_torch.llama: the Q/K/V + RoPE op rotates heads of "
+                             f"{' or '.join(map(str, sorted(_ROPE_HEAD_PROGRAMS)))}, got "
+                             f"head_dim {module.head_dim}; pass attention=False to keep torch's")
         _no_bias(module.q_proj, module.k_proj, module.v_proj)
     elif kind == "layer":
         import inspect

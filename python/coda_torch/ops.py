@@ -480,31 +480,49 @@ def linear_cross_entropy(x: torch.Tensor, w: torch.Tensor, target: torch.Tensor)
 
 def _linear_qkv_rope(x: torch.Tensor, w: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                     rotated: int) -> torch.Tensor:
-    """x W^T with rotary embeddings (rotate_half within heads of 128) on its
-    first `rotated` columns (Q and K, stacked before V). x: T x H, w: N x H
-    bf16 (N a multiple of 128); cos, sin: T x 128 bf16 (what Hugging Face's
-    rotary embedding returns for a bf16 model); rotated: a multiple of 128,
-    at most N."""
+    """x W^T with rotary embeddings (rotate_half within heads of 64 or 128)
+    on its first `rotated` columns (Q and K, stacked before V). x: T x H,
+    w: N x H bf16 (N a multiple of the head size); cos, sin: T x head size
+    bf16 (what Hugging Face's rotary embedding returns for a bf16 model),
+    whose width sets the head size; rotated: a multiple of the head size, at
+    most N."""
     _check("linear_qkv_rope", x=x, w=w)
     tokens, n = x.shape[0], w.shape[0]
-    _check_rope("linear_qkv_rope", tokens, n, cos, sin, rotated)
-    module, (forward,) = _kernels("linear_qkv_rope", "linear_qkv_rope", "forward:gemm0")
+    program, head_dim = _check_rope("linear_qkv_rope", tokens, n, cos, sin, rotated)
+    module, (forward,) = _kernels(program, "linear_qkv_rope", "forward:gemm0")
     y = x.new_empty(tokens, n)
     _launch(module, forward, x.contiguous(), w.contiguous(), cos.contiguous(),
-            sin.contiguous(), rotated // 128, y)
+            sin.contiguous(), rotated // head_dim, y)
     return y
 
 
+# The head sizes the RoPE programs rotate: the program (or its variant,
+# `// coda-variant:` in the program) for each.
+_ROPE_HEAD_PROGRAMS = {128: "", 64: ".head64"}
+
+
 def _check_rope(name, tokens, n, cos, sin, rotated):
-    if n % 128:
-        raise ValueError(f"coda_torch.{name}: w needs whole heads of 128 rows, got {n}")
+    """Checks a RoPE op's operands; returns the program that rotates heads
+    of the tables' width, and that width."""
+    head_dim = cos.shape[-1] if cos.dim() == 2 else None
+    if head_dim not in _ROPE_HEAD_PROGRAMS:
+        raise ValueError(f"coda_torch.{name}: cos must be tokens x head size with a head "
+                         f"size in {sorted(_ROPE_HEAD_PROGRAMS)}, got {tuple(cos.shape)}")
+    if n % head_dim:
+        raise ValueError(f"coda_torch.{name}: w needs whole heads of {head_dim} rows, got {n}")
     for table_name, table in (("cos", cos), ("sin", sin)):
-        if table.dtype != torch.bfloat16 or table.shape != (tokens, 128):
+        if table.dtype != torch.bfloat16 or table.shape != (tokens, head_dim):
             raise ValueError(f"coda_torch.{name}: {table_name} must be bf16 of shape "
-                             f"({tokens}, 128), got {table.dtype} {tuple(table.shape)}")
-    if rotated % 128 or not 0 <= rotated <= n:
-        raise ValueError(f"coda_torch.{name}: rotated must be a multiple of 128 "
+                             f"({tokens}, {head_dim}), got {table.dtype} {tuple(table.shape)}")
+    if rotated % head_dim or not 0 <= rotated <= n:
+        raise ValueError(f"coda_torch.{name}: rotated must be a multiple of {head_dim} "
                          f"in [0, {n}], got {rotated}")
+    return _rope_program(name, cos)
+
+
+def _rope_program(name, cos):
+    """The program of RoPE op `name` for heads of cos's width, and the width."""
+    return name + _ROPE_HEAD_PROGRAMS[cos.shape[1]], cos.shape[1]
 
 
 def _linear_qkv_rope_fake(x, w, cos, sin, rotated):
@@ -515,10 +533,10 @@ def _linear_qkv_rope_backward(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor
                               cos: torch.Tensor, sin: torch.Tensor,
                               rotated: int) -> tuple[torch.Tensor, torch.Tensor]:
     """dx, dW: the adjoint GEMM applies the transposed rotation to dy (dAcc)."""
-    module, kernels = _kernels("linear_qkv_rope", "linear_qkv_rope_backward",
-                              *_GEMM_BACKWARD)
+    program, head_dim = _rope_program("linear_qkv_rope", cos)
+    module, kernels = _kernels(program, "linear_qkv_rope_backward", *_GEMM_BACKWARD)
     return _gemm_backward(module, kernels, x, w, cos.contiguous(), sin.contiguous(),
-                          rotated // 128, dy.contiguous().to(torch.bfloat16))
+                          rotated // head_dim, dy.contiguous().to(torch.bfloat16))
 
 
 def _rope_save(ctx, inputs, output):
@@ -749,13 +767,12 @@ def _linear_norm_qkv_rope(x: torch.Tensor, rs: torch.Tensor, w: torch.Tensor,
     tokens, n = x.shape[0], w.shape[0]
     _check_row_scale("linear_norm_qkv_rope", rs, tokens)
     _check_gamma("linear_norm_qkv_rope", gamma, w)
-    _check_rope("linear_norm_qkv_rope", tokens, n, cos, sin, rotated)
-    module, (forward,) = _kernels("linear_norm_qkv_rope", "linear_norm_qkv_rope",
-                                  "forward:gemm0")
+    program, head_dim = _check_rope("linear_norm_qkv_rope", tokens, n, cos, sin, rotated)
+    module, (forward,) = _kernels(program, "linear_norm_qkv_rope", "forward:gemm0")
     folded = w * gamma
     y = x.new_empty(tokens, n)
     _launch(module, forward, x.contiguous(), folded, rs.contiguous(), cos.contiguous(),
-            sin.contiguous(), rotated // 128, y)
+            sin.contiguous(), rotated // head_dim, y)
     return y, folded
 
 
@@ -773,13 +790,14 @@ def _linear_norm_qkv_rope_backward(dy: torch.Tensor, x: torch.Tensor, rs: torch.
     (dAcc); dx = dAcc W' reduces x * dx as row partials, whose sums over rs
     are rs's gradient; dW = (dAcc^T x) diag(gamma) with gamma's gradient in
     one GEMM (norm_weight_grad)."""
+    program, head_dim = _rope_program("linear_norm_qkv_rope", cos)
     module, (adjoint, data_grad, finish) = _kernels(
-        "linear_norm_qkv_rope", "linear_norm_qkv_rope_backward", "adjoint:gemm0",
-        "grad:gemm0.lhs", "grad:gemm0.input0")
+        program, "linear_norm_qkv_rope_backward", "adjoint:gemm0", "grad:gemm0.lhs",
+        "grad:gemm0.input0")
     x, rs = x.contiguous(), rs.contiguous()
     dacc = x.new_empty(x.shape[0], w.shape[0])
     _launch(module, adjoint, x, folded, rs, cos.contiguous(), sin.contiguous(),
-            rotated // 128, dy.contiguous().to(torch.bfloat16), dacc)
+            rotated // head_dim, dy.contiguous().to(torch.bfloat16), dacc)
     dx = torch.empty_like(x)
     partials = _row_partials(x, x.shape[1])
     _launch(module, data_grad, dacc, folded, x, dx, partials)

@@ -258,7 +258,8 @@ def test_stacked_heads_backward():
     gq = torch.randn(2, 2, 64, 128, device="cuda", dtype=torch.bfloat16)
     gv = torch.randn(2, 1, 64, 128, device="cuda", dtype=torch.bfloat16)
     grads = []
-    for split in (lambda t: _StackedHeads.apply(t, sizes, shape), lambda t: _heads(t, sizes, shape)):
+    for split in (lambda t: _StackedHeads.apply(t, sizes, shape, 128),
+                  lambda t: _heads(t, sizes, shape, 128)):
         leaf = qkv.clone().requires_grad_()
         q, _, v = split(leaf)
         ((q.float() * gq).sum() + (v.float() * gv).sum()).backward()
@@ -268,14 +269,16 @@ def test_stacked_heads_backward():
 
 
 @pytest.mark.parametrize("compiled", [False, True])
-def test_llama_patch_matches_original(compiled):
+@pytest.mark.parametrize("heads", [4, 8], ids=["head_dim128", "head_dim64"])
+def test_llama_patch_matches_original(compiled, heads):
     # A patched Hugging Face Llama (each decoder layer as coda's ops: norms
     # deferred into Q/K/V + RoPE with grouped K/V heads and into the MLP,
     # o_proj and down + residual + sums of squares; LM head +
     # cross-entropy) computes what the original does: the loss with ignored
     # labels, and every weight's gradient, the norms' gammas included; also
     # under torch.compile, which fuses the rest around coda's opaque ops.
-    original, patched = llama_pair()
+    # Heads of 128 and of 64 (Llama 3.2 1B's size).
+    original, patched = llama_pair(num_attention_heads=heads)
     assert coda_torch.llama.apply(patched) == {"mlp": 2, "attention": 2, "layer": 2,
                                                "cross_entropy": 1}
     step = torch.compile(patched) if compiled else patched
@@ -334,10 +337,10 @@ def test_llama_patch_fp8(compiled):
 
 
 def test_llama_patch_rejects_unsupported_models():
-    # Heads of 64 cannot run through the Q/K/V + RoPE op: a clear error, and
+    # Heads of 32 cannot run through the Q/K/V + RoPE op: a clear error, and
     # nothing is changed; attention=False patches the rest.
-    _, model = llama_pair(hidden_size=256)
-    with pytest.raises(ValueError, match="head_dim 128, got 64"):
+    _, model = llama_pair(hidden_size=256, num_attention_heads=8)
+    with pytest.raises(ValueError, match="rotates heads of 64 or 128, got head_dim 32"):
         coda_torch.llama.apply(model)
     assert hasattr(model.model.layers[0].mlp, "gate_proj")
     with pytest.raises(ValueError, match="layer=True needs mlp=True and attention=True"):
@@ -464,31 +467,41 @@ def test_linear_cross_entropy_compiled():
 
 
 def rope_reference(x, w, cos, sin, rotated):
-    # rotate_half RoPE within each head of 128 on the first `rotated` columns.
+    # rotate_half RoPE within each head (of the tables' width) on the first
+    # `rotated` columns.
     q = x @ w.T
-    heads = q.view(q.shape[0], -1, 128)
-    lo, hi = heads[..., :64], heads[..., 64:]
+    head_dim = cos.shape[1]
+    heads = q.view(q.shape[0], -1, head_dim)
+    lo, hi = heads[..., :head_dim // 2], heads[..., head_dim // 2:]
     turned = torch.cat([-hi, lo], -1)
     rope = (heads * cos[:, None, :] + turned * sin[:, None, :]).view_as(q)
     return torch.cat([rope[:, :rotated], q[:, rotated:]], 1)
 
 
-def rope_inputs(t, h, heads, seed):
-    """x, the stacked Q/K/V weight w (heads = (q, k, v) heads of 128), RoPE
-    tables, the rotated column count (Q and K rotate, V does not) and dy."""
+def rope_inputs(t, h, heads, seed, head_dim=128):
+    """x, the stacked Q/K/V weight w (heads = (q, k, v) heads of head_dim),
+    RoPE tables, the rotated column count (Q and K rotate, V does not) and
+    dy."""
     gen = torch.Generator(device="cuda").manual_seed(seed)
-    n = 128 * sum(heads)
+    n = head_dim * sum(heads)
     x = torch.randn(t, h, device="cuda", generator=gen).bfloat16()
     w = (torch.randn(n, h, device="cuda", generator=gen) / h ** 0.5).bfloat16()
-    angles = torch.rand(t, 64, device="cuda", generator=gen) * 6.28
+    angles = torch.rand(t, head_dim // 2, device="cuda", generator=gen) * 6.28
     cos, sin = (torch.cat([f(angles)] * 2, 1).bfloat16() for f in (torch.cos, torch.sin))
     dy = torch.randn(t, n, device="cuda", generator=gen).bfloat16()
-    return x, w, cos, sin, 128 * (heads[0] + heads[1]), dy
+    return x, w, cos, sin, head_dim * (heads[0] + heads[1]), dy
 
 
-@pytest.mark.parametrize("t,h,heads", [(200, 256, (2, 1, 1)), (1000, 512, (4, 2, 2))])
-def test_linear_qkv_rope(t, h, heads):
-    x, w, cos, sin, rotated, dy = rope_inputs(t, h, heads, seed=4)
+# Heads of 128 and of 64 (the programs' head64 variants), ragged tokens,
+# grouped K/V heads; with heads of 64 an odd head count leaves N off the
+# tiles' multiples.
+ROPE_CASES = [(200, 256, (2, 1, 1), 128), (1000, 512, (4, 2, 2), 128),
+              (200, 256, (2, 1, 1), 64), (1000, 512, (8, 2, 2), 64), (333, 256, (3, 1, 1), 64)]
+
+
+@pytest.mark.parametrize("t,h,heads,head_dim", ROPE_CASES)
+def test_linear_qkv_rope(t, h, heads, head_dim):
+    x, w, cos, sin, rotated, dy = rope_inputs(t, h, heads, seed=4, head_dim=head_dim)
     xr, wr = x.float().requires_grad_(), w.float().requires_grad_()
     want = rope_reference(xr, wr, cos.float(), sin.float(), rotated)
     want.backward(dy.float())
@@ -510,6 +523,10 @@ def test_linear_qkv_rope_refuses_bad_arguments():
         coda_torch.linear_qkv_rope(x, w, cos, sin, 200)
     with pytest.raises(ValueError, match="got 512"):
         coda_torch.linear_qkv_rope(x, w, cos, sin, 512)
+    with pytest.raises(ValueError, match=r"head size in \[64, 128\], got \(64, 96\)"):
+        coda_torch.linear_qkv_rope(x, w, cos[:, :96], sin[:, :96], 192)
+    with pytest.raises(ValueError, match="rotated must be a multiple of 64 in \\[0, 384\\], got 96"):
+        coda_torch.linear_qkv_rope(x, w, cos[:, :64], sin[:, :64], 96)
 
 
 @pytest.mark.parametrize("t,h,n", [(200, 256, 320), (1000, 512, 2048)])
@@ -586,13 +603,13 @@ def test_norm_swiglu_mlp_refuses_bad_arguments():
         coda_torch.norm_swiglu_mlp(x, row_scale(x), w, gamma.float(), wd)
 
 
-@pytest.mark.parametrize("t,h,heads", [(200, 256, (2, 1, 1)), (1000, 512, (4, 2, 2))])
+@pytest.mark.parametrize("t,h,heads,head_dim", ROPE_CASES)
 @pytest.mark.parametrize("compiled", [False, True])
-def test_linear_norm_qkv_rope(t, h, heads, compiled):
+def test_linear_norm_qkv_rope(t, h, heads, head_dim, compiled):
     # Q/K/V + RoPE with the input norm's row scale on the accumulator and
     # gamma folded into the weight; the backward reads the saved product for
     # the row scale's gradient and forms gamma's in the weight gradient.
-    x, w, cos, sin, rotated, dy = rope_inputs(t, h, heads, seed=10)
+    x, w, cos, sin, rotated, dy = rope_inputs(t, h, heads, seed=10, head_dim=head_dim)
     rs = row_scale(x)
     gamma = norm_gamma(h, torch.Generator(device="cuda").manual_seed(11))
     xr, rr, wr, gr = (v.float().detach().requires_grad_() for v in (x, rs, w, gamma))

@@ -2,7 +2,7 @@
 // deferred into it: x is the un-normalized residual stream, rs its rows'
 // norm scale rsqrt(mean(x^2) + eps) (from the sums of squares the previous
 // GEMM emitted), and gamma is folded into w. y = rs * (x W^T), rotated
-// (rotate_half, head dim 128) on the first `rotated_heads` heads (Q and K,
+// (rotate_half, heads of 128) on the first `rotated_heads` heads (Q and K,
 // stacked before V); cos / sin are tokens x 128 bf16 tables read per head.
 //
 // The backward is written here: rs's gradient is reduced from the input
@@ -15,7 +15,10 @@
 // reduce sum_n g acc beside the adjoint instead, from the accumulator
 // saved by the forward (a second T x N output) or recomputed (a third
 // GEMM). The weight gradient with gamma's is norm_weight_grad.mlir.
+// The variant head64 is the same program for heads of 64 (tables of 64
+// columns, pairs 32 apart; scripts/program-variant).
 // coda-derive-backward: no
+// coda-variant: head64 s/x128xbf16/x64xbf16/g; s/stride 64/stride 32/g; s/%head_dim = arith.constant 128/%head_dim = arith.constant 64/
 func.func @linear_norm_qkv_rope(%x: tensor<?x?xbf16>, %rs: tensor<?xf32>, %w: tensor<?x?xbf16>,
                                 %cos: tensor<?x128xbf16>, %sin: tensor<?x128xbf16>,
                                 %rotated_heads: i64) -> tensor<?x?xbf16> {
@@ -43,8 +46,8 @@ func.func @linear_norm_qkv_rope(%x: tensor<?x?xbf16>, %rs: tensor<?xf32>, %w: te
     }
     %j = coda.col_index
     // Compared per head, not per column (see linear_qkv_rope.mlir).
-    %c128 = arith.constant 128 : index
-    %head = arith.divui %j, %c128 : index
+    %head_dim = arith.constant 128 : index
+    %head = arith.divui %j, %head_dim : index
     %head64 = arith.index_cast %head : index to i64
     %on = arith.cmpi ult, %head64, %nr : i64
     %z = arith.select %on, %y, %acc : f32
@@ -95,8 +98,8 @@ func.func @linear_norm_qkv_rope_backward(%x: tensor<?x?xbf16>, %rs: tensor<?xf32
       coda.yield %r0, %r1 : f32, f32
     }
     %j = coda.col_index
-    %c128_ = arith.constant 128 : index
-    %head = arith.divui %j, %c128_ : index
+    %head_dim = arith.constant 128 : index
+    %head = arith.divui %j, %head_dim : index
     %head64 = arith.index_cast %head : index to i64
     %on = arith.cmpi ult, %head64, %nr : i64
     %u = arith.select %on, %t, %gf : f32

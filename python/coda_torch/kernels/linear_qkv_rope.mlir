@@ -2,7 +2,9 @@
 // 128) on its first `rotated_heads` heads (Q and K, stacked before V);
 // cos / sin are tokens x 128 bf16 tables read per head. With --derive-backward: the
 // adjoint GEMM applies the transposed rotation to dY in its epilogue (dAcc),
-// then dX and dW.
+// then dX and dW. The variant head64 is the same program for heads of 64
+// (tables of 64 columns, pairs 32 apart; scripts/program-variant).
+// coda-variant: head64 s/x128xbf16/x64xbf16/g; s/stride 64/stride 32/g; s/%head_dim = arith.constant 128/%head_dim = arith.constant 64/
 func.func @linear_qkv_rope(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %cos: tensor<?x128xbf16>,
                            %sin: tensor<?x128xbf16>, %rotated_heads: i64) -> tensor<?x?xbf16> {
   %c0 = arith.constant 0 : index
@@ -30,8 +32,8 @@ func.func @linear_qkv_rope(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>, %cos: ten
     // Compared per head, not per column: the head index is the same for
     // all of a thread's columns in a 128-column half of the tile, so the
     // comparison is made once for them.
-    %c128 = arith.constant 128 : index
-    %head = arith.divui %j, %c128 : index
+    %head_dim = arith.constant 128 : index
+    %head = arith.divui %j, %head_dim : index
     %head64 = arith.index_cast %head : index to i64
     %on = arith.cmpi ult, %head64, %nr : i64
     %z = arith.select %on, %y, %acc : f32
