@@ -402,6 +402,8 @@ private:
   /// Adds `g` to the adjoint of tensor `value`.
   void accumulate(Value value, Value g);
   Value emptyLike(Value shapeSource, Type elementType);
+  /// `value` (a float tensor) with its elements converted to `element`.
+  Value convertElements(Value value, Type element);
   /// An operand of a GEMM the backward builds, read transposed or not.
   struct Operand {
     Value value;
@@ -543,6 +545,25 @@ Value BackwardBuilder::emptyLike(Value shapeSource, Type elementType) {
   SmallVector<OpFoldResult> sizes =
       tensor::getMixedSizes(rewriter, loc, shapeSource);
   return tensor::EmptyOp::create(rewriter, loc, sizes, elementType);
+}
+
+Value BackwardBuilder::convertElements(Value value, Type element) {
+  auto type = cast<RankedTensorType>(value.getType());
+  if (type.getElementType() == element)
+    return value;
+  Location loc = value.getLoc();
+  AffineMap identity = rewriter.getMultiDimIdentityMap(type.getRank());
+  SmallVector<utils::IteratorType> iterators(type.getRank(),
+                                             utils::IteratorType::parallel);
+  return linalg::GenericOp::create(
+             rewriter, loc, TypeRange{type.clone(element)}, ValueRange{value},
+             ValueRange{emptyLike(value, element)},
+             ArrayRef<AffineMap>{identity, identity}, iterators,
+             [&](OpBuilder &b, Location l, ValueRange args) {
+               linalg::YieldOp::create(
+                   b, l, convertFloat(b, l, args[0], element));
+             })
+      .getResult(0);
 }
 
 Value BackwardBuilder::zerosLike(Value value) {
@@ -997,10 +1018,11 @@ LogicalResult BackwardBuilder::differentiate(GemmOp gemm) {
       Value input = inputs[index];
       Value g = adjoint.getResult(k + 1);
       if (form != AccessForm::tile) {
+        // The partials are f32 whatever the input's type; so is the
+        // gradient they finish into (a bf16 bias's gradient stays f32).
         bool rows = form == AccessForm::row;
         auto finish = ReducePartialsOp::create(
-            rewriter, loc, g,
-            emptyLike(input, getElementTypeOrSelf(input.getType())),
+            rewriter, loc, g, emptyLike(input, rewriter.getF32Type()),
             ReductionKind::sum, rows ? ReductionAxis::row : ReductionAxis::col);
         setRole(finish, "grad:" + forwardName(gemm) + ".input" + Twine(index));
         g = finish.getResult();
@@ -1407,7 +1429,8 @@ FailureOr<func::FuncOp> BackwardBuilder::build(func::FuncOp forward,
   for (unsigned i : differentiated) {
     BlockArgument arg = entry->getArgument(i);
     Value g = adjoints.lookup(arg);
-    gradients.push_back(g ? g : zerosLike(arg));
+    gradients.push_back(g ? convertElements(g, getElementTypeOrSelf(arg))
+                          : zerosLike(arg));
   }
   func::ReturnOp::create(rewriter, forward.getLoc(), gradients);
   return backward;

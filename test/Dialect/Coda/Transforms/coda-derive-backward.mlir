@@ -167,6 +167,32 @@ func.func @flag(%x: tensor<8x4xf32>, %w: tensor<6x4xf32>, %f: tensor<6xf32>) -> 
 
 // -----
 
+// A bf16 column input (a bias): its gradient is reduced as f32 column
+// partials, finished into f32 and rounded to the input's type for the
+// function's result.
+// CHECK-LABEL: func.func @bias_backward(
+//  CHECK-SAME:   -> (tensor<8x4xbf16>, tensor<6x4xbf16>, tensor<6xbf16>)
+//       CHECK:   coda.col_reduce sum
+//       CHECK:   %[[DB:.*]] = coda.reduce_partials sum col %{{.*}} : tensor<1x6xf32> outs(%{{.*}} : tensor<6xf32>)
+//       CHECK:   %[[ROUNDED:.*]] = linalg.generic
+//  CHECK-SAME:     ins(%[[DB]] : tensor<6xf32>) outs(%{{.*}} : tensor<6xbf16>)
+//       CHECK:     arith.truncf %{{.*}} : f32 to bf16
+//       CHECK:   return %{{.*}}, %{{.*}}, %[[ROUNDED]]
+func.func @bias(%x: tensor<8x4xbf16>, %w: tensor<6x4xbf16>, %b: tensor<6xbf16>) -> tensor<8x6xbf16> {
+  %e = tensor.empty() : tensor<8x6xbf16>
+  %y = coda.gemm %x, %w transpose_b : tensor<8x4xbf16>, tensor<6x4xbf16>
+      epilogue(%acc, col %bv = %b : tensor<6xbf16>) outs(%e : tensor<8x6xbf16>) {
+    %bf = arith.extf %bv : bf16 to f32
+    %s = arith.addf %acc, %bf : f32
+    %t = math.tanh %s : f32
+    %o = arith.truncf %t : f32 to bf16
+    coda.yield %o : bf16
+  }
+  return %y : tensor<8x6xbf16>
+}
+
+// -----
+
 // An op that allows approximate functions passes `afn` to the arithmetic of
 // its derivative (the divisions lower to div.approx, as the forward's do);
 // other flags stay with the forward op.
