@@ -33,7 +33,7 @@ import sys
 
 import torch
 import torch.distributed as dist
-from transformers import LlamaConfig, LlamaForCausalLM
+import transformers
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 import coda_torch  # noqa: E402
@@ -50,7 +50,8 @@ def batches(steps, batch, seq, vocab):
 
 def train(mode, args, config, rank, world):
     torch.manual_seed(0)
-    model = LlamaForCausalLM(config).cuda().to(torch.bfloat16)
+    model = getattr(transformers, f"{args.family}ForCausalLM")(config)
+    model = model.cuda().to(torch.bfloat16)
     if mode.startswith("coda_fp8"):
         # The MLPs in FP8 (swiglu_mlp_fp8), the layers torch's around them.
         coda_torch.llama.apply(model, fp8=True)
@@ -117,6 +118,8 @@ def main():
                                  "coda_ops", "coda_ops_compile", "coda_fp8",
                                  "coda_fp8_compile"],
                         default=["torch_eager", "coda", "torch_compile", "coda_compile"])
+    parser.add_argument("--family", default="Llama", choices=coda_torch.llama.FAMILIES,
+                        help="the model family (Qwen2: biases on Q/K/V)")
     parser.add_argument("--commit", default="unknown")
     parser.add_argument("--fsdp", action="store_true",
                         help="shard with FSDP2 (under torchrun, one or more processes)")
@@ -134,7 +137,8 @@ def main():
     coda_torch.load(args.kernels)
     # No KV cache: training reads none, and building one concatenates each
     # layer's keys and values every step.
-    config = LlamaConfig(vocab_size=args.vocab, hidden_size=args.hidden,
+    config = getattr(transformers, f"{args.family}Config")(
+                         vocab_size=args.vocab, hidden_size=args.hidden,
                          intermediate_size=args.mlp, num_hidden_layers=args.layers,
                          num_attention_heads=args.heads,
                          num_key_value_heads=args.kv_heads or args.heads,

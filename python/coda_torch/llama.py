@@ -1,4 +1,6 @@
-"""One call that swaps coda's ops into a Hugging Face Llama model.
+"""One call that swaps coda's ops into a Hugging Face model of the Llama
+family (Llama, Qwen2, Mistral: FAMILIES; below, Llama's class names stand
+for each family's).
 
     model = LlamaForCausalLM(config).cuda().bfloat16()
     coda_torch.llama.apply(model)
@@ -8,9 +10,10 @@
   runs as coda_torch.swiglu_mlp with down_proj's weight (the SwiGLU backward
   is computed in the epilogue of the GEMM producing its gradient);
 - every LlamaAttention: q_proj, k_proj and v_proj become one parameter `qkv`
-  (Q, K, V rows stacked) projected by coda_torch.linear_qkv_rope, which
-  rotates Q and K (rotate_half, heads of 64 or 128) in the GEMM's epilogue; the
-  attention itself is Hugging Face's;
+  (Q, K, V rows stacked; their biases, Qwen2's, one parameter `qkv_bias`)
+  projected by coda_torch.linear_qkv_rope, which rotates Q and K
+  (rotate_half, heads of 64 or 128) in the GEMM's epilogue; the attention
+  itself is Hugging Face's (with the layer's sliding window, if any);
 - every LlamaDecoderLayer (with both of the above): the layer runs as coda's
   ops alone around the attention: the input RMSNorm deferred into the Q/K/V
   GEMM (coda_torch.linear_norm_qkv_rope: its row scale on the accumulator,
@@ -31,11 +34,11 @@ The values are the same as before, so a patched model computes what the
 original did, up to rounding (with fp8=True, up to FP8's rounding of the
 MLPs' GEMM operands). The patched model keeps Hugging Face's
 parameter names where they leave it: `state_dict()` (so `save_pretrained`)
-writes gate_proj/up_proj and q_proj/k_proj/v_proj weights taken from the
-fused parameters, and `load_state_dict()` takes them back into those;
-`unapply` restores the original modules. Projections must be plain
-`nn.Linear` without bias (merge PEFT/LoRA adapters first); without an sm_90
-GPU, `apply` warns and changes nothing.
+writes gate_proj/up_proj and q_proj/k_proj/v_proj weights (and biases)
+taken from the fused parameters, and `load_state_dict()` takes them back
+into those; `unapply` restores the original modules. Projections must be
+plain `nn.Linear` (merge PEFT/LoRA adapters first), without bias but on
+Q/K/V; without an sm_90 GPU, `apply` warns and changes nothing.
 """
 
 import types
@@ -49,7 +52,7 @@ from .ops import (_ROPE_HEAD_PROGRAMS, linear_cross_entropy, linear_norm_qkv_rop
                   swiglu_mlp_fp8)
 
 
-def _no_bias(*linears):
+def _plain(*linears):
     for linear in linears:
         if type(linear) is not nn.Linear:
             raise ValueError(
@@ -57,8 +60,15 @@ def _no_bias(*linears):
                 f"{type(linear).__name__}, not a plain nn.Linear (an adapter such as "
                 "PEFT's LoRA?); coda's ops read the weight alone, so merge the adapters "
                 "into the weights first (PEFT: merge_and_unload())")
+
+
+def _no_bias(*linears):
+    _plain(*linears)
+    for linear in linears:
         if linear.bias is not None:
-            raise ValueError("coda_torch.llama: projections with biases are not supported")
+            raise ValueError("coda_torch.llama: biases are supported on q_proj, k_proj and "
+                             "v_proj only (Qwen2's); this model has one on another "
+                             "projection")
 
 
 # Hugging Face's names in state dicts: a fused parameter is written as the
@@ -89,7 +99,7 @@ def _keep_hf_names(module, names, split, join):
     # register_state_dict_post_hook where torch has it (2.5 on).
     register = getattr(module, "register_state_dict_post_hook", None) or \
         module._register_state_dict_hook
-    module._coda_hooks = [
+    module._coda_hooks = getattr(module, "_coda_hooks", []) + [
         register(_split_state(names, split)),
         module.register_load_state_dict_pre_hook(_join_state(names, join)),
     ]
@@ -97,6 +107,7 @@ def _keep_hf_names(module, names, split, join):
 
 _MLP_NAMES = ("gate_up", "gate_proj.weight", "up_proj.weight")
 _QKV_NAMES = ("qkv", "q_proj.weight", "k_proj.weight", "v_proj.weight")
+_QKV_BIAS_NAMES = ("qkv_bias", "q_proj.bias", "k_proj.bias", "v_proj.bias")
 
 
 def _split_gate_up(mlp, fused):
@@ -150,7 +161,7 @@ def _attention_forward(attn, hidden_states, position_embeddings=None, attention_
     cos, sin = _rope_tables(position_embeddings, input_shape)
     # Q and K, stacked before V, rotate.
     qkv = linear_qkv_rope(hidden_states.reshape(-1, hidden_states.shape[-1]), attn.qkv,
-                          cos, sin, attn.qkv_sizes[0] + attn.qkv_sizes[1])
+                          cos, sin, attn.qkv_sizes[0] + attn.qkv_sizes[1], attn.qkv_bias)
     out, weights = _attend(attn, qkv, input_shape, attention_mask, past_key_values, **kwargs)
     return attn.o_proj(out).view(*input_shape, -1), weights
 
@@ -200,9 +211,13 @@ def _attend(attn, qkv, input_shape, attention_mask, past_key_values, **kwargs):
         key, value = past_key_values.update(key, value, attn.layer_idx)
     interface = hf.ALL_ATTENTION_FUNCTIONS.get_interface(
         attn.config._attn_implementation, hf.eager_attention_forward)
+    # Qwen2's and Mistral's attention pass their sliding window (the layer's,
+    # else the model's; None for Llama), which some interfaces apply.
+    sliding_window = getattr(attn, "sliding_window",
+                             getattr(attn.config, "sliding_window", None))
     out, weights = interface(attn, query, key, value, attention_mask,
                              dropout=attn.attention_dropout if attn.training else 0.0,
-                             scaling=attn.scaling, **kwargs)
+                             scaling=attn.scaling, sliding_window=sliding_window, **kwargs)
     return out.reshape(-1, out.shape[-2] * out.shape[-1]).contiguous(), weights
 
 
@@ -211,6 +226,12 @@ def _patch_attention(attn):
     attn.qkv_sizes = [q.weight.shape[0], k.weight.shape[0], v.weight.shape[0]]
     attn.qkv = nn.Parameter(torch.cat([q.weight.data, k.weight.data, v.weight.data]),
                             requires_grad=q.weight.requires_grad)
+    # Q/K/V biases (Qwen2's) stacked the same way, added before the rotation.
+    attn.qkv_bias = None
+    if q.bias is not None:
+        attn.qkv_bias = nn.Parameter(torch.cat([q.bias.data, k.bias.data, v.bias.data]),
+                                     requires_grad=q.bias.requires_grad)
+        _keep_hf_names(attn, _QKV_BIAS_NAMES, _split_qkv, _join_qkv)
     del attn.q_proj, attn.k_proj, attn.v_proj
     attn.forward = types.MethodType(_attention_forward, attn)
     _keep_hf_names(attn, _QKV_NAMES, _split_qkv, _join_qkv)
@@ -250,7 +271,7 @@ def _decoder_layer_forward(layer, hidden_states, attention_mask=None, position_i
     rs = _row_scale(_stream_sum_sq(hidden_states, x), layer.input_layernorm, hidden)
     cos, sin = _rope_tables(position_embeddings, input_shape)
     qkv = linear_norm_qkv_rope(x, rs, attn.qkv, layer.input_layernorm.weight, cos, sin,
-                               attn.qkv_sizes[0] + attn.qkv_sizes[1])
+                               attn.qkv_sizes[0] + attn.qkv_sizes[1], attn.qkv_bias)
     out, _ = _attend(attn, qkv, input_shape, attention_mask, past_key_values,
                      position_ids=position_ids, use_cache=use_cache,
                      cache_position=cache_position, **kwargs)
@@ -297,22 +318,35 @@ def _patch_causal_lm(model):
     model.forward = types.MethodType(_causal_lm_forward, model)
 
 
-_PATCHES = {"mlp": ("LlamaMLP", _patch_mlp),
-            "attention": ("LlamaAttention", _patch_attention),
-            "layer": ("LlamaDecoderLayer", _patch_decoder_layer),
-            "cross_entropy": ("LlamaForCausalLM", _patch_causal_lm)}
+# The families whose modules the patches take (Hugging Face's class names
+# are <family><module>): the same structure as Llama's, Qwen2 with biases
+# on Q/K/V, Mistral with a sliding window its attention passes on.
+FAMILIES = ("Llama", "Qwen2", "Mistral")
+_PATCHES = {"mlp": ("MLP", _patch_mlp),
+            "attention": ("Attention", _patch_attention),
+            "layer": ("DecoderLayer", _patch_decoder_layer),
+            "cross_entropy": ("ForCausalLM", _patch_causal_lm)}
+
+
+def _patch_kind(module):
+    """The patch that takes `module` (by its class name), or None."""
+    name = type(module).__name__
+    for kind, (suffix, _) in _PATCHES.items():
+        if name.endswith(suffix) and name[:-len(suffix)] in FAMILIES:
+            return kind
+    return None
 
 
 def apply(model, mlp=True, attention=True, layer=None, cross_entropy=True, fp8=False):
     """Patches `model` (a LlamaForCausalLM, a LlamaModel, or any module
-    holding Llama layers) in place; returns how many modules each patch
+    holding Llama layers; or Qwen2's, Mistral's) in place; returns how many modules each patch
     changed, e.g. {"mlp": 2, "attention": 2, "layer": 2, "cross_entropy": 1}.
     `layer` (with mlp and attention) runs each decoder layer as coda's ops
     alone around the attention: both RMSNorms deferred into the next GEMM
     (row scale on the accumulator, gamma folded into its weight), o_proj and
     the down projection adding the residual and emitting the sums of squares
     the next norm needs. Raises ValueError, before changing anything, for
-    what the ops cannot run (biases, an activation other than SiLU, heads
+    what the ops cannot run (biases but on Q/K/V, an activation other than SiLU, heads
     other than 64 or 128, a layer whose forward is not Hugging Face's
     tensor-returning one) and for modules it patched before.
 
@@ -338,8 +372,7 @@ def apply(model, mlp=True, attention=True, layer=None, cross_entropy=True, fp8=F
                       stacklevel=2)
         return {kind: 0 for kind, on in chosen.items() if on}
     targets = [(kind, module) for module in model.modules()
-               for kind, (name, _) in _PATCHES.items()
-               if chosen[kind] and type(module).__name__ == name]
+               if (kind := _patch_kind(module)) is not None and chosen[kind]]
     for kind, module in targets:
         _check_supported(kind, module, fp8)
     counts = {kind: 0 for kind, on in chosen.items() if on}
@@ -369,21 +402,27 @@ def unapply(model):
             _restore_linears(module, _MLP_NAMES, _split_gate_up(module, module.gate_up))
             del module._coda_fp8
         elif kind == "attention":
-            _restore_linears(module, _QKV_NAMES, _split_qkv(module, module.qkv))
-            del module.qkv_sizes
+            biases = None
+            if module.qkv_bias is not None:
+                biases = _split_qkv(module, module.qkv_bias)
+            _restore_linears(module, _QKV_NAMES, _split_qkv(module, module.qkv), biases)
+            del module.qkv_sizes, module.qkv_bias
         del module.forward
         del module._coda_patched
         counts[kind] = counts.get(kind, 0) + 1
     return counts
 
 
-def _restore_linears(module, names, parts):
+def _restore_linears(module, names, parts, biases=None):
     fused = getattr(module, names[0])
-    for name, part in zip(names[1:], parts):
-        linear = nn.Linear(part.shape[1], part.shape[0], bias=False,
+    for i, (name, part) in enumerate(zip(names[1:], parts)):
+        linear = nn.Linear(part.shape[1], part.shape[0], bias=biases is not None,
                            device=part.device, dtype=part.dtype)
         linear.weight = nn.Parameter(part.detach().contiguous(),
                                      requires_grad=fused.requires_grad)
+        if biases is not None:
+            linear.bias = nn.Parameter(biases[i].detach().contiguous(),
+                                       requires_grad=module.qkv_bias.requires_grad)
         setattr(module, name.removesuffix(".weight"), linear)
     delattr(module, names[0])
 
@@ -405,7 +444,11 @@ def _check_supported(kind, module, fp8=False):
             raise ValueError(f"coda_torch.llama: the Q/K/V + RoPE op rotates heads of "
                              f"{' or '.join(map(str, sorted(_ROPE_HEAD_PROGRAMS)))}, got "
                              f"head_dim {module.head_dim}; pass attention=False to keep torch's")
-        _no_bias(module.q_proj, module.k_proj, module.v_proj)
+        projections = (module.q_proj, module.k_proj, module.v_proj)
+        _plain(*projections)
+        if len({p.bias is None for p in projections}) > 1:
+            raise ValueError("coda_torch.llama: q_proj, k_proj and v_proj must all have "
+                             "biases or none")
     elif kind == "layer":
         import inspect
 

@@ -1,6 +1,7 @@
 """The custom ops and the compiled kernels behind them."""
 
 import os
+from typing import Optional
 
 import coda_runtime
 import torch
@@ -41,8 +42,9 @@ def _launch(module, kernel, *args):
 
 def _gemm_backward(module, kernels, x, w, *adjoint_inputs, extra_outputs=()):
     """The derived backward of a GEMM x W^T: the adjoint kernel writes dAcc
-    (T x rows of w), then `extra_outputs` (gradients of its tile inputs),
-    from x, w and `adjoint_inputs`; then dx = dAcc W and dW = dAcc^T x."""
+    (T x rows of w), then `extra_outputs` (gradients of its tile inputs,
+    partials of its row and column inputs'), from x, w and `adjoint_inputs`;
+    then dx = dAcc W and dW = dAcc^T x."""
     adjoint, data_grad, weight_grad = kernels
     x, w = x.contiguous(), w.contiguous()
     dacc = x.new_empty(x.shape[0], w.shape[0])
@@ -111,6 +113,19 @@ def _row_partials(like, columns, tile=128):
 def _finish_rows(module, finish, partials):
     """The row sums of `partials` (a reduce_partials kernel)."""
     total = torch.empty(partials.shape[0], device=partials.device, dtype=torch.float32)
+    _launch(module, finish, partials, total)
+    return total
+
+
+def _col_partials(rows, columns, device, tile=128):
+    """The destination of a column reduction's partials over `rows` rows:
+    one f32 per column and per `tile` rows (the programs' col_reduce tile)."""
+    return torch.empty((rows + tile - 1) // tile, columns, device=device, dtype=torch.float32)
+
+
+def _finish_cols(module, finish, partials):
+    """The column sums of `partials` (a reduce_partials kernel)."""
+    total = torch.empty(partials.shape[1], device=partials.device, dtype=torch.float32)
     _launch(module, finish, partials, total)
     return total
 
@@ -479,21 +494,32 @@ def linear_cross_entropy(x: torch.Tensor, w: torch.Tensor, target: torch.Tensor)
 
 
 def _linear_qkv_rope(x: torch.Tensor, w: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                    rotated: int) -> torch.Tensor:
-    """x W^T with rotary embeddings (rotate_half within heads of 64 or 128)
-    on its first `rotated` columns (Q and K, stacked before V). x: T x H,
-    w: N x H bf16 (N a multiple of the head size); cos, sin: T x head size
-    bf16 (what Hugging Face's rotary embedding returns for a bf16 model),
-    whose width sets the head size; rotated: a multiple of the head size, at
-    most N."""
+                     rotated: int, bias: Optional[torch.Tensor]) -> torch.Tensor:
+    """x W^T (+ bias) with rotary embeddings (rotate_half within heads of 64
+    or 128) on its first `rotated` columns (Q and K, stacked before V).
+    x: T x H, w: N x H bf16 (N a multiple of the head size); cos, sin:
+    T x head size bf16 (what Hugging Face's rotary embedding returns for a
+    bf16 model), whose width sets the head size; rotated: a multiple of the
+    head size, at most N; bias: None or N bf16 (Qwen2's Q/K/V biases),
+    added before the rotation."""
     _check("linear_qkv_rope", x=x, w=w)
     tokens, n = x.shape[0], w.shape[0]
     program, head_dim = _check_rope("linear_qkv_rope", tokens, n, cos, sin, rotated)
-    module, (forward,) = _kernels(program, "linear_qkv_rope", "forward:gemm0")
+    _check_bias("linear_qkv_rope", bias, n)
+    function = "linear_qkv_rope" if bias is None else "linear_qkv_rope_bias"
+    module, (forward,) = _kernels(program, function, "forward:gemm0")
     y = x.new_empty(tokens, n)
-    _launch(module, forward, x.contiguous(), w.contiguous(), cos.contiguous(),
+    biases = () if bias is None else (bias.contiguous(),)
+    _launch(module, forward, x.contiguous(), w.contiguous(), *biases, cos.contiguous(),
             sin.contiguous(), rotated // head_dim, y)
     return y
+
+
+def _check_bias(name, bias, n):
+    if bias is not None and (bias.dtype != torch.bfloat16 or not bias.is_cuda
+                             or bias.shape != (n,)):
+        raise ValueError(f"coda_torch.{name}: bias must be None or a bf16 CUDA tensor of "
+                         f"shape ({n},), got {bias.dtype} {tuple(bias.shape)} on {bias.device}")
 
 
 # The head sizes the RoPE programs rotate: the program (or its variant,
@@ -525,34 +551,59 @@ def _rope_program(name, cos):
     return name + _ROPE_HEAD_PROGRAMS[cos.shape[1]], cos.shape[1]
 
 
-def _linear_qkv_rope_fake(x, w, cos, sin, rotated):
+def _linear_qkv_rope_fake(x, w, cos, sin, rotated, bias):
     return x.new_empty(x.shape[0], w.shape[0])
 
 
 def _linear_qkv_rope_backward(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor,
-                              cos: torch.Tensor, sin: torch.Tensor,
-                              rotated: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """dx, dW: the adjoint GEMM applies the transposed rotation to dy (dAcc)."""
+                              cos: torch.Tensor, sin: torch.Tensor, rotated: int,
+                              biased: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dx, dW and (biased) db: the adjoint GEMM applies the transposed
+    rotation to dy (dAcc), reducing db as column partials; an empty db
+    without a bias."""
     program, head_dim = _rope_program("linear_qkv_rope", cos)
-    module, kernels = _kernels(program, "linear_qkv_rope_backward", *_GEMM_BACKWARD)
-    return _gemm_backward(module, kernels, x, w, cos.contiguous(), sin.contiguous(),
-                          rotated // head_dim, dy.contiguous().to(torch.bfloat16))
+    args = (cos.contiguous(), sin.contiguous(), rotated // head_dim,
+            dy.contiguous().to(torch.bfloat16))
+    if not biased:
+        module, kernels = _kernels(program, "linear_qkv_rope_backward", *_GEMM_BACKWARD)
+        return (*_gemm_backward(module, kernels, x, w, *args), x.new_empty(0))
+    module, (adjoint, finish, *operands) = _kernels(
+        program, "linear_qkv_rope_bias_backward", "adjoint:gemm0", "grad:gemm0.input0",
+        "grad:gemm0.lhs", "grad:gemm0.rhs")
+    partials = _col_partials(x.shape[0], w.shape[0], x.device)
+    dx, dw = _gemm_backward(module, (adjoint, *operands), x, w, *args,
+                            extra_outputs=(partials,))
+    return dx, dw, _finish_cols(module, finish, partials).to(torch.bfloat16)
+
+
+def _linear_qkv_rope_backward_fake(dy, x, w, cos, sin, rotated, biased):
+    return (torch.empty_like(x), torch.empty_like(w),
+            x.new_empty(w.shape[0] if biased else 0))
 
 
 def _rope_save(ctx, inputs, output):
-    x, w, cos, sin, ctx.rotated = inputs
+    x, w, cos, sin, ctx.rotated, bias = inputs
+    ctx.biased = bias is not None
     ctx.save_for_backward(x, w, cos, sin)
 
 
 def _rope_backward(ctx, run, dy):
     x, w, cos, sin = ctx.saved_tensors
-    dx, dw = run(dy, x, w, cos, sin, ctx.rotated)
-    return dx, dw, None, None, None
+    dx, dw, db = run(dy, x, w, cos, sin, ctx.rotated, ctx.biased)
+    return dx, dw, None, None, None, db if ctx.biased else None
 
 
-linear_qkv_rope = _Op("linear_qkv_rope", _linear_qkv_rope, _linear_qkv_rope_fake,
-                      _linear_qkv_rope_backward, _operand_grads_fake, _rope_save,
-                      _rope_backward)
+_linear_qkv_rope_op = _Op("linear_qkv_rope", _linear_qkv_rope, _linear_qkv_rope_fake,
+                          _linear_qkv_rope_backward, _linear_qkv_rope_backward_fake,
+                          _rope_save, _rope_backward)
+
+
+def linear_qkv_rope(x: torch.Tensor, w: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                    rotated: int, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+    return _linear_qkv_rope_op(x, w, cos, sin, rotated, bias)
+
+
+linear_qkv_rope.__doc__ = _linear_qkv_rope.__doc__
 
 
 def _linear_residual_norm(x: torch.Tensor, w: torch.Tensor,
@@ -643,12 +694,9 @@ def _norm_weight_grad(dacc, x, w, gamma):
                                       "forward:gemm0", "forward:finish0")
     w = w.contiguous()
     dw = torch.empty_like(w)
-    partials = torch.empty((w.shape[0] + 127) // 128, w.shape[1], device=w.device,
-                           dtype=torch.float32)
+    partials = _col_partials(w.shape[0], w.shape[1], w.device)
     _launch(module, gemm, dacc, x, gamma.contiguous(), w, dw, partials)
-    dgamma = torch.empty(w.shape[1], device=w.device, dtype=torch.float32)
-    _launch(module, finish, partials, dgamma)
-    return dw, dgamma.to(gamma.dtype)
+    return dw, _finish_cols(module, finish, partials).to(gamma.dtype)
 
 
 def _norm_swiglu_mlp_forward(x: torch.Tensor, rs: torch.Tensor, w_gate_up: torch.Tensor,
@@ -760,67 +808,80 @@ def norm_swiglu_mlp(x: torch.Tensor, rs: torch.Tensor, w_gate_up: torch.Tensor,
 
 def _linear_norm_qkv_rope(x: torch.Tensor, rs: torch.Tensor, w: torch.Tensor,
                           gamma: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                          rotated: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """rs (x (W diag(gamma))^T) with rotary embeddings on its first `rotated`
-    columns, and the folded weight W' = W diag(gamma) the backward reads."""
+                          rotated: int, bias: Optional[torch.Tensor]
+                          ) -> tuple[torch.Tensor, torch.Tensor]:
+    """rs (x (W diag(gamma))^T) (+ bias) with rotary embeddings on its first
+    `rotated` columns, and the folded weight W' = W diag(gamma) the backward
+    reads."""
     _check("linear_norm_qkv_rope", x=x, w=w)
     tokens, n = x.shape[0], w.shape[0]
     _check_row_scale("linear_norm_qkv_rope", rs, tokens)
     _check_gamma("linear_norm_qkv_rope", gamma, w)
     program, head_dim = _check_rope("linear_norm_qkv_rope", tokens, n, cos, sin, rotated)
-    module, (forward,) = _kernels(program, "linear_norm_qkv_rope", "forward:gemm0")
+    _check_bias("linear_norm_qkv_rope", bias, n)
+    function = "linear_norm_qkv_rope" if bias is None else "linear_norm_qkv_rope_bias"
+    module, (forward,) = _kernels(program, function, "forward:gemm0")
     folded = w * gamma
     y = x.new_empty(tokens, n)
-    _launch(module, forward, x.contiguous(), folded, rs.contiguous(), cos.contiguous(),
-            sin.contiguous(), rotated // head_dim, y)
+    biases = () if bias is None else (bias.contiguous(),)
+    _launch(module, forward, x.contiguous(), folded, rs.contiguous(), *biases,
+            cos.contiguous(), sin.contiguous(), rotated // head_dim, y)
     return y, folded
 
 
-def _linear_norm_qkv_rope_fake(x, rs, w, gamma, cos, sin, rotated):
+def _linear_norm_qkv_rope_fake(x, rs, w, gamma, cos, sin, rotated, bias):
     return x.new_empty(x.shape[0], w.shape[0]), torch.empty_like(w)
 
 
 def _linear_norm_qkv_rope_backward(dy: torch.Tensor, x: torch.Tensor, rs: torch.Tensor,
                                    w: torch.Tensor, gamma: torch.Tensor, cos: torch.Tensor,
-                                   sin: torch.Tensor, folded: torch.Tensor, rotated: int
+                                   sin: torch.Tensor, folded: torch.Tensor, rotated: int,
+                                   biased: bool
                                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
-                                              torch.Tensor]:
-    """dx, drs, dW, dgamma (the program's backward, written in it): the
-    adjoint (epilogue only) applies the transposed rotation and rs to dy
-    (dAcc); dx = dAcc W' reduces x * dx as row partials, whose sums over rs
-    are rs's gradient; dW = (dAcc^T x) diag(gamma) with gamma's gradient in
-    one GEMM (norm_weight_grad)."""
+                                              torch.Tensor, torch.Tensor]:
+    """dx, drs, dW, dgamma and (biased) db (the program's backward, written
+    in it): the adjoint (epilogue only) applies the transposed rotation and
+    rs to dy (dAcc), reducing db as column partials; dx = dAcc W' reduces
+    x * dx as row partials, whose sums over rs are rs's gradient; dW =
+    (dAcc^T x) diag(gamma) with gamma's gradient in one GEMM
+    (norm_weight_grad). An empty db without a bias."""
     program, head_dim = _rope_program("linear_norm_qkv_rope", cos)
-    module, (adjoint, data_grad, finish) = _kernels(
-        program, "linear_norm_qkv_rope_backward", "adjoint:gemm0", "grad:gemm0.lhs",
-        "grad:gemm0.input0")
+    function = "linear_norm_qkv_rope_bias_backward" if biased else "linear_norm_qkv_rope_backward"
+    module, (adjoint, data_grad, finish, *bias_finish) = _kernels(
+        program, function, "adjoint:gemm0", "grad:gemm0.lhs", "grad:gemm0.input0",
+        *(("grad:gemm0.input1",) if biased else ()))
     x, rs = x.contiguous(), rs.contiguous()
     dacc = x.new_empty(x.shape[0], w.shape[0])
+    bias_partials = (_col_partials(x.shape[0], w.shape[0], x.device),) if biased else ()
     _launch(module, adjoint, x, folded, rs, cos.contiguous(), sin.contiguous(),
-            rotated // head_dim, dy.contiguous().to(torch.bfloat16), dacc)
+            rotated // head_dim, dy.contiguous().to(torch.bfloat16), dacc, *bias_partials)
     dx = torch.empty_like(x)
     partials = _row_partials(x, x.shape[1])
     _launch(module, data_grad, dacc, folded, x, dx, partials)
     drs = _finish_rows(module, finish, partials) / rs
     dw, dgamma = _norm_weight_grad(dacc, x, w, gamma)
-    return dx, drs, dw, dgamma
+    db = (_finish_cols(module, bias_finish[0], bias_partials[0]).to(torch.bfloat16) if biased
+          else x.new_empty(0))
+    return dx, drs, dw, dgamma, db
 
 
-def _linear_norm_qkv_rope_backward_fake(dy, x, rs, w, gamma, cos, sin, folded, rotated):
-    return torch.empty_like(x), torch.empty_like(rs), torch.empty_like(w), torch.empty_like(gamma)
+def _linear_norm_qkv_rope_backward_fake(dy, x, rs, w, gamma, cos, sin, folded, rotated, biased):
+    return (torch.empty_like(x), torch.empty_like(rs), torch.empty_like(w),
+            torch.empty_like(gamma), x.new_empty(w.shape[0] if biased else 0))
 
 
 def _norm_rope_save(ctx, inputs, output):
-    x, rs, w, gamma, cos, sin, ctx.rotated = inputs
+    x, rs, w, gamma, cos, sin, ctx.rotated, bias = inputs
+    ctx.biased = bias is not None
     ctx.save_for_backward(x, rs, w, gamma, cos, sin, output[1])
     ctx.set_materialize_grads(False)
 
 
 def _norm_rope_backward(ctx, run, dy, dfolded):
     if dy is None:
-        return None, None, None, None, None, None, None
-    dx, drs, dw, dgamma = run(dy, *ctx.saved_tensors, ctx.rotated)
-    return dx, drs, dw, dgamma, None, None, None
+        return None, None, None, None, None, None, None, None
+    dx, drs, dw, dgamma, db = run(dy, *ctx.saved_tensors, ctx.rotated, ctx.biased)
+    return dx, drs, dw, dgamma, None, None, None, db if ctx.biased else None
 
 
 _linear_norm_qkv_rope_op = _Op("linear_norm_qkv_rope", _linear_norm_qkv_rope,
@@ -831,12 +892,13 @@ _linear_norm_qkv_rope_op = _Op("linear_norm_qkv_rope", _linear_norm_qkv_rope,
 
 def linear_norm_qkv_rope(x: torch.Tensor, rs: torch.Tensor, w: torch.Tensor,
                          gamma: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                         rotated: int) -> torch.Tensor:
+                         rotated: int, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
     """The Q/K/V projection with its RMSNorm deferred: rs (x (W
-    diag(gamma))^T), rotated as linear_qkv_rope rotates. x: T x H, the
-    un-normalized residual stream; rs: T f32, the norm's row scale; w: N x H;
-    gamma: H, the norm's weight (bf16), folded into w for the GEMM and
-    differentiated in the weight gradient's epilogue. Keeps the folded
-    weight for the backward, which reduces rs's gradient from the input
-    side (nothing of the product saved)."""
-    return _linear_norm_qkv_rope_op(x, rs, w, gamma, cos, sin, rotated)[0]
+    diag(gamma))^T) (+ bias), rotated as linear_qkv_rope rotates. x: T x H,
+    the un-normalized residual stream; rs: T f32, the norm's row scale;
+    w: N x H; gamma: H, the norm's weight (bf16), folded into w for the GEMM
+    and differentiated in the weight gradient's epilogue; bias: None or N
+    bf16, added before the rotation. Keeps the folded weight for the
+    backward, which reduces rs's gradient from the input side (nothing of
+    the product saved)."""
+    return _linear_norm_qkv_rope_op(x, rs, w, gamma, cos, sin, rotated, bias)[0]

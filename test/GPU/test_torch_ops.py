@@ -229,7 +229,8 @@ def test_swiglu_mlp_fp8_refuses_bad_inputs():
         coda_torch.swiglu_mlp_fp8(x, w, wd[:128, :63])
 
 
-def llama_pair(**overrides):
+def llama_pair(family="Llama", **overrides):
+    """A small causal LM of `family` (Llama, Qwen2, Mistral) and a copy."""
     import copy
     transformers = pytest.importorskip("transformers")
     settings = dict(vocab_size=1000, hidden_size=512, intermediate_size=768,
@@ -237,14 +238,18 @@ def llama_pair(**overrides):
                     max_position_embeddings=128)
     settings.update(overrides)
     torch.manual_seed(0)
-    original = transformers.LlamaForCausalLM(transformers.LlamaConfig(**settings))
+    config = getattr(transformers, f"{family}Config")(**settings)
+    original = getattr(transformers, f"{family}ForCausalLM")(config)
     original = original.cuda().to(torch.bfloat16)
     # RMSNorm weights away from their initial ones, so that gamma's factor in
-    # the gradients of the weights it is folded into shows.
+    # the gradients of the weights it is folded into shows; biases (Qwen2's
+    # Q/K/V) away from their initial zeros.
     with torch.no_grad():
         for name, p in original.named_parameters():
             if name.endswith("norm.weight"):
                 p.copy_(1 + 0.5 * torch.randn_like(p))
+            elif name.endswith("bias"):
+                p.copy_(0.5 * torch.randn_like(p))
     return original, copy.deepcopy(original)
 
 
@@ -268,17 +273,23 @@ def test_stacked_heads_backward():
     assert grads[0][:, 256:384].abs().max() == 0 and grads[0][:, :256].abs().max() > 0
 
 
+# Llama with heads of 128 and of 64 (Llama 3.2 1B's size), Qwen2 (biases on
+# Q/K/V) and Mistral with a sliding window shorter than the sequence.
+FAMILY_CASES = [("Llama", {}), ("Llama", {"num_attention_heads": 8}), ("Qwen2", {}),
+                ("Mistral", {"num_attention_heads": 8, "sliding_window": 48})]
+
+
 @pytest.mark.parametrize("compiled", [False, True])
-@pytest.mark.parametrize("heads", [4, 8], ids=["head_dim128", "head_dim64"])
-def test_llama_patch_matches_original(compiled, heads):
+@pytest.mark.parametrize("family,overrides", FAMILY_CASES,
+                         ids=["llama", "llama_head_dim64", "qwen2", "mistral_window"])
+def test_llama_patch_matches_original(compiled, family, overrides):
     # A patched Hugging Face Llama (each decoder layer as coda's ops: norms
     # deferred into Q/K/V + RoPE with grouped K/V heads and into the MLP,
     # o_proj and down + residual + sums of squares; LM head +
     # cross-entropy) computes what the original does: the loss with ignored
     # labels, and every weight's gradient, the norms' gammas included; also
     # under torch.compile, which fuses the rest around coda's opaque ops.
-    # Heads of 128 and of 64 (Llama 3.2 1B's size).
-    original, patched = llama_pair(num_attention_heads=heads)
+    original, patched = llama_pair(family, **overrides)
     assert coda_torch.llama.apply(patched) == {"mlp": 2, "attention": 2, "layer": 2,
                                                "cross_entropy": 1}
     step = torch.compile(patched) if compiled else patched
@@ -298,6 +309,11 @@ def test_llama_patch_matches_original(compiled, heads):
         qkv = torch.cat([a.self_attn.q_proj.weight.grad, a.self_attn.k_proj.weight.grad,
                          a.self_attn.v_proj.weight.grad])
         close(b.self_attn.qkv.grad, qkv.float(), rtol=5e-2)
+        assert (b.self_attn.qkv_bias is None) == (a.self_attn.q_proj.bias is None)
+        if b.self_attn.qkv_bias is not None:
+            biases = torch.cat([a.self_attn.q_proj.bias.grad, a.self_attn.k_proj.bias.grad,
+                                a.self_attn.v_proj.bias.grad])
+            close(b.self_attn.qkv_bias.grad, biases.float(), rtol=5e-2)
         close(b.self_attn.o_proj.weight.grad, a.self_attn.o_proj.weight.grad.float(), rtol=5e-2)
         for norm in ("input_layernorm", "post_attention_layernorm"):
             close(getattr(b, norm).weight.grad, getattr(a, norm).weight.grad.float(), rtol=5e-2)
@@ -349,6 +365,17 @@ def test_llama_patch_rejects_unsupported_models():
         "mlp": 2, "cross_entropy": 1}
     with pytest.raises(ValueError, match="is patched already"):
         coda_torch.llama.apply(model, attention=False, layer=False)
+    # Biases: Llama's attention_bias puts one on o_proj too, which the
+    # decoder-layer op cannot add (its Q/K/V ones it can); biases on some of
+    # Q/K/V only are refused.
+    _, model = llama_pair(attention_bias=True)
+    with pytest.raises(ValueError, match="biases are supported on q_proj, k_proj and v_proj"):
+        coda_torch.llama.apply(model)
+    assert coda_torch.llama.apply(model, layer=False)["attention"] == 2
+    _, model = llama_pair("Qwen2")
+    model.model.layers[1].self_attn.k_proj.bias = None
+    with pytest.raises(ValueError, match="must all have biases or none"):
+        coda_torch.llama.apply(model)
     # A copy of a patched model runs on its own weights.
     import copy
     clone = copy.deepcopy(model)
@@ -356,20 +383,22 @@ def test_llama_patch_rejects_unsupported_models():
     assert clone.forward.__self__ is clone
 
 
-def test_llama_patch_keeps_hugging_face_names(tmp_path):
+@pytest.mark.parametrize("family", ["Llama", "Qwen2"])
+def test_llama_patch_keeps_hugging_face_names(tmp_path, family):
     # state_dict() of a patched model has the original's names and values
-    # (gate_proj/up_proj and q_proj/k_proj/v_proj from the fused
-    # parameters), loads strictly into an unpatched model and back into a
-    # patched one, and save_pretrained / from_pretrained round-trips it.
+    # (gate_proj/up_proj and q_proj/k_proj/v_proj, with Qwen2's biases, from
+    # the fused parameters), loads strictly into an unpatched model and back
+    # into a patched one, and save_pretrained / from_pretrained round-trips
+    # it.
     transformers = pytest.importorskip("transformers")
-    original, patched = llama_pair()
+    original, patched = llama_pair(family)
     coda_torch.llama.apply(patched)
     want, got = original.state_dict(), patched.state_dict()
     assert sorted(got) == sorted(want)
     for name, value in want.items():
         assert torch.equal(got[name], value), name
     # Into a patched model: new values land in the fused parameters.
-    _, other = llama_pair()
+    _, other = llama_pair(family)
     coda_torch.llama.apply(other)
     changed = {name: value * 2 for name, value in want.items()}
     other.load_state_dict(changed, strict=True)
@@ -378,17 +407,22 @@ def test_llama_patch_keeps_hugging_face_names(tmp_path):
     layer = other.model.layers[1]
     assert torch.equal(layer.self_attn.qkv[:512], changed["model.layers.1.self_attn.q_proj.weight"])
     assert torch.equal(layer.mlp.gate_up[1::2], changed["model.layers.1.mlp.up_proj.weight"])
+    if family == "Qwen2":
+        assert torch.equal(layer.self_attn.qkv_bias[-layer.self_attn.qkv_sizes[2]:],
+                           changed["model.layers.1.self_attn.v_proj.bias"])
     # Into an unpatched model, strictly.
-    plain, _ = llama_pair()
+    plain, _ = llama_pair(family)
     plain.load_state_dict(got, strict=True)
     patched.save_pretrained(tmp_path)
-    loaded = transformers.LlamaForCausalLM.from_pretrained(tmp_path, torch_dtype=torch.bfloat16)
+    loaded = getattr(transformers, f"{family}ForCausalLM").from_pretrained(
+        tmp_path, torch_dtype=torch.bfloat16)
     for name, value in loaded.state_dict().items():
         assert torch.equal(value.cuda(), want[name]), name
 
 
-def test_llama_unapply_restores_the_original_modules():
-    original, patched = llama_pair()
+@pytest.mark.parametrize("family", ["Llama", "Qwen2"])
+def test_llama_unapply_restores_the_original_modules(family):
+    original, patched = llama_pair(family)
     counts = coda_torch.llama.apply(patched)
     assert coda_torch.llama.unapply(patched) == counts
     modules = dict(patched.named_modules())
@@ -466,10 +500,13 @@ def test_linear_cross_entropy_compiled():
     close(wc.grad, wr.grad)
 
 
-def rope_reference(x, w, cos, sin, rotated):
+def rope_reference(x, w, cos, sin, rotated, bias=None):
+    return rotate(x @ w.T if bias is None else x @ w.T + bias, cos, sin, rotated)
+
+
+def rotate(q, cos, sin, rotated):
     # rotate_half RoPE within each head (of the tables' width) on the first
     # `rotated` columns.
-    q = x @ w.T
     head_dim = cos.shape[1]
     heads = q.view(q.shape[0], -1, head_dim)
     lo, hi = heads[..., :head_dim // 2], heads[..., head_dim // 2:]
@@ -499,18 +536,31 @@ ROPE_CASES = [(200, 256, (2, 1, 1), 128), (1000, 512, (4, 2, 2), 128),
               (200, 256, (2, 1, 1), 64), (1000, 512, (8, 2, 2), 64), (333, 256, (3, 1, 1), 64)]
 
 
+def rope_bias(n, seed):
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    return (0.5 * torch.randn(n, device="cuda", generator=gen)).bfloat16()
+
+
 @pytest.mark.parametrize("t,h,heads,head_dim", ROPE_CASES)
-def test_linear_qkv_rope(t, h, heads, head_dim):
+@pytest.mark.parametrize("biased", [False, True], ids=["", "bias"])
+def test_linear_qkv_rope(t, h, heads, head_dim, biased):
+    # With a bias (Qwen2's) added before the rotation: its gradient from the
+    # adjoint's column partials.
     x, w, cos, sin, rotated, dy = rope_inputs(t, h, heads, seed=4, head_dim=head_dim)
+    bias = rope_bias(w.shape[0], seed=5) if biased else None
     xr, wr = x.float().requires_grad_(), w.float().requires_grad_()
-    want = rope_reference(xr, wr, cos.float(), sin.float(), rotated)
+    br = bias.float().requires_grad_() if biased else None
+    want = rope_reference(xr, wr, cos.float(), sin.float(), rotated, br)
     want.backward(dy.float())
     xc, wc = x.clone().requires_grad_(), w.clone().requires_grad_()
-    got = coda_torch.linear_qkv_rope(xc, wc, cos, sin, rotated)
+    bc = bias.clone().requires_grad_() if biased else None
+    got = coda_torch.linear_qkv_rope(xc, wc, cos, sin, rotated, bc)
     got.backward(dy)
     close(got, want.detach())
     close(xc.grad, xr.grad)
     close(wc.grad, wr.grad)
+    if biased:
+        close(bc.grad, br.grad)
 
 
 def test_linear_qkv_rope_refuses_bad_arguments():
@@ -527,6 +577,8 @@ def test_linear_qkv_rope_refuses_bad_arguments():
         coda_torch.linear_qkv_rope(x, w, cos[:, :96], sin[:, :96], 192)
     with pytest.raises(ValueError, match="rotated must be a multiple of 64 in \\[0, 384\\], got 96"):
         coda_torch.linear_qkv_rope(x, w, cos[:, :64], sin[:, :64], 96)
+    with pytest.raises(ValueError, match=r"bias must be None or a bf16 CUDA tensor of shape \(384,\)"):
+        coda_torch.linear_qkv_rope(x, w, cos, sin, 256, torch.zeros(383, device="cuda").bfloat16())
 
 
 @pytest.mark.parametrize("t,h,n", [(200, 256, 320), (1000, 512, 2048)])
@@ -605,22 +657,30 @@ def test_norm_swiglu_mlp_refuses_bad_arguments():
 
 @pytest.mark.parametrize("t,h,heads,head_dim", ROPE_CASES)
 @pytest.mark.parametrize("compiled", [False, True])
-def test_linear_norm_qkv_rope(t, h, heads, head_dim, compiled):
+@pytest.mark.parametrize("biased", [False, True], ids=["", "bias"])
+def test_linear_norm_qkv_rope(t, h, heads, head_dim, compiled, biased):
     # Q/K/V + RoPE with the input norm's row scale on the accumulator and
-    # gamma folded into the weight; the backward reads the saved product for
-    # the row scale's gradient and forms gamma's in the weight gradient.
+    # gamma folded into the weight; the backward reduces the row scale's
+    # gradient from the input side and forms gamma's in the weight gradient;
+    # with a bias added before the rotation, its gradient as the adjoint's
+    # column partials.
     x, w, cos, sin, rotated, dy = rope_inputs(t, h, heads, seed=10, head_dim=head_dim)
     rs = row_scale(x)
     gamma = norm_gamma(h, torch.Generator(device="cuda").manual_seed(11))
+    bias = rope_bias(w.shape[0], seed=12) if biased else None
     xr, rr, wr, gr = (v.float().detach().requires_grad_() for v in (x, rs, w, gamma))
+    br = bias.float().requires_grad_() if biased else None
     folded = wr * gr + ((w * gamma).float() - wr * gr).detach()
-    want = rr[:, None] * rope_reference(xr, folded, cos.float(), sin.float(), rotated)
+    q = rr[:, None] * (xr @ folded.T)
+    want = rotate(q if br is None else q + br, cos.float(), sin.float(), rotated)
     want.backward(dy.float())
     op = (torch.compile(coda_torch.linear_norm_qkv_rope, fullgraph=True) if compiled
           else coda_torch.linear_norm_qkv_rope)
     xc, rc, wc, gc = (v.detach().clone().requires_grad_() for v in (x, rs, w, gamma))
-    got = op(xc, rc, wc, gc, cos, sin, rotated)
+    bc = bias.clone().requires_grad_() if biased else None
+    got = op(xc, rc, wc, gc, cos, sin, rotated, bc)
     got.backward(dy)
     close(got, want.detach())
-    for got_grad, want_grad in ((xc, xr), (rc, rr), (wc, wr), (gc, gr)):
+    pairs = [(xc, xr), (rc, rr), (wc, wr), (gc, gr)] + ([(bc, br)] if biased else [])
+    for got_grad, want_grad in pairs:
         close(got_grad.grad, want_grad.grad)

@@ -71,8 +71,9 @@ def CodaSelectGemmConfig
     - pairs at a stride wider than one column (rotate-half RoPE):
       cooperative 128 x 256 in clusters of two where every periodic table
       has a static period (whose reads a row's congruent columns share),
-      else the warp-specialized 128 x 256 kernel (the register epilogues
-      measured slower, or spilling, with tables of dynamic period);
+      else, or beside a second tile input or output or a column input (a
+      bias before the rotation), the warp-specialized 128 x 256 kernel (the
+      register epilogues measured slower, or spilling, there);
     - two tile inputs, or a pair input beside other inputs (backward
       programs): the warp-specialized 128 x 256 kernel, where both register
       schedules spill;

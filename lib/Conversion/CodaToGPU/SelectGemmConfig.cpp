@@ -132,10 +132,11 @@ Attribute selectConfig(GemmOp op) {
   if (stride && *stride > 1) {
     // Beside a second tile output or a second tile input (a deferred norm's
     // Q/K/V GEMM saving its accumulator, and its adjoint reading it with
-    // dY), the cooperative kernel spills (ptxas: coda_torch's
-    // linear_norm_qkv_rope 72 bytes, its adjoint 234); warp-specialized
-    // spills nothing.
-    if (tileOutputs > 1 || tileInputs > 1)
+    // dY), or beside a column input (a bias added before the rotation), the
+    // cooperative kernel spills (ptxas: coda_torch's linear_norm_qkv_rope 72
+    // bytes, its adjoint 234, linear_qkv_rope_bias 172);
+    // warp-specialized spills nothing.
+    if (tileOutputs > 1 || tileInputs > 1 || colInputs > 0)
       return warpSpecialized;
     for (unsigned k = 0; k < numInputs; ++k)
       if (op.getInputForm(k) == AccessForm::periodic &&

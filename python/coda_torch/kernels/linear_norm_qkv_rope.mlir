@@ -126,3 +126,119 @@ func.func @linear_norm_qkv_rope_backward(%x: tensor<?x?xbf16>, %rs: tensor<?xf32
       {coda.role = "grad:gemm0.input0"}
   return %dacc, %dx, %sums : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xf32>
 }
+
+// With a bias on the projection (Qwen2's Q/K/V): y = R(rs (x W^T) + b). Its
+// backward is the one above with b's gradient, db = sum_m g (g = R^T dY, the
+// gradient before the row scale), reduced as column partials in the adjoint.
+func.func @linear_norm_qkv_rope_bias(%x: tensor<?x?xbf16>, %rs: tensor<?xf32>,
+                                     %w: tensor<?x?xbf16>, %b: tensor<?xbf16>,
+                                     %cos: tensor<?x128xbf16>, %sin: tensor<?x128xbf16>,
+                                     %rotated_heads: i64) -> tensor<?x?xbf16> {
+  %c0 = arith.constant 0 : index
+  %tokens = tensor.dim %x, %c0 : tensor<?x?xbf16>
+  %n = tensor.dim %w, %c0 : tensor<?x?xbf16>
+  %out = tensor.empty(%tokens, %n) : tensor<?x?xbf16>
+  %qkv = coda.gemm %x, %w transpose_b : tensor<?x?xbf16>, tensor<?x?xbf16>
+      epilogue(%acc, row %r = %rs : tensor<?xf32>, col %bv = %b : tensor<?xbf16>,
+               periodic %c = %cos : tensor<?x128xbf16>, periodic %s = %sin : tensor<?x128xbf16>,
+               scalar %nr = %rotated_heads : i64)
+      outs(%out : tensor<?x?xbf16>) attributes {coda.role = "forward:gemm0"} {
+    %scaled = arith.mulf %acc, %r : f32
+    %bf = arith.extf %bv : bf16 to f32
+    %a = arith.addf %scaled, %bf : f32
+    %y = coda.pair_map stride 64 (%lo, %hi) = %a, (%c0_, %c1) = %c, (%s0, %s1) = %s
+        : f32, bf16, bf16 -> f32 {
+      %cf0 = arith.extf %c0_ : bf16 to f32
+      %cf1 = arith.extf %c1 : bf16 to f32
+      %sf0 = arith.extf %s0 : bf16 to f32
+      %sf1 = arith.extf %s1 : bf16 to f32
+      %a0 = arith.mulf %lo, %cf0 : f32
+      %b0 = arith.mulf %hi, %sf0 : f32
+      %r0 = arith.subf %a0, %b0 : f32
+      %a1 = arith.mulf %hi, %cf1 : f32
+      %b1 = arith.mulf %lo, %sf1 : f32
+      %r1 = arith.addf %a1, %b1 : f32
+      coda.yield %r0, %r1 : f32, f32
+    }
+    %j = coda.col_index
+    %head_dim = arith.constant 128 : index
+    %head = arith.divui %j, %head_dim : index
+    %head64 = arith.index_cast %head : index to i64
+    %on = arith.cmpi ult, %head64, %nr : i64
+    %z = arith.select %on, %y, %a : f32
+    %yb = arith.truncf %z : f32 to bf16
+    coda.yield %yb : bf16
+  }
+  return %qkv : tensor<?x?xbf16>
+}
+
+// Returns dAcc, dx, the row sums whose quotient by rs is drs (as
+// linear_norm_qkv_rope_backward) and db.
+func.func @linear_norm_qkv_rope_bias_backward(%x: tensor<?x?xbf16>, %rs: tensor<?xf32>,
+                                              %w: tensor<?x?xbf16>, %cos: tensor<?x128xbf16>,
+                                              %sin: tensor<?x128xbf16>, %rotated_heads: i64,
+                                              %dy: tensor<?x?xbf16>)
+    -> (tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xf32>, tensor<?xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c128 = arith.constant 128 : index
+  %tokens = tensor.dim %x, %c0 : tensor<?x?xbf16>
+  %hidden = tensor.dim %x, %c1 : tensor<?x?xbf16>
+  %n = tensor.dim %w, %c0 : tensor<?x?xbf16>
+  %blocks = arith.ceildivui %tokens, %c128 : index
+  %daccE = tensor.empty(%tokens, %n) : tensor<?x?xbf16>
+  %cpE = tensor.empty(%blocks, %n) : tensor<?x?xf32>
+  %dacc, %cp = coda.gemm %x, %w transpose_b : tensor<?x?xbf16>, tensor<?x?xbf16>
+      epilogue(%acc, row %r = %rs : tensor<?xf32>, periodic %c = %cos : tensor<?x128xbf16>,
+               periodic %s = %sin : tensor<?x128xbf16>, scalar %nr = %rotated_heads : i64,
+               tile %g = %dy : tensor<?x?xbf16>)
+      outs(%daccE, %cpE : tensor<?x?xbf16>, tensor<?x?xf32>)
+      attributes {coda.role = "adjoint:gemm0"} {
+    %gf = arith.extf %g : bf16 to f32
+    %t = coda.pair_map stride 64 (%d0, %d1) = %gf, (%c0_, %c1_) = %c, (%s0, %s1) = %s
+        : f32, bf16, bf16 -> f32 {
+      %cf0 = arith.extf %c0_ : bf16 to f32
+      %cf1 = arith.extf %c1_ : bf16 to f32
+      %sf0 = arith.extf %s0 : bf16 to f32
+      %sf1 = arith.extf %s1 : bf16 to f32
+      %a0 = arith.mulf %d0, %cf0 : f32
+      %b0 = arith.mulf %d1, %sf1 : f32
+      %r0 = arith.addf %a0, %b0 : f32
+      %a1 = arith.mulf %d1, %cf1 : f32
+      %b1 = arith.mulf %d0, %sf0 : f32
+      %r1 = arith.subf %a1, %b1 : f32
+      coda.yield %r0, %r1 : f32, f32
+    }
+    %j = coda.col_index
+    %head_dim = arith.constant 128 : index
+    %head = arith.divui %j, %head_dim : index
+    %head64 = arith.index_cast %head : index to i64
+    %on = arith.cmpi ult, %head64, %nr : i64
+    %u = arith.select %on, %t, %gf : f32
+    %part = coda.col_reduce sum %u tile 128 : f32
+    %us = arith.mulf %u, %r : f32
+    %ub = arith.truncf %us : f32 to bf16
+    coda.yield %ub, %part : bf16, !coda.partial<f32>
+  }
+  %dbE = tensor.empty(%n) : tensor<?xf32>
+  %db = coda.reduce_partials sum col %cp : tensor<?x?xf32> outs(%dbE : tensor<?xf32>)
+      {coda.role = "grad:gemm0.input1"}
+  %parts = arith.ceildivui %hidden, %c128 : index
+  %dxE = tensor.empty(%tokens, %hidden) : tensor<?x?xbf16>
+  %pE = tensor.empty(%tokens, %parts) : tensor<?x?xf32>
+  %dx, %pd = coda.gemm %dacc, %w : tensor<?x?xbf16>, tensor<?x?xbf16>
+      epilogue(%acc, tile %xv = %x : tensor<?x?xbf16>)
+      outs(%dxE, %pE : tensor<?x?xbf16>, tensor<?x?xf32>)
+      attributes {coda.role = "grad:gemm0.lhs", coda.gemm_config = #coda.gemm_config<
+                  schedule = cooperative, tile_m = 128, tile_n = 256, stages = 4>} {
+    %xf = arith.extf %xv : bf16 to f32
+    %p = arith.mulf %acc, %xf : f32
+    %part = coda.row_reduce sum %p tile 128 : f32
+    %dxb = arith.truncf %acc : f32 to bf16
+    coda.yield %dxb, %part : bf16, !coda.partial<f32>
+  }
+  %sE = tensor.empty(%tokens) : tensor<?xf32>
+  %sums = coda.reduce_partials sum row %pd : tensor<?x?xf32> outs(%sE : tensor<?xf32>)
+      {coda.role = "grad:gemm0.input0"}
+  return %dacc, %dx, %sums, %db : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?xf32>, tensor<?xf32>
+}

@@ -7,7 +7,8 @@
 // configuration where it is static); f32 tile outputs beside
 // inputs or partials, a pair input alone and more than two row inputs
 // ping-pong; RoPE's strided pairs cooperative where its tables' period is
-// static, else the warp-specialized kernel, as are two tile inputs and a
+// static and no column input is read, else the warp-specialized kernel, as
+// are two tile inputs and a
 // pair input beside others; two tile inputs beside an interleaved output
 // (SwiGLU's saved backward) ping-pong up to K = 4096 and warp-specialized
 // beyond; row and column inputs together cooperative without a cluster;
@@ -388,6 +389,29 @@ func.func @rope_saving_accumulator(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>,
     %rb = arith.truncf %r : f32 to bf16
     %ab = arith.truncf %acc : f32 to bf16
     coda.yield %rb, %ab : bf16, bf16
+  }
+  return
+}
+
+// RoPE with a column input (a bias added before the rotation):
+// warp-specialized (the cooperative kernel spills beside it).
+// CHECK-LABEL: func.func @rope_bias
+//       CHECK:   schedule = warp_specialized, tile_m = 128, tile_n = 256
+func.func @rope_bias(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %bias: memref<?xbf16>,
+                     %cos: memref<?x128xf32>, %q: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, col %bv = %bias : memref<?xbf16>, periodic %c = %cos : memref<?x128xf32>)
+      outs(%q : memref<?x?xbf16>) {
+    %bf = arith.extf %bv : bf16 to f32
+    %s = arith.addf %acc, %bf : f32
+    %r = coda.pair_map stride 64 (%lo, %hi) = %s, (%c0, %c1) = %c
+        : f32, f32 -> f32 {
+      %y0 = arith.mulf %lo, %c0 : f32
+      %y1 = arith.mulf %hi, %c1 : f32
+      coda.yield %y0, %y1 : f32, f32
+    }
+    %rb = arith.truncf %r : f32 to bf16
+    coda.yield %rb : bf16
   }
   return
 }
