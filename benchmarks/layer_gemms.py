@@ -9,7 +9,8 @@ GEMMs and attention, the measure of nothing being left beside the GEMMs
 
 --plain is the GPU suite's primitives (plain_nt: x W^T); the layouts of the
 backward come from coda_torch's swiglu_mlp program (dX = dAcc W, dW =
-dAcc^T x, plain epilogues).
+dAcc^T x, plain epilogues). --profile adds the layer's kernels, each under
+the operator that launched it (torch.profiler), per step.
 """
 
 import argparse
@@ -24,6 +25,7 @@ from backward import SEQ, SIZES, TOKENS, decoder_layers  # noqa: E402
 import coda_runtime  # noqa: E402
 import coda_torch  # noqa: E402
 from coda_torch import ops  # noqa: E402
+from host_gaps import trace_events  # noqa: E402
 from timing import median_ms  # noqa: E402
 
 
@@ -41,6 +43,29 @@ def layer_gemms(hidden, mlp):
             ("gate_up dW", "tn", 2 * mlp, hidden, t), ("down dW", "tn", hidden, mlp, t)]
 
 
+def kernels_by_operator(step, steps=5):
+    """[(ms per step, kernels per step, operator, kernel)] of `step`'s GPU
+    kernels, each under the PyTorch operator that launched it."""
+    step()
+    torch.cuda.synchronize()
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=activities) as prof:
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    trace = trace_events(prof)
+    launcher = {e["args"]["External id"]: e["name"] for e in trace
+                if e.get("cat") == "cpu_op" and "External id" in e.get("args", {})}
+    totals = {}
+    for e in trace:
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+            key = (launcher.get(e.get("args", {}).get("External id"), "?"), e["name"])
+            ms, n = totals.get(key, (0.0, 0))
+            totals[key] = (ms + e["dur"] / 1000 / steps, n + 1)
+    return sorted(((ms, n // steps, op, kernel) for (op, kernel), (ms, n) in totals.items()),
+                  reverse=True)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--kernels", required=True)
@@ -48,6 +73,7 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--commit", default="unknown")
     parser.add_argument("--hidden", type=int, nargs="+", default=sorted(SIZES))
+    parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     coda_torch.load(args.kernels)
@@ -85,6 +111,7 @@ def main():
             coda.zero_grad(set_to_none=True)
             coda(xb, position_embeddings=tables).backward(dyb)
         layer_ms = median_ms(layer_step)
+        profile = kernels_by_operator(layer_step) if args.profile else []
         heads = hidden // 128
         q = torch.randn(TOKENS // SEQ, heads, SEQ, 128, device="cuda").bfloat16().requires_grad_()
         kv = [torch.randn(TOKENS // SEQ, heads // 4, SEQ, 128, device="cuda").bfloat16()
@@ -103,7 +130,7 @@ def main():
                "cublas_gemms_ms": cublas_gemms,
                "outside_over_coda_gemms": (layer_ms - attention_ms) / coda_gemms,
                "outside_over_cublas_gemms": (layer_ms - attention_ms) / cublas_gemms,
-               "gemms": gemms}
+               "gemms": gemms, "layer_kernels": profile}
         rows.append(row)
         print(f"hidden {hidden}: layer fwd+bwd {layer_ms:.3f} ms, attention {attention_ms:.3f}, "
               f"its GEMMs alone: coda {coda_gemms:.3f} / cuBLAS {cublas_gemms:.3f}; (layer - "
@@ -112,6 +139,10 @@ def main():
         for g in gemms:
             print(f"  {g['gemm']:>11} {g['layout']} {g['M']} x {g['N']} x {g['K']}: "
                   f"coda {g['coda_ms']:.3f} ms, cuBLAS {g['cublas_ms']:.3f}", flush=True)
+        if profile:
+            print(f"  the layer's kernels: {sum(p[0] for p in profile):.3f} ms a step", flush=True)
+        for ms, n, op, kernel in profile:
+            print(f"  {ms:7.3f} ms x{n:2d}  {op[:36]:36}  {kernel[:80]}", flush=True)
         del eager, coda, xb, dyb, q, kv, do
         torch.cuda.empty_cache()
         with open(args.out, "w") as f:
