@@ -421,6 +421,29 @@ def test_llama_patch_keeps_hugging_face_names(tmp_path, family):
 
 
 @pytest.mark.parametrize("family", ["Llama", "Qwen2"])
+def test_llama_patch_decodes_with_a_kv_cache(family):
+    # Inference as generate() runs it: a prompt filling Hugging Face's KV
+    # cache, then one token at a time against it (two rows of one token
+    # each through the patched layers' GEMMs); the logits of every step
+    # against the original model's.
+    original, patched = llama_pair(family)
+    coda_torch.llama.apply(patched)
+    ids = torch.randint(0, 1000, (2, 67), device="cuda")
+    with torch.no_grad():
+        steps = []
+        for model in (original, patched):
+            out = model(input_ids=ids[:, :64], use_cache=True)
+            logits = [out.logits[:, -1]]
+            for t in range(64, 67):
+                out = model(input_ids=ids[:, t:t + 1], past_key_values=out.past_key_values,
+                            use_cache=True)
+                logits.append(out.logits[:, -1])
+            steps.append(logits)
+    for want, got in zip(*steps):
+        close(got, want.float(), rtol=3e-2)
+
+
+@pytest.mark.parametrize("family", ["Llama", "Qwen2"])
 def test_llama_unapply_restores_the_original_modules(family):
     original, patched = llama_pair(family)
     counts = coda_torch.llama.apply(patched)
