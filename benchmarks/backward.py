@@ -10,13 +10,14 @@ import argparse
 import datetime
 import json
 import os
+import statistics
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 import coda_torch  # noqa: E402
-from timing import median_ms  # noqa: E402
+from timing import interleaved_ms  # noqa: E402
 
 TOKENS, VOCAB, SEQ = 16384, 32768, 2048
 SIZES = {2048: 5632, 4096: 11008}
@@ -99,9 +100,14 @@ def measure(kernels, hidden_sizes, record, head_dim=128, cases=None):
     def compare(case, shape, ops, make_step):
         if cases and not any(case.startswith(c) for c in cases):
             return
-        row = {"case": case, "shape": shape, "coda_ms": median_ms(make_step(ops[0])),
-               "baselines": {"torch_eager": median_ms(make_step(ops[1])),
-                             "torch_compile": median_ms(make_step(ops[2]))}}
+        # In interleaved rounds, so that clock and power drift reach every
+        # side alike.
+        times = interleaved_ms({side: make_step(op) for side, op in
+                                zip(("coda", "torch_eager", "torch_compile"), ops)})
+        ms = {side: statistics.median(t) for side, t in times.items()}
+        row = {"case": case, "shape": shape, "coda_ms": ms["coda"],
+               "baselines": {"torch_eager": ms["torch_eager"],
+                             "torch_compile": ms["torch_compile"]}}
         record(row)
         print(f"{case} {shape}: coda {row['coda_ms']:.3f} ms; " + ", ".join(
             f"{k} {v:.3f} ms ({v / row['coda_ms']:.2f}x)" for k, v in row["baselines"].items()),
@@ -190,18 +196,36 @@ def measure(kernels, hidden_sizes, record, head_dim=128, cases=None):
         xb = torch.randn(TOKENS // SEQ, SEQ, hidden, device="cuda").bfloat16().requires_grad_()
         dyb = torch.randn_like(xb)
 
-        def layer_step(layer):
+        def layer_step(layer, x=xb):
             module = getattr(layer, "_orig_mod", layer)
 
             def run():
-                xb.grad = None
+                x.grad = None
                 module.zero_grad(set_to_none=True)
-                layer(xb, position_embeddings=tables).backward(dyb)
+                layer(x, position_embeddings=tables).backward(dyb)
             return run
 
         compare("llama_decoder_layer_fwd_bwd",
                 {"M": TOKENS, "batch": TOKENS // SEQ, "seq": SEQ, "hidden": hidden, "mlp": mlp,
                  **heads}, (coda, eager, compiled), layer_step)
+        # A layer inside a model: its input's row sums of squares come from
+        # the previous layer's down-projection epilogue (carried on the
+        # tensor, as coda_torch.llama's layers hand them on), so coda's layer
+        # does not compute them; torch's layers compute their input norm in
+        # every layer. (Without a gradient into the previous layer, whose
+        # adjoint takes it in an epilogue it runs anyway.)
+        # Only coda's layer gets them, on a copy of the input (an attribute
+        # on torch.compile's input would change what it guards on).
+        xi = xb.detach().clone().requires_grad_()
+        setattr(xi, coda_torch.llama._SUM_SQ,
+                (xi.detach().reshape(-1, hidden).float().square().sum(-1), xi._version))
+
+        def inner_layer_step(layer):
+            return layer_step(layer, xi if layer is coda else xb)
+
+        compare("llama_decoder_layer_inner_fwd_bwd",
+                {"M": TOKENS, "batch": TOKENS // SEQ, "seq": SEQ, "hidden": hidden, "mlp": mlp,
+                 **heads}, (coda, eager, compiled), inner_layer_step)
         # The same with torch.compile around coda's (opaque) ops, fusing the
         # norms, residuals and attention glue as it does for eager's layer.
         compare("llama_decoder_layer_compiled_fwd_bwd",
@@ -212,7 +236,7 @@ def measure(kernels, hidden_sizes, record, head_dim=128, cases=None):
             compare(name,
                     {"M": TOKENS, "batch": TOKENS // SEQ, "seq": SEQ, "hidden": hidden,
                      "mlp": mlp, **heads}, (layer, eager, compiled), layer_step)
-        del eager, coda, ops, compiled, xb, dyb
+        del eager, coda, ops, compiled, xb, xi, dyb
         torch.cuda.empty_cache()
 
 

@@ -2,7 +2,8 @@
 GEMMs it runs, each alone with a plain epilogue (coda's kernels, and
 cuBLAS's), and its attention alone: what the layer spends outside its
 GEMMs and attention, the measure of nothing being left beside the GEMMs
-(bf16, 16384 tokens, L2 flushed; timing.py).
+(bf16, 16384 tokens, L2 flushed; timing.py); also for a layer inside a
+model, whose input's sums of squares the previous layer hands on.
 
   python3 benchmarks/layer_gemms.py --kernels build/torch-kernels \\
       --plain build/gpu-tests/primitives --out X.json
@@ -111,6 +112,15 @@ def main():
             coda.zero_grad(set_to_none=True)
             coda(xb, position_embeddings=tables).backward(dyb)
         layer_ms = median_ms(layer_step)
+        # A layer inside a model, its input's sums of squares handed on by
+        # the previous layer (backward.py's llama_decoder_layer_inner).
+        sum_sq = xb.detach().reshape(-1, hidden).float().square().sum(-1)
+
+        def inner_layer_step():
+            setattr(xb, coda_torch.llama._SUM_SQ, (sum_sq, xb._version))
+            layer_step()
+        inner_ms = median_ms(inner_layer_step)
+        xb.__dict__.pop(coda_torch.llama._SUM_SQ, None)
         profile = kernels_by_operator(layer_step) if args.profile else []
         heads = hidden // 128
         q = torch.randn(TOKENS // SEQ, heads, SEQ, 128, device="cuda").bfloat16().requires_grad_()
@@ -130,12 +140,15 @@ def main():
                "cublas_gemms_ms": cublas_gemms,
                "outside_over_coda_gemms": (layer_ms - attention_ms) / coda_gemms,
                "outside_over_cublas_gemms": (layer_ms - attention_ms) / cublas_gemms,
+               "inner_layer_ms": inner_ms,
+               "inner_outside_over_coda_gemms": (inner_ms - attention_ms) / coda_gemms,
                "gemms": gemms, "layer_kernels": profile}
         rows.append(row)
         print(f"hidden {hidden}: layer fwd+bwd {layer_ms:.3f} ms, attention {attention_ms:.3f}, "
               f"its GEMMs alone: coda {coda_gemms:.3f} / cuBLAS {cublas_gemms:.3f}; (layer - "
               f"attention) / GEMMs: {row['outside_over_coda_gemms']:.3f} / "
-              f"{row['outside_over_cublas_gemms']:.3f}", flush=True)
+              f"{row['outside_over_cublas_gemms']:.3f}; a layer inside a model {inner_ms:.3f} ms, "
+              f"{row['inner_outside_over_coda_gemms']:.3f}", flush=True)
         for g in gemms:
             print(f"  {g['gemm']:>11} {g['layout']} {g['M']} x {g['N']} x {g['K']}: "
                   f"coda {g['coda_ms']:.3f} ms, cuBLAS {g['cublas_ms']:.3f}", flush=True)
