@@ -217,8 +217,8 @@ def measure(kernels, hidden_sizes, record, head_dim=128, cases=None):
         # Only coda's layer gets them, on a copy of the input (an attribute
         # on torch.compile's input would change what it guards on).
         xi = xb.detach().clone().requires_grad_()
-        setattr(xi, coda_torch.llama._SUM_SQ,
-                (xi.detach().reshape(-1, hidden).float().square().sum(-1), xi._version))
+        coda_torch.llama._hand_on_sum_sq(
+            xi, xi.detach().reshape(-1, hidden).float().square().sum(-1))
 
         def inner_layer_step(layer):
             return layer_step(layer, xi if layer is coda else xb)

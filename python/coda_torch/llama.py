@@ -43,6 +43,7 @@ Q/K/V; without an sm_90 GPU, `apply` warns and changes nothing.
 
 import types
 import warnings
+import weakref
 
 import torch
 from torch import nn
@@ -148,11 +149,29 @@ def _patch_mlp(mlp):
     _keep_hf_names(mlp, _MLP_NAMES, _split_gate_up, _join_gate_up)
 
 
+# The tables of the last call and what they were made from: every layer of a
+# forward gets the same Hugging Face tables, which each layer would
+# otherwise expand and copy again.
+_last_tables = (None, None)
+
+
 def _rope_tables(position_embeddings, input_shape):
     # Hugging Face's tables are batch (or 1) x sequence x head_dim in the
     # model's dtype; the kernels read one bf16 row per token.
-    return tuple(t.expand(*input_shape, t.shape[-1]).reshape(-1, t.shape[-1])
-                 .to(torch.bfloat16) for t in position_embeddings)
+    global _last_tables
+    compiling = torch.compiler.is_compiling()
+    if not compiling:
+        made_from, tables = _last_tables
+        if made_from is not None and made_from[2] == tuple(input_shape) and all(
+                ref() is t and version == t._version
+                for ref, version, t in zip(made_from[0], made_from[1], position_embeddings)):
+            return tables
+    tables = tuple(t.expand(*input_shape, t.shape[-1]).reshape(-1, t.shape[-1])
+                   .to(torch.bfloat16) for t in position_embeddings)
+    if not compiling:
+        _last_tables = (([weakref.ref(t) for t in position_embeddings],
+                         [t._version for t in position_embeddings], tuple(input_shape)), tables)
+    return tables
 
 
 def _attention_forward(attn, hidden_states, position_embeddings=None, attention_mask=None,
@@ -245,6 +264,12 @@ def _patch_attention(attn):
 _SUM_SQ = "_coda_sum_sq"
 
 
+def _hand_on_sum_sq(hidden_states, sum_sq):
+    """Attaches the row sums of squares of `hidden_states` for the next
+    patched layer's input norm (what a patched layer does with its output)."""
+    setattr(hidden_states, _SUM_SQ, (sum_sq, hidden_states._version))
+
+
 def _stream_sum_sq(hidden_states, x):
     if not torch.compiler.is_compiling():
         stashed = getattr(hidden_states, _SUM_SQ, None)
@@ -284,7 +309,7 @@ def _decoder_layer_forward(layer, hidden_states, attention_mask=None, position_i
                                 mlp.down_proj.weight)
     result = z.view(*input_shape, hidden)
     if not torch.compiler.is_compiling():
-        setattr(result, _SUM_SQ, (sum_sq, result._version))
+        _hand_on_sum_sq(result, sum_sq)
     return result
 
 

@@ -505,21 +505,13 @@ def _linear_qkv_rope(x: torch.Tensor, w: torch.Tensor, cos: torch.Tensor, sin: t
     _check("linear_qkv_rope", x=x, w=w)
     tokens, n = x.shape[0], w.shape[0]
     program, head_dim = _check_rope("linear_qkv_rope", tokens, n, cos, sin, rotated)
-    _check_bias("linear_qkv_rope", bias, n)
-    function = "linear_qkv_rope" if bias is None else "linear_qkv_rope_bias"
+    _check_vector("linear_qkv_rope", "bias", bias, torch.bfloat16, n, optional=True)
+    function, biases = _with_bias("linear_qkv_rope", bias)
     module, (forward,) = _kernels(program, function, "forward:gemm0")
     y = x.new_empty(tokens, n)
-    biases = () if bias is None else (bias.contiguous(),)
     _launch(module, forward, x.contiguous(), w.contiguous(), *biases, cos.contiguous(),
             sin.contiguous(), rotated // head_dim, y)
     return y
-
-
-def _check_bias(name, bias, n):
-    if bias is not None and (bias.dtype != torch.bfloat16 or not bias.is_cuda
-                             or bias.shape != (n,)):
-        raise ValueError(f"coda_torch.{name}: bias must be None or a bf16 CUDA tensor of "
-                         f"shape ({n},), got {bias.dtype} {tuple(bias.shape)} on {bias.device}")
 
 
 # The head sizes the RoPE programs rotate: the program (or its variant,
@@ -544,6 +536,12 @@ def _check_rope(name, tokens, n, cos, sin, rotated):
         raise ValueError(f"coda_torch.{name}: rotated must be a multiple of {head_dim} "
                          f"in [0, {n}], got {rotated}")
     return _rope_program(name, cos)
+
+
+def _with_bias(function, bias):
+    """The RoPE program's `function`, or its form with a bias added before
+    the rotation (`<function>_bias`), and the bias as a launch argument."""
+    return (function, ()) if bias is None else (function + "_bias", (bias.contiguous(),))
 
 
 def _rope_program(name, cos):
@@ -674,17 +672,18 @@ linear_residual_norm = _Op("linear_residual_norm", _linear_residual_norm,
                            _norm_backward)
 
 
-def _check_row_scale(name, rs, tokens):
-    if rs.dtype != torch.float32 or not rs.is_cuda or rs.shape != (tokens,):
-        raise ValueError(f"coda_torch.{name}: rs must be a float32 CUDA tensor of shape "
-                         f"({tokens},), got {rs.dtype} {tuple(rs.shape)} on {rs.device}")
+_DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float32: "float32"}
 
 
-def _check_gamma(name, gamma, w):
-    if gamma.dtype != torch.bfloat16 or not gamma.is_cuda or gamma.shape != (w.shape[1],):
-        raise ValueError(f"coda_torch.{name}: gamma must be a bf16 CUDA tensor of shape "
-                         f"({w.shape[1]},), got {gamma.dtype} {tuple(gamma.shape)} on "
-                         f"{gamma.device}")
+def _check_vector(name, arg, t, dtype, length, optional=False):
+    """A vector operand (a row scale, a norm's gamma, a bias): a CUDA tensor
+    of `dtype` and shape (length,); None too where `optional`."""
+    if t is None and optional:
+        return
+    if t.dtype != dtype or not t.is_cuda or t.shape != (length,):
+        raise ValueError(f"coda_torch.{name}: {arg} must be {'None or ' if optional else ''}a "
+                         f"{_DTYPE_NAMES[dtype]} CUDA tensor of shape ({length},), got "
+                         f"{t.dtype} {tuple(t.shape)} on {t.device}")
 
 
 def _norm_weight_grad(dacc, x, w, gamma):
@@ -709,8 +708,8 @@ def _norm_swiglu_mlp_forward(x: torch.Tensor, rs: torch.Tensor, w_gate_up: torch
     _check("norm_swiglu_mlp", x=x, w_gate_up=w_gate_up, w_down=w_down)
     tokens, hidden = x.shape
     features = w_gate_up.shape[0] // 2
-    _check_row_scale("norm_swiglu_mlp", rs, tokens)
-    _check_gamma("norm_swiglu_mlp", gamma, w_gate_up)
+    _check_vector("norm_swiglu_mlp", "rs", rs, torch.float32, tokens)
+    _check_vector("norm_swiglu_mlp", "gamma", gamma, torch.bfloat16, w_gate_up.shape[1])
     _check_gate_up("norm_swiglu_mlp", x, w_gate_up)
     if w_down.shape != (hidden, features):
         raise ValueError(f"coda_torch.norm_swiglu_mlp: w_down must be ({hidden}, {features}), "
@@ -815,15 +814,14 @@ def _linear_norm_qkv_rope(x: torch.Tensor, rs: torch.Tensor, w: torch.Tensor,
     reads."""
     _check("linear_norm_qkv_rope", x=x, w=w)
     tokens, n = x.shape[0], w.shape[0]
-    _check_row_scale("linear_norm_qkv_rope", rs, tokens)
-    _check_gamma("linear_norm_qkv_rope", gamma, w)
+    _check_vector("linear_norm_qkv_rope", "rs", rs, torch.float32, tokens)
+    _check_vector("linear_norm_qkv_rope", "gamma", gamma, torch.bfloat16, w.shape[1])
     program, head_dim = _check_rope("linear_norm_qkv_rope", tokens, n, cos, sin, rotated)
-    _check_bias("linear_norm_qkv_rope", bias, n)
-    function = "linear_norm_qkv_rope" if bias is None else "linear_norm_qkv_rope_bias"
+    _check_vector("linear_norm_qkv_rope", "bias", bias, torch.bfloat16, n, optional=True)
+    function, biases = _with_bias("linear_norm_qkv_rope", bias)
     module, (forward,) = _kernels(program, function, "forward:gemm0")
     folded = w * gamma
     y = x.new_empty(tokens, n)
-    biases = () if bias is None else (bias.contiguous(),)
     _launch(module, forward, x.contiguous(), folded, rs.contiguous(), *biases,
             cos.contiguous(), sin.contiguous(), rotated // head_dim, y)
     return y, folded
