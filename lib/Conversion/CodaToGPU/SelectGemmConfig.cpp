@@ -106,6 +106,11 @@ Attribute selectConfig(GemmOp op) {
   // (not a multiple of 8: heads narrower than 16 columns): warp-specialized.
   if (!fragmentLayoutSupports(stride))
     return warpSpecialized;
+  // A RoPE table whose period the tile's columns do not show statically.
+  bool dynamicPeriod = false;
+  for (unsigned k = 0; k < numInputs; ++k)
+    dynamicPeriod |= op.getInputForm(k) == AccessForm::periodic &&
+                     !staticPeriod(op, k, cooperative.getTileN());
   // An epilogue that reads no product (an adjoint from saved values) makes
   // the kernel its epilogue alone, a memory-bound pass: the register
   // schedules stream its inputs at 2.0-2.6 TB/s where the warp-specialized
@@ -120,12 +125,8 @@ Attribute selectConfig(GemmOp op) {
   // 16), a pair input, more than two row inputs or an f32 tile output.
   if (!op.readsAccumulator()) {
     bool wide = pairInput || rowInputs > 2 || f32Tile;
-    if (stride && *stride > 1) {
-      wide |= tileInputs > 1;
-      for (unsigned k = 0; k < numInputs; ++k)
-        wide |= op.getInputForm(k) == AccessForm::periodic &&
-                !staticPeriod(op, k, cooperative.getTileN());
-    }
+    if (stride && *stride > 1)
+      wide |= tileInputs > 1 || dynamicPeriod;
     return wide ? pingPong
                 : makeConfig(ctx, GemmSchedule::cooperative, 256, 1);
   }
@@ -136,12 +137,8 @@ Attribute selectConfig(GemmOp op) {
     // cooperative kernel spills (ptxas: coda_torch's linear_norm_qkv_rope 72
     // bytes, its adjoint 234, linear_qkv_rope_bias 172);
     // warp-specialized spills nothing.
-    if (tileOutputs > 1 || tileInputs > 1 || colInputs > 0)
+    if (tileOutputs > 1 || tileInputs > 1 || colInputs > 0 || dynamicPeriod)
       return warpSpecialized;
-    for (unsigned k = 0; k < numInputs; ++k)
-      if (op.getInputForm(k) == AccessForm::periodic &&
-          !staticPeriod(op, k, cooperative.getTileN()))
-        return warpSpecialized;
     return cooperative;
   }
   // Epilogues that keep more per element live beside the accumulators
