@@ -71,9 +71,10 @@ def CodaSelectGemmConfig
     - pairs at a stride wider than one column (rotate-half RoPE):
       cooperative 128 x 256 in clusters of two where every periodic table
       has a static period (whose reads a row's congruent columns share),
-      else, or beside a second tile input or output or a column input (a
-      bias before the rotation), the warp-specialized 128 x 256 kernel (the
-      register epilogues measured slower, or spilling, there);
+      else, or beside a second tile input or output, the warp-specialized
+      128 x 256 kernel (the register epilogues measured slower, or
+      spilling, there); beside a column input (a bias before the
+      rotation) ping-pong 128 x 128, where cooperative spills;
     - two tile inputs, or a pair input beside other inputs (backward
       programs): the warp-specialized 128 x 256 kernel, where both register
       schedules spill;

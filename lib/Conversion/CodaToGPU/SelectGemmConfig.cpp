@@ -133,12 +133,18 @@ Attribute selectConfig(GemmOp op) {
   if (stride && *stride > 1) {
     // Beside a second tile output or a second tile input (a deferred norm's
     // Q/K/V GEMM saving its accumulator, and its adjoint reading it with
-    // dY), or beside a column input (a bias added before the rotation), the
-    // cooperative kernel spills (ptxas: coda_torch's linear_norm_qkv_rope 72
-    // bytes, its adjoint 234, linear_qkv_rope_bias 172);
-    // warp-specialized spills nothing.
-    if (tileOutputs > 1 || tileInputs > 1 || colInputs > 0 || dynamicPeriod)
+    // dY), the cooperative kernel spills (ptxas: coda_torch's
+    // linear_norm_qkv_rope 72 bytes, its adjoint 234); warp-specialized
+    // spills nothing.
+    if (tileOutputs > 1 || tileInputs > 1 || dynamicPeriod)
       return warpSpecialized;
+    // Beside a column input (a bias added before the rotation) the
+    // cooperative kernel spills too (linear_qkv_rope_bias 172 bytes,
+    // linear_norm_qkv_rope_bias 188); ping-pong spills nothing and was as
+    // fast as warp-specialized or faster (16384 tokens, hidden 2048 / 4096:
+    // 0.364 / 1.199 ms against 0.373 / 1.375; benchmarks/op_variants.py).
+    if (colInputs > 0)
+      return pingPong;
     return cooperative;
   }
   // Epilogues that keep more per element live beside the accumulators

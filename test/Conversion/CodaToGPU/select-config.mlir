@@ -7,8 +7,8 @@
 // configuration where it is static); f32 tile outputs beside
 // inputs or partials, a pair input alone and more than two row inputs
 // ping-pong; RoPE's strided pairs cooperative where its tables' period is
-// static and no column input is read, else the warp-specialized kernel, as
-// are two tile inputs and a
+// static and no column input is read (ping-pong beside one), else the
+// warp-specialized kernel, as are two tile inputs and a
 // pair input beside others; two tile inputs beside an interleaved output
 // (SwiGLU's saved backward) ping-pong up to K = 4096 and warp-specialized
 // beyond; row and column inputs together cooperative without a cluster;
@@ -393,10 +393,10 @@ func.func @rope_saving_accumulator(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>,
   return
 }
 
-// RoPE with a column input (a bias added before the rotation):
-// warp-specialized (the cooperative kernel spills beside it).
+// RoPE with a column input (a bias added before the rotation): ping-pong
+// (the cooperative kernel spills beside it).
 // CHECK-LABEL: func.func @rope_bias
-//       CHECK:   schedule = warp_specialized, tile_m = 128, tile_n = 256
+//       CHECK:   schedule = ping_pong, tile_m = 128, tile_n = 128
 func.func @rope_bias(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %bias: memref<?xbf16>,
                      %cos: memref<?x128xf32>, %q: memref<?x?xbf16>) {
   coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
