@@ -1942,6 +1942,63 @@ SmallVector<Value> EpilogueBuilder::emitRow(
   std::map<std::tuple<unsigned, int64_t, int64_t>, SmallVector<Value>>
       periodicReads;
 
+  // Interleaved outputs are stored as each group run is evaluated, so that
+  // their values do not wait for the rest of the row; where then no output
+  // waits for the whole row (the others staged tiles, narrowed as they are
+  // computed, or row partials but log-sum-exp, which takes its block's
+  // values at once), the row partials are combined then too. SwiGLU's
+  // derivative, an interleaved output beside its row scale's partials,
+  // kept the whole row's values live and spilled 360 bytes under
+  // ping-pong, 64 with the stores alone moved, none with both. (Where an
+  // output does wait for the row, its values are live to the end anyway;
+  // combining early there only moved ptxas's schedule: a batched residual
+  // with an f32 output spilled 4 bytes.) Combined in the blocks' slot
+  // order where group runs follow the groups, as they do but for periodic
+  // inputs.
+  bool rowConsumedEagerly = llvm::all_of(
+      llvm::enumerate(yielded), [&](auto indexed) {
+        unsigned i = indexed.index();
+        switch (roles[i]) {
+        case OutputRole::interleaved:
+          return true;
+        case OutputRole::tile:
+          return staged(i);
+        case OutputRole::rowPartials:
+          return getPartialKind(indexed.value()) != ReductionKind::logsumexp;
+        default:
+          return false;
+        }
+      });
+  auto eagerPartials = [&](unsigned i) {
+    return rowConsumedEagerly && roles[i] == OutputRole::rowPartials;
+  };
+  DenseMap<unsigned, SmallVector<Value>> runningPartials;
+  for (unsigned i = 0; i < yielded.size(); ++i)
+    if (eagerPartials(i))
+      runningPartials[i].assign(partialBlocks.size(),
+                                identity(lb, getPartialKind(yielded[i])));
+  auto storeInterleaved = [&](unsigned i, ArrayRef<unsigned> runIndices) {
+    auto interleave = yielded[i].getDefiningOp<InterleaveOp>();
+    Value two = index(lb, 2);
+    Value limit = arith::MulIOp::create(lb, frame.sizeN, two);
+    for (unsigned r : runIndices) {
+      const Run &run = runs[r];
+      Slot head = run.front();
+      SmallVector<Value> values;
+      for (Slot slot : run) {
+        values.push_back(mappingOf(slot).lookup(interleave.getEven()));
+        values.push_back(mappingOf(slot).lookup(interleave.getOdd()));
+      }
+      // A run of columns [c, c + r) fills [2c, 2c + 2r): even, odd per
+      // column.
+      Value col = arith::MulIOp::create(lb, cols[head.group][head.lane], two);
+      storeRun(lb, outputs[i], {row, col}, values,
+               fragments ? roomBounds(lb, room, offsetOf(head), values.size(),
+                                      /*perColumn=*/2)
+                         : limitBounds(lb, inRow, col, values.size(), limit));
+    }
+  };
+
   // Group run by group run: its inputs read, the region evaluated and its
   // 16-bit outputs narrowed, so that only one group run's inputs and f32
   // results are live beside the accumulators.
@@ -2052,6 +2109,23 @@ SmallVector<Value> EpilogueBuilder::emitRow(
         narrowed[{unsigned(i), r}] = narrowPairs(lb, values);
       }
     }
+    for (auto [i, value] : llvm::enumerate(yielded)) {
+      if (roles[i] == OutputRole::interleaved)
+        storeInterleaved(i, runsOfGroupRun[gr]);
+      if (!eagerPartials(i))
+        continue;
+      ReductionKind kind = getPartialKind(value);
+      for (auto [p, block] : llvm::enumerate(partialBlocks))
+        for (Slot s : block.slots) {
+          if (!llvm::is_contained(groupRun, s.group))
+            continue;
+          Value masked = arith::SelectOp::create(
+              lb, inBounds(s), toF32(lb, mappingOf(s).lookup(value)),
+              identity(lb, kind));
+          runningPartials[i][p] = buildReductionCombine(
+              lb, lb.getLoc(), kind, runningPartials[i][p], masked);
+        }
+    }
   }
 
   unsigned colSlot = 0;
@@ -2097,28 +2171,9 @@ SmallVector<Value> EpilogueBuilder::emitRow(
                                          frame.sizeN));
       }
       break;
-    case OutputRole::interleaved: {
-      // A run of columns [c, c + r) fills [2c, 2c + 2r): even, odd per
-      // column.
-      auto interleave = value.getDefiningOp<InterleaveOp>();
-      Value two = index(lb, 2);
-      Value limit = arith::MulIOp::create(lb, frame.sizeN, two);
-      for (const Run &run : runs) {
-        Slot head = run.front();
-        SmallVector<Value> values;
-        for (Slot slot : run) {
-          values.push_back(mappingOf(slot).lookup(interleave.getEven()));
-          values.push_back(mappingOf(slot).lookup(interleave.getOdd()));
-        }
-        Value col =
-            arith::MulIOp::create(lb, cols[head.group][head.lane], two);
-        storeRun(lb, out, {row, col}, values,
-                 fragments ? roomBounds(lb, room, offsetOf(head),
-                                        values.size(), /*perColumn=*/2)
-                           : limitBounds(lb, inRow, col, values.size(), limit));
-      }
+    case OutputRole::interleaved:
+      // Stored group run by group run, above.
       break;
-    }
     case OutputRole::pair: {
       // Pair j of block k lands in column k s + j: the tile's pairs start
       // at blockN / 2.
@@ -2154,17 +2209,22 @@ SmallVector<Value> EpilogueBuilder::emitRow(
       // butterfly shuffles in a fixed order.
       ReductionKind kind = getPartialKind(value);
       int64_t partialsPerTile = config.tileN / config.rowPartialTile;
-      for (const PartialBlock &block : partialBlocks) {
-        SmallVector<Value> masked;
-        for (Slot s : block.slots)
-          masked.push_back(arith::SelectOp::create(
-              lb, inBounds(s), toF32(lb, mappingOf(s).lookup(value)),
-              identity(lb, kind)));
-        Value acc = kind == ReductionKind::logsumexp ? logSumExp(lb, masked)
-                                                     : identity(lb, kind);
-        if (kind != ReductionKind::logsumexp)
-          for (Value v : masked)
-            acc = buildReductionCombine(lb, lb.getLoc(), kind, acc, v);
+      for (auto [p, block] : llvm::enumerate(partialBlocks)) {
+        Value acc;
+        if (eagerPartials(i)) {
+          acc = runningPartials[i][p];
+        } else {
+          SmallVector<Value> masked;
+          for (Slot s : block.slots)
+            masked.push_back(arith::SelectOp::create(
+                lb, inBounds(s), toF32(lb, mappingOf(s).lookup(value)),
+                identity(lb, kind)));
+          acc = kind == ReductionKind::logsumexp ? logSumExp(lb, masked)
+                                                 : identity(lb, kind);
+          if (kind != ReductionKind::logsumexp)
+            for (Value v : masked)
+              acc = buildReductionCombine(lb, lb.getLoc(), kind, acc, v);
+        }
         acc = shuffleCombine(lb, kind, acc, partialOffsets);
         Value partial = arith::AddIOp::create(
             lb,

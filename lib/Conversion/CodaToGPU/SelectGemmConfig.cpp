@@ -157,10 +157,15 @@ Attribute selectConfig(GemmOp op) {
   // suite's swiglu_backward_adjoint (pair and row inputs) 440 / 28 (104 / 0
   // since its pair columns are made where used; ping-pong not yet timed
   // against the warp-specialized kernel for it).
-  // With a row input beside them (a deferred norm's row scale, whose
-  // gradient the epilogue also reduces), ping-pong spills 360 bytes
-  // (coda_torch's norm_swiglu_mlp_backward): warp-specialized.
-  if (tileInputs > 1 && pairs && rowInputs == 0)
+  // SwiGLU's derivative (two tile inputs, an interleaved output; with a
+  // deferred norm's row scale and its gradient's row partials, or an FP8
+  // GEMM's row and column scales) spills nothing under ping-pong, whose
+  // epilogue hides under the other consumer's K loop: 16384 tokens, hidden
+  // 2048 / 4096, against warp-specialized, norm_swiglu_mlp's 0.812 / 2.515
+  // ms against 0.962 / 3.270 (cooperative 128 x 128: 0.871 / 2.979),
+  // swiglu_mlp_fp8's 0.648 / 1.594 against 0.743 / 2.154
+  // (benchmarks/op_variants.py).
+  if (tileInputs > 1 && pairs)
     return pingPongUpTo(op, 4096, warpSpecialized);
   if (tileInputs > 1 || (pairInput && numInputs > 1))
     return warpSpecialized;

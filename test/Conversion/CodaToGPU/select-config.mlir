@@ -345,10 +345,11 @@ func.func @swiglu_saved_backward_long_k(%a: memref<?x8192xbf16>, %b: memref<8192
 }
 
 // The same with a row input beside the two tile inputs (a deferred norm's
-// row scale) and its gradient's row partials: warp-specialized at every K
-// (ping-pong spills 360 bytes there).
+// row scale) and its gradient's row partials: ping-pong up to K = 4096 as
+// well (the partials combined as each group run is evaluated, nothing
+// spills), warp-specialized beyond.
 // CHECK-LABEL: func.func @norm_swiglu_saved_backward
-//       CHECK:   attributes {coda.gemm_config = #coda.gemm_config<schedule = warp_specialized, tile_m = 128, tile_n = 256, stages = 4>}
+//       CHECK:   attributes {coda.gemm_config = [#coda.gemm_config<schedule = ping_pong, tile_m = 128, tile_n = 128, stages = 4, max_k = 4096>, #coda.gemm_config<schedule = warp_specialized, tile_m = 128, tile_n = 256, stages = 4>]}
 func.func @norm_swiglu_saved_backward(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %g: memref<?x?xbf16>,
                                       %u: memref<?x?xbf16>, %rs: memref<?xf32>, %y: memref<?x?xbf16>,
                                       %p: memref<?x?xf32>) {
