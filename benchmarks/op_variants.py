@@ -40,6 +40,13 @@ def norm_swiglu_mlp(hidden, mlp, gen):
     return [x, rs, w, gamma, wd], lambda *a: coda_torch.norm_swiglu_mlp(*a), grads
 
 
+def swiglu_mlp_fp8(hidden, mlp, gen):
+    x = randn(T, hidden, gen=gen)
+    w = randn(2 * mlp, hidden, gen=gen, scale=hidden ** -0.5)
+    wd = randn(hidden, mlp, gen=gen, scale=mlp ** -0.5)
+    return [x, w, wd], lambda *a: coda_torch.swiglu_mlp_fp8(*a), [randn(T, hidden, gen=gen)]
+
+
 def rope_inputs(hidden, gen):
     heads = hidden // 128
     n = 128 * (heads + 2 * (heads // 4))
@@ -65,8 +72,8 @@ def linear_norm_qkv_rope(hidden, mlp, gen):
         x, rs, w, g, cos, sin, rotated, b), [randn(T, n, gen=gen)])
 
 
-OPS = {"norm_swiglu_mlp": norm_swiglu_mlp, "linear_qkv_rope": linear_qkv_rope,
-       "linear_norm_qkv_rope": linear_norm_qkv_rope}
+OPS = {"norm_swiglu_mlp": norm_swiglu_mlp, "swiglu_mlp_fp8": swiglu_mlp_fp8,
+       "linear_qkv_rope": linear_qkv_rope, "linear_norm_qkv_rope": linear_norm_qkv_rope}
 SIZES = [(2048, 5632), (4096, 11008)]
 
 
