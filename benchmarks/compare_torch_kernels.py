@@ -62,42 +62,30 @@ def main():
             xb.grad = None
             eager.zero_grad(set_to_none=True)
             eager_compiled(xb, position_embeddings=tables).backward(dyb)
-        if "layer_compiled" in args.cases:
-            coda_compiled = torch.compile(coda)
+        def layer_case(case, label, module, x):
+            """Each build's coda layer (`module` on `x`) against torch.compile's."""
             fns = {}
             for name in builds:
                 def layer(name=name):
                     use(name)
-                    xb.grad = None
+                    x.grad = None
                     coda.zero_grad(set_to_none=True)
-                    coda_compiled(xb, position_embeddings=tables).backward(dyb)
-                fns["coda under torch.compile, " + name] = layer
+                    module(x, position_embeddings=tables).backward(dyb)
+                fns[label + name] = layer
             fns["torch.compile"] = layer_torch
-            row = {"case": "llama_decoder_layer_compiled_fwd_bwd", "hidden": hidden, "mlp": mlp,
+            row = {"case": case, "hidden": hidden, "mlp": mlp,
                    "ms": {k: statistics.median(v)
                           for k, v in interleaved_ms(fns, reps=20).items()}}
             results.append(row)
             print(json.dumps(row, indent=1), flush=True)
-            del coda_compiled
+        if "layer_compiled" in args.cases:
+            layer_case("llama_decoder_layer_compiled_fwd_bwd", "coda under torch.compile, ",
+                       torch.compile(coda), xb)
         if "layer_inner" in args.cases:
             xi = xb.detach().clone().requires_grad_()
             coda_torch.llama._hand_on_sum_sq(
                 xi, xi.detach().reshape(-1, hidden).float().square().sum(-1))
-            fns = {}
-            for name in builds:
-                def layer(name=name):
-                    use(name)
-                    xi.grad = None
-                    coda.zero_grad(set_to_none=True)
-                    coda(xi, position_embeddings=tables).backward(dyb)
-                fns["coda, " + name] = layer
-            fns["torch.compile"] = layer_torch
-            row = {"case": "llama_decoder_layer_inner_fwd_bwd", "hidden": hidden, "mlp": mlp,
-                   "ms": {k: statistics.median(v)
-                          for k, v in interleaved_ms(fns, reps=20).items()}}
-            results.append(row)
-            print(json.dumps(row, indent=1), flush=True)
-            del xi
+            layer_case("llama_decoder_layer_inner_fwd_bwd", "coda, ", coda, xi)
         del eager, coda, eager_compiled, xb, dyb
         torch.cuda.empty_cache()
         with open(args.out, "w") as f:
