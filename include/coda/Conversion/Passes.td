@@ -75,9 +75,14 @@ def CodaSelectGemmConfig
       128 x 256 kernel (the register epilogues measured slower, or
       spilling, there); beside a column input (a bias before the
       rotation) ping-pong 128 x 128, where cooperative spills;
-    - two tile inputs, or a pair input beside other inputs (backward
-      programs): the warp-specialized 128 x 256 kernel, where both register
-      schedules spill;
+    - two tile inputs beside pairs of adjacent columns or an interleaved
+      output (SwiGLU's derivative from saved pre-activations, also with a
+      row scale and its gradient's row partials, or FP8 scales): ping-pong
+      128 x 128 up to K = 4096, the warp-specialized 128 x 256 kernel
+      beyond, dispatched by K as below;
+    - other epilogues with two tile inputs, or a pair input beside other
+      inputs (backward programs): the warp-specialized 128 x 256 kernel,
+      where both register schedules spill;
     - an f32 tile output beside inputs or partials, a pair input alone, or
       more than two row inputs: ping-pong 128 x 128;
     - log-sum-exp or max row partials, and pairs of adjacent columns or

@@ -1972,6 +1972,13 @@ SmallVector<Value> EpilogueBuilder::emitRow(
   auto eagerPartials = [&](unsigned i) {
     return rowConsumedEagerly && roles[i] == OutputRole::rowPartials;
   };
+  // Slot `s`'s value of a partial's reduction, its identity beyond the
+  // output.
+  auto partialTerm = [&](Slot s, Value value, ReductionKind kind) -> Value {
+    return arith::SelectOp::create(lb, inBounds(s),
+                                   toF32(lb, mappingOf(s).lookup(value)),
+                                   identity(lb, kind));
+  };
   DenseMap<unsigned, SmallVector<Value>> runningPartials;
   for (unsigned i = 0; i < yielded.size(); ++i)
     if (eagerPartials(i))
@@ -2117,13 +2124,11 @@ SmallVector<Value> EpilogueBuilder::emitRow(
       ReductionKind kind = getPartialKind(value);
       for (auto [p, block] : llvm::enumerate(partialBlocks))
         for (Slot s : block.slots) {
-          if (!llvm::is_contained(groupRun, s.group))
-            continue;
-          Value masked = arith::SelectOp::create(
-              lb, inBounds(s), toF32(lb, mappingOf(s).lookup(value)),
-              identity(lb, kind));
-          runningPartials[i][p] = buildReductionCombine(
-              lb, lb.getLoc(), kind, runningPartials[i][p], masked);
+          if (llvm::is_contained(groupRun, s.group))
+            runningPartials[i][p] =
+                buildReductionCombine(lb, lb.getLoc(), kind,
+                                      runningPartials[i][p],
+                                      partialTerm(s, value, kind));
         }
     }
   }
@@ -2216,9 +2221,7 @@ SmallVector<Value> EpilogueBuilder::emitRow(
         } else {
           SmallVector<Value> masked;
           for (Slot s : block.slots)
-            masked.push_back(arith::SelectOp::create(
-                lb, inBounds(s), toF32(lb, mappingOf(s).lookup(value)),
-                identity(lb, kind)));
+            masked.push_back(partialTerm(s, value, kind));
           acc = kind == ReductionKind::logsumexp ? logSumExp(lb, masked)
                                                  : identity(lb, kind);
           if (kind != ReductionKind::logsumexp)
