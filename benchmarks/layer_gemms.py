@@ -10,8 +10,9 @@ model, whose input's sums of squares the previous layer hands on.
 
 --plain is the GPU suite's primitives (plain_nt: x W^T); the layouts of the
 backward come from coda_torch's swiglu_mlp program (dX = dAcc W, dW =
-dAcc^T x, plain epilogues). --profile adds the layer's kernels, each under
-the operator that launched it (torch.profiler), per step.
+dAcc^T x, plain epilogues). --profile adds the layer's kernels, first and
+inside a model, each under the operator that launched it (torch.profiler),
+per step.
 """
 
 import argparse
@@ -119,6 +120,7 @@ def main():
             xi, xi.detach().reshape(-1, hidden).float().square().sum(-1))
         inner_ms = median_ms(lambda: layer_step(xi))
         profile = kernels_by_operator(layer_step) if args.profile else []
+        inner_profile = kernels_by_operator(lambda: layer_step(xi)) if args.profile else []
         heads = hidden // 128
         q = torch.randn(TOKENS // SEQ, heads, SEQ, 128, device="cuda").bfloat16().requires_grad_()
         kv = [torch.randn(TOKENS // SEQ, heads // 4, SEQ, 128, device="cuda").bfloat16()
@@ -139,7 +141,8 @@ def main():
                "outside_over_cublas_gemms": (layer_ms - attention_ms) / cublas_gemms,
                "inner_layer_ms": inner_ms,
                "inner_outside_over_coda_gemms": (inner_ms - attention_ms) / coda_gemms,
-               "gemms": gemms, "layer_kernels": profile}
+               "gemms": gemms, "layer_kernels": profile,
+               "inner_layer_kernels": inner_profile}
         rows.append(row)
         print(f"hidden {hidden}: layer fwd+bwd {layer_ms:.3f} ms, attention {attention_ms:.3f}, "
               f"its GEMMs alone: coda {coda_gemms:.3f} / cuBLAS {cublas_gemms:.3f}; (layer - "
@@ -149,10 +152,11 @@ def main():
         for g in gemms:
             print(f"  {g['gemm']:>11} {g['layout']} {g['M']} x {g['N']} x {g['K']}: "
                   f"coda {g['coda_ms']:.3f} ms, cuBLAS {g['cublas_ms']:.3f}", flush=True)
-        if profile:
-            print(f"  the layer's kernels: {sum(p[0] for p in profile):.3f} ms a step", flush=True)
-        for ms, n, op, kernel in profile:
-            print(f"  {ms:7.3f} ms x{n:2d}  {op[:36]:36}  {kernel[:80]}", flush=True)
+        for title, kernels in (("the first layer's", profile), ("a layer inside a model's", inner_profile)):
+            if kernels:
+                print(f"  {title} kernels: {sum(p[0] for p in kernels):.3f} ms a step", flush=True)
+            for ms, n, op, kernel in kernels:
+                print(f"  {ms:7.3f} ms x{n:2d}  {op[:36]:36}  {kernel[:80]}", flush=True)
         del eager, coda, xb, xi, dyb, q, kv, do
         torch.cuda.empty_cache()
         with open(args.out, "w") as f:

@@ -22,7 +22,8 @@ from coda_torch import ops  # noqa: E402
 from timing import against, interleaved_ms, write_ratio_results  # noqa: E402
 
 # Tokens x weight rows x hidden: the MLP's gate/up (2F) and the stacked
-# Q/K/V of a Llama at hidden 2048 (16 heads) and 4096 (32 heads, 8 K/V).
+# Q/K/V of a Llama at hidden 2048 (16 heads) and 4096 (32 heads, 8 K/V);
+# --shape times others.
 SHAPES = [(16384, 11264, 2048), (16384, 6144, 2048), (16384, 22016, 4096),
           (16384, 6144, 4096)]
 
@@ -55,6 +56,10 @@ def main():
     parser.add_argument("--variant", action="append", default=[])
     parser.add_argument("--out", required=True)
     parser.add_argument("--commit", default="unknown")
+    parser.add_argument("--shape", nargs=3, type=int, action="append",
+                        metavar=("T", "N", "H"),
+                        help="time tokens x weight rows x hidden (repeatable) "
+                             "instead of the default shapes")
     args = parser.parse_args()
     coda_torch.load(args.kernels)
     derived, (weight_grad,) = ops._kernels("norm_swiglu_mlp", "norm_swiglu_mlp_backward",
@@ -72,7 +77,7 @@ def main():
     candidates["coda GEMM + torch"] = unfused(derived_gemm)
     candidates["cuBLAS + torch"] = unfused(lambda dacc, x: dacc.T @ x)
     rows = []
-    for t, n, h in SHAPES:
+    for t, n, h in args.shape or SHAPES:
         gen = torch.Generator(device="cuda").manual_seed(0)
         dacc = (torch.randn(t, n, device="cuda", generator=gen) / t ** 0.5).bfloat16()
         x = torch.randn(t, h, device="cuda", generator=gen).bfloat16()

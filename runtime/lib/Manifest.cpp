@@ -478,6 +478,13 @@ Manifest Manifest::parse(const std::string &text) {
     if (kernel.maxK < 0 || (kernel.maxK > 0 && kernel.variantOf.empty()))
       throw Error("manifest: " + ctx +
                   " max_k must be positive and come with variant_of");
+    if (const Json *v = optional(k, "wave_cost"))
+      kernel.waveCost = integer(*v, ctx + " wave_cost");
+    if (kernel.waveCost < 0 ||
+        (kernel.waveCost > 0 && (kernel.variantOf.empty() || kernel.maxK)))
+      throw Error("manifest: " + ctx +
+                  " wave_cost must be positive and come with variant_of "
+                  "and no max_k");
     for (const Json &p : list(member(k, "params", ctx), ctx + " params")) {
       if (!p.is_object())
         throw Error("manifest: " + ctx +
@@ -534,38 +541,41 @@ Manifest Manifest::parse(const std::string &text) {
     }
     manifest.kernels.push_back(std::move(kernel));
   }
-  // Every variant names its function's unbounded variant, which takes the
+  // Every variant names the kernel launched for it (its function's
+  // unbounded variant, or the first weighed by waves), which takes the
   // same arguments (sameArguments; a launch validates them once, against the
-  // kernel named)
-  // and lists its bounded variants by max_k.
+  // kernel named), is dispatched the same way, and lists the others.
   for (size_t i = 0; i < manifest.kernels.size(); ++i) {
     const KernelSpec &k = manifest.kernels[i];
-    if (k.variantOf.empty() || k.variantOf == k.name)
+    if (!k.isDispatchedVariant())
       continue;
     (void)manifest.kernel(k.variantOf); // absent: throws its error
     auto target = std::find_if(
         manifest.kernels.begin(), manifest.kernels.end(),
         [&](const KernelSpec &t) { return t.name == k.variantOf; });
-    if (!k.isBoundedVariant() || target->maxK != 0 ||
-        target->variantOf != target->name || target->function != k.function ||
-        !sameArguments(*target, k))
+    bool byWaves = k.waveCost > 0;
+    if ((byWaves ? target->waveCost == 0 : k.maxK == 0 || target->waveCost) ||
+        target->maxK != 0 || target->variantOf != target->name ||
+        target->function != k.function || !sameArguments(*target, k))
       throw Error("manifest: kernel " + k.name + " is a variant of " +
                   k.variantOf +
-                  ", which is not its function's unbounded "
-                  "variant with the same parameters");
+                  ", which is not its function's variant launched by name, "
+                  "dispatched alike, with the same parameters");
     target->variants.push_back(i);
   }
   // A role names one kernel of its function (its variants share it).
   std::set<std::pair<std::string, std::string>> roles;
   for (const KernelSpec &k : manifest.kernels)
-    if (!k.role.empty() && !k.isBoundedVariant() &&
+    if (!k.role.empty() && !k.isDispatchedVariant() &&
         !roles.insert({k.function, k.role}).second)
       throw Error("manifest: two kernels of " + k.function + " have the role '" +
                   k.role + "'");
   for (KernelSpec &k : manifest.kernels)
-    std::sort(k.variants.begin(), k.variants.end(), [&](size_t a, size_t b) {
-      return manifest.kernels[a].maxK < manifest.kernels[b].maxK;
-    });
+    std::stable_sort(k.variants.begin(), k.variants.end(),
+                     [&](size_t a, size_t b) {
+                       return manifest.kernels[a].maxK <
+                              manifest.kernels[b].maxK;
+                     });
   if (const Json *functions = optional(root, "functions"))
     for (const Json &f : list(*functions, "functions"))
       manifest.functions.push_back(parseFunction(f, manifest));
@@ -589,7 +599,7 @@ const KernelSpec &Manifest::kernelFor(const std::string &function,
                                       const std::string &role) const {
   std::string known;
   for (const KernelSpec &k : kernels) {
-    if (k.function != function || k.isBoundedVariant() || k.role.empty())
+    if (k.function != function || k.isDispatchedVariant() || k.role.empty())
       continue;
     if (k.role == role)
       return k;
@@ -629,9 +639,29 @@ const FunctionSpec &Manifest::function(const std::string &name) const {
 }
 
 const KernelSpec &Manifest::variantFor(const KernelSpec &kernel,
-                                       int64_t k) const {
+                                       const GemmSizes &sizes,
+                                       int64_t multiprocessors) const {
+  if (kernel.waveCost == 0) {
+    for (size_t i : kernel.variants)
+      if (sizes.k <= kernels[i].maxK)
+        return kernels[i];
+    return kernel;
+  }
+  auto weight = [&](const KernelSpec &v) {
+    int64_t cluster = v.cluster[0];
+    int64_t clusterTiles = (sizes.n + v.tileN - 1) / v.tileN *
+                           ((sizes.m + v.tileM * cluster - 1) /
+                            (v.tileM * cluster)) *
+                           sizes.b;
+    int64_t slots = std::max<int64_t>(multiprocessors / cluster, 1);
+    return (clusterTiles + slots - 1) / slots * v.waveCost;
+  };
+  const KernelSpec *best = &kernel;
+  int64_t least = weight(kernel);
   for (size_t i : kernel.variants)
-    if (k <= kernels[i].maxK)
-      return kernels[i];
-  return kernel;
+    if (int64_t w = weight(kernels[i]); w < least) {
+      best = &kernels[i];
+      least = w;
+    }
+  return *best;
 }

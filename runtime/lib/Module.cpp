@@ -219,10 +219,11 @@ void Module::launch(const std::string &name, const std::vector<Argument> &args,
                     uint64_t stream) {
   const KernelSpec &kernel = manifest_.kernel(name);
   checkArgumentCount(kernel, args);
-  // A GEMM dispatched by K: its variants take the same arguments, checked
-  // once here (Manifest::parse ensures it).
+  // A GEMM dispatched by K or by waves: its variants take the same
+  // arguments, checked once here (Manifest::parse ensures it).
   GemmSizes sizes = validate(kernel, args);
-  launchSpec(manifest_.variantFor(kernel, sizes.k), sizes, args, stream);
+  launchSpec(manifest_.variantFor(kernel, sizes, impl_->multiprocessors), sizes,
+             args, stream);
 }
 
 void Module::launchKernel(const std::string &name,
@@ -240,7 +241,8 @@ void Module::launchKernel(const std::string &name,
                 std::to_string(takes) + " arguments, got " +
                 std::to_string(args.size()));
   GemmSizes sizes = validate(it->second, args);
-  const KernelSpec &variant = manifest_.variantFor(it->second, sizes.k);
+  const KernelSpec &variant =
+      manifest_.variantFor(it->second, sizes, impl_->multiprocessors);
   launchSpec(impl_->ownParameters.at(variant.name), sizes, args, stream);
 }
 
@@ -388,7 +390,8 @@ void Module::launchFunction(const std::string &name,
       continue;
     }
     const KernelSpec &own = impl_->ownParameters.at(step.target);
-    const KernelSpec &variant = manifest_.variantFor(own, sizes[i].k);
+    const KernelSpec &variant =
+        manifest_.variantFor(own, sizes[i], impl_->multiprocessors);
     launchSpec(impl_->ownParameters.at(variant.name), sizes[i], operands[i],
                stream);
   }

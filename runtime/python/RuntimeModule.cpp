@@ -133,11 +133,11 @@ PYBIND11_MODULE(_coda_runtime, m) {
           "kernels_of",
           [](const Module &self, const std::string &function) {
             std::vector<std::string> names;
-            // In launch order; a GEMM dispatched by K is named once (its
-            // bounded variants are launched through that name). Loop
+            // In launch order; a GEMM dispatched by K or by waves is named
+            // once (its other variants are launched through that name). Loop
             // kernels run in the function's program only.
             for (const KernelSpec &k : self.manifest().kernels)
-              if (k.function == function && !k.isBoundedVariant() &&
+              if (k.function == function && !k.isDispatchedVariant() &&
                   k.kind != KernelSpec::Kind::loop)
                 names.push_back(k.name);
             return names;

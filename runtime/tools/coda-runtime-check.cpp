@@ -35,9 +35,9 @@
 
 using namespace coda::runtime;
 
-/// The grid printed for persistent kernels assumes an H100 SXM (132 SMs,
-/// every cluster resident);
-/// the runtime uses the SM count of the device it launches on.
+/// The grid printed for persistent kernels, and the variant of a GEMM
+/// dispatched by waves, assume an H100 SXM (132 SMs, every cluster
+/// resident); the runtime uses the SM count of the device it launches on.
 static constexpr int64_t kH100Multiprocessors = 132;
 
 static std::vector<int64_t> parseList(const std::string &text) {
@@ -208,7 +208,8 @@ static int checkFunction(const Manifest &manifest, int argc, char **argv) {
       else if (kernel.kind == KernelSpec::Kind::reducePartials)
         std::cout << " R=" << sizes[i].m;
       std::cout << " ";
-      printLaunch(manifest.variantFor(kernel, sizes[i].k), sizes[i]);
+      printLaunch(manifest.variantFor(kernel, sizes[i], kH100Multiprocessors),
+                  sizes[i]);
     }
     for (size_t j = 0; j < step.args.size(); ++j)
       std::cout << "    operand " << j << ": "
@@ -231,10 +232,12 @@ int main(int argc, char **argv) {
     std::vector<Argument> args;
     for (int i = 3; i < argc; ++i)
       args.push_back(parseArgument(argv[i], i - 3));
-    // As Module::launch: a GEMM dispatched by K launches its variant for K.
+    // As Module::launch: a GEMM dispatched by K or by waves launches its
+    // variant for these sizes (on an H100's SMs).
     checkArgumentCount(named, args);
     GemmSizes sizes = validate(named, args);
-    const KernelSpec &kernel = manifest.variantFor(named, sizes.k);
+    const KernelSpec &kernel =
+        manifest.variantFor(named, sizes, kH100Multiprocessors);
     std::cout << "ok: M=" << sizes.m << " N=" << sizes.n << " K=" << sizes.k
               << " ";
     if (named.batched)

@@ -118,6 +118,28 @@ def test_plain_tn(prims, m, n, k):
     check_bf16(out, a.double().T @ b.double())
 
 
+def variants_of(function):
+    """The names of `function`'s GEMM kernels in the primitives' manifest:
+    every variant of a GEMM dispatched by K or by waves."""
+    with open(os.path.join(BUILD, "primitives", "manifest.json")) as f:
+        return [k["name"] for k in json.load(f)["kernels"] if k["function"] == function]
+
+
+# A weight gradient is dispatched by waves (128 x 256 tiles in clusters of
+# two, or 128 x 128): the launch by name picks one per shape, so each
+# variant also runs by its own name at every shape.
+@pytest.mark.parametrize("m,n,k", TRANSPOSED_LHS_SHAPES[:-1] + [(3072, 2048, 1024)])
+def test_plain_tn_each_variant(prims, m, n, k):
+    names = variants_of("plain_tn")
+    assert len(names) == 2, names
+    a, b = rand(k, m), rand(k, n)
+    for name in names:
+        out = poison(m, n, dtype=torch.bfloat16)
+        run_twice(lambda: prims.launch(name, [a, b, out],
+                                       torch.cuda.current_stream().cuda_stream), [a, b, out])
+        check_bf16(out, a.double().T @ b.double())
+
+
 @pytest.mark.parametrize("m,n,k", TRANSPOSED_LHS_SHAPES[:-1])
 def test_plain_tt(prims, m, n, k):
     a, b = rand(k, m, dtype=torch.float16), rand(n, k, dtype=torch.float16)

@@ -707,3 +707,28 @@ def test_linear_norm_qkv_rope(t, h, heads, head_dim, compiled, biased):
     pairs = [(xc, xr), (rc, rr), (wc, wr), (gc, gr)] + ([(bc, br)] if biased else [])
     for got_grad, want_grad in pairs:
         close(got_grad.grad, want_grad.grad)
+
+
+@pytest.mark.parametrize("t,n,h", [(200, 384, 256), (1000, 3072, 2048)])
+def test_norm_weight_grad_each_variant(t, n, h):
+    # The weight gradient with gamma's (norm_weight_grad) is dispatched by
+    # waves between a 128 x 256 kernel and a 128 x 128 one: each runs here
+    # by its own name against float32, whichever the launch would pick.
+    from coda_torch import ops
+    module, (gemm, finish) = ops._kernels("norm_weight_grad", "norm_weight_grad",
+                                          "forward:gemm0", "forward:finish0")
+    gen = torch.Generator(device="cuda").manual_seed(13)
+    dacc = (torch.randn(t, n, device="cuda", generator=gen) / t ** 0.5).bfloat16()
+    x = torch.randn(t, h, device="cuda", generator=gen).bfloat16()
+    w = (torch.randn(n, h, device="cuda", generator=gen) / h ** 0.5).bfloat16()
+    gamma = norm_gamma(h, gen)
+    dwf = dacc.float().T @ x.float()
+    want_dw, want_dg = dwf * gamma.float(), (dwf * w.float()).sum(0)
+    for name in (gemm, gemm + "_w1"):
+        dw = torch.full_like(w, float("nan"))
+        partials = torch.full(((n + 127) // 128, h), float("nan"), device="cuda")
+        ops._launch(module, name, dacc, x, gamma, w, dw, partials)
+        dg = torch.empty(h, device="cuda")
+        ops._launch(module, finish, partials, dg)
+        close(dw, want_dw)
+        close(dg, want_dg)

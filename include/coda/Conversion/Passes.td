@@ -96,10 +96,18 @@ def CodaSelectGemmConfig
     - plain epilogues, inputs and sum row partials (residual + norm
       statistics): cooperative 128 x 256 in clusters of two, or without a
       cluster where a row and a column input meet (row-wise scales; there
-      the kernel in clusters spills).
+      the kernel in clusters spills);
+    - weight gradients (lhs stored K x M, `transpose_a`) with a plain
+      epilogue, or with column partials (a folded norm's gamma gradient, the
+      128 x 256 kernel then warp-specialized): that 128 x 256 kernel or
+      cooperative 128 x 128 tiles, whichever's waves of tiles on the SMs
+      weigh less by the time one wave of each took (`wave_cost`): where M
+      or N is dynamic an array of both dispatched by waves at launch, where
+      both are static the one configuration for them (counting an H100's
+      132 SMs).
 
-    Column partials and GEMMs whose epilogue fixes a tile other than these
-    keep no attribute (the lowering's options apply). `coda-to-gpu` reads
+    Other column partials and GEMMs whose epilogue fixes a tile other than
+    these keep no attribute (the lowering's options apply). `coda-to-gpu` reads
     only the attribute where it is present. `--coda-to-gpu-binary` and
     `coda-compile` run this pass unless told otherwise (`select-config=0`,
     or in `coda-compile` any tile, stages, schedule or cluster option).
@@ -151,14 +159,16 @@ def CodaToGPU : Pass<"coda-to-gpu", "ModuleOp"> {
     `coda.gemm`).
 
     A GEMM with a pinned `coda.gemm_config` takes that configuration in
-    place of the options; with an array of them (bounded by `max_k`), it
-    becomes one kernel per configuration and the host code launches the
-    first whose `max_k` K does not exceed (`scf.if` on K).
+    place of the options; with an array of them, it becomes one kernel per
+    configuration and the host code launches, dispatched by K (`max_k`),
+    the first whose `max_k` K does not exceed (`scf.if` on K), or,
+    dispatched by waves (`wave_cost`), the one whose waves of tiles on the
+    H100's 132 SMs times `wave_cost` is least (`scf.if` on the products).
 
     Each kernel carries its ABI as the `coda.kernel` attribute (argument
     order, TMA descriptor specs, grid, block, shared memory, and for the
-    variants of a GEMM dispatched by K `variant_of` / `max_k`); see
-    docs/KernelABI.md.
+    variants of a dispatched GEMM `variant_of` and `max_k` or `wave_cost`);
+    see docs/KernelABI.md.
   }];
   let options = [
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_90a\"",

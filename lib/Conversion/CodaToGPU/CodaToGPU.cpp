@@ -317,14 +317,18 @@ gpu::GPUFuncOp buildGemmKernel(OpBuilder &kb, GemmOp op, func::FuncOp host,
   return kernel;
 }
 
-/// Adds to `kernel`'s ABI that it is a variant of the GEMM kernel `name`,
-/// for K up to `maxK` (0: beyond every other variant's bound).
+/// Adds to `kernel`'s ABI that it is `variant`, a variant of the GEMM
+/// kernel `name`: for K up to its max_k (0: beyond every other variant's
+/// bound), or weighing its waves by its wave_cost.
 void recordVariant(OpBuilder &b, gpu::GPUFuncOp kernel, StringRef name,
-                   int64_t maxK) {
+                   const GemmVariant &variant) {
   auto abi = kernel->getAttrOfType<DictionaryAttr>("coda.kernel");
   NamedAttrList entries(abi);
   entries.set("variant_of", b.getStringAttr(name));
-  entries.set("max_k", b.getI64IntegerAttr(maxK));
+  if (variant.waveCost)
+    entries.set("wave_cost", b.getI64IntegerAttr(variant.waveCost));
+  else
+    entries.set("max_k", b.getI64IntegerAttr(variant.maxK));
   kernel->setAttr("coda.kernel", entries.getDictionary(b.getContext()));
 }
 
@@ -348,21 +352,25 @@ struct GemmToKernel : OpRewritePattern<GemmOp> {
     if (failed(variants))
       return failure();
     gpu::GPUModuleOp kernels = getKernelModule(rewriter, op);
-    // One kernel per variant: the last (any larger K) takes the GEMM's
-    // name, the others the name and their K bound; launching the GEMM's
-    // name dispatches by K (its ABI lists the variants).
+    // One kernel per variant: dispatched by K, the last (any larger K)
+    // takes the GEMM's name, the others the name and their K bound;
+    // dispatched by waves, the first takes the name, the others the name
+    // and their position. Launching the GEMM's name dispatches (its ABI
+    // lists the variants).
     std::string name = kernelName(kernels, host, "gemm");
     SmallVector<gpu::GPUFuncOp> variantKernels;
     {
       OpBuilder::InsertionGuard guard(rewriter);
       rewriter.setInsertionPointToEnd(kernels.getBody());
-      for (const GemmVariant &variant : *variants) {
+      for (auto [i, variant] : llvm::enumerate(*variants)) {
         std::string variantName =
-            variant.maxK ? name + "_k" + std::to_string(variant.maxK) : name;
+            variant.maxK ? name + "_k" + std::to_string(variant.maxK)
+            : variant.waveCost && i ? name + "_w" + std::to_string(i)
+                                    : name;
         gpu::GPUFuncOp kernel = buildGemmKernel(rewriter, op, host, *target,
                                                 variant.config, variantName);
         if (variants->size() > 1)
-          recordVariant(rewriter, kernel, name, variant.maxK);
+          recordVariant(rewriter, kernel, name, variant);
         variantKernels.push_back(kernel);
       }
     }

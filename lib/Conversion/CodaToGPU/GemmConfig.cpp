@@ -351,7 +351,7 @@ mlir::coda::gpu_lowering::configureGemm(GemmOp op, const GemmTarget &target,
              << stringifyGemmSchedule(config->schedule) << ", tile "
              << config->tileM << " x " << config->tileN << ", cluster M "
              << config->clusterM << ")";
-    variants.push_back({*config, attr.getMaxK()});
+    variants.push_back({*config, attr.getMaxK(), attr.getWaveCost()});
   }
   return variants;
 }

@@ -392,11 +392,13 @@ public:
 /// The target for `chip`, or null when coda has no GEMM lowering for it.
 std::unique_ptr<GemmTarget> getGemmTarget(StringRef chip);
 
-/// One kernel of a GEMM: its configuration and the largest K it runs for
-/// (0: any K beyond the previous variant's).
+/// One kernel of a GEMM: its configuration and, dispatched by K, the
+/// largest K it runs for (0: any K beyond the previous variant's), or,
+/// dispatched by waves, the relative time of one wave of its tiles.
 struct GemmVariant {
   GemmKernelConfig config;
   int64_t maxK = 0;
+  int64_t waveCost = 0;
 };
 
 /// The kernels of `op` on `target`, in dispatch order: its pinned
@@ -444,8 +446,8 @@ Type tensorMapParamType(MLIRContext *ctx);
 Value tensorMapParamAddress(ImplicitLocOpBuilder &b, Value param);
 
 /// Host code at `hb`'s insertion point that launches, for `op`, the kernel
-/// of the first variant whose max_k K does not exceed (`kernels[i]` is
-/// `variants[i]`'s; HostLaunch.cpp).
+/// of the first variant whose max_k K does not exceed, or of the variant
+/// whose waves weigh least (`kernels[i]` is `variants[i]`'s; HostLaunch.cpp).
 void emitGemmLaunch(ImplicitLocOpBuilder &hb, GemmOp op,
                     ArrayRef<gpu::GPUFuncOp> kernels, const GemmTarget &target,
                     ArrayRef<GemmVariant> variants);

@@ -178,6 +178,28 @@ void emitOneGemmLaunch(ImplicitLocOpBuilder &hb, GemmOp op,
 
 } // namespace
 
+/// The waves of `config`'s tiles for `op` times `waveCost`, in host code: a
+/// wave is a tile on each of kHostLaunchSMs SMs (clusters of clusterM tile
+/// rows on SMs / clusterM), as the runtime counts them on its device.
+static Value weighedWaves(ImplicitLocOpBuilder &hb, GemmOp op,
+                          const GemmKernelConfig &config, int64_t waveCost) {
+  auto hidx = [&](int64_t v) -> Value {
+    return arith::ConstantIndexOp::create(hb, v);
+  };
+  Value sizeM = memref::DimOp::create(hb, op.getLhs(), op.getLhsMDim());
+  Value sizeN = memref::DimOp::create(hb, op.getRhs(), op.getRhsNDim());
+  Value tiles = arith::MulIOp::create(
+      hb, arith::CeilDivUIOp::create(hb, sizeN, hidx(config.tileN)),
+      arith::CeilDivUIOp::create(hb, sizeM,
+                                 hidx(config.tileM * config.clusterM)));
+  if (config.batched)
+    tiles = arith::MulIOp::create(hb, tiles,
+                                  memref::DimOp::create(hb, op.getLhs(), 0));
+  Value waves = arith::CeilDivUIOp::create(
+      hb, tiles, hidx(kHostLaunchSMs / config.clusterM));
+  return arith::MulIOp::create(hb, waves, hidx(waveCost));
+}
+
 void mlir::coda::gpu_lowering::emitGemmLaunch(ImplicitLocOpBuilder &hb,
                                               GemmOp op,
                                               ArrayRef<gpu::GPUFuncOp> kernels,
@@ -186,13 +208,27 @@ void mlir::coda::gpu_lowering::emitGemmLaunch(ImplicitLocOpBuilder &hb,
   if (variants.size() == 1)
     return emitOneGemmLaunch(hb, op, kernels.front(), target,
                              variants.front().config);
-  // if (K <= max_k) launch the first variant, else the rest.
-  Value sizeK = memref::DimOp::create(hb, op.getLhs(), op.getLhsKDim());
-  Value within = arith::CmpIOp::create(
-      hb, arith::CmpIPredicate::ule, sizeK,
-      arith::ConstantIndexOp::create(hb, variants.front().maxK));
+  Value first;
+  if (variants.front().waveCost) {
+    // if (the first variant's waves weigh no more than each other's) launch
+    // it, else choose among the rest.
+    Value weight = weighedWaves(hb, op, variants.front().config,
+                                variants.front().waveCost);
+    for (const GemmVariant &other : variants.drop_front()) {
+      Value lighter = arith::CmpIOp::create(
+          hb, arith::CmpIPredicate::ule, weight,
+          weighedWaves(hb, op, other.config, other.waveCost));
+      first = first ? arith::AndIOp::create(hb, first, lighter) : lighter;
+    }
+  } else {
+    // if (K <= max_k) launch the first variant, else the rest.
+    Value sizeK = memref::DimOp::create(hb, op.getLhs(), op.getLhsKDim());
+    first = arith::CmpIOp::create(
+        hb, arith::CmpIPredicate::ule, sizeK,
+        arith::ConstantIndexOp::create(hb, variants.front().maxK));
+  }
   scf::IfOp::create(
-      hb, within,
+      hb, first,
       [&](OpBuilder &b, Location loc) {
         ImplicitLocOpBuilder ib(loc, b);
         emitOneGemmLaunch(ib, op, kernels.front(), target,

@@ -168,9 +168,9 @@ private:
                 "', which the runtime does not run");
   }
 
-  /// A GEMM dispatched by K: an scf.if whose branches launch variants of
-  /// one GEMM becomes one step launching it by name (the runtime picks the
-  /// variant).
+  /// A GEMM dispatched by K or by waves: an scf.if whose branches launch
+  /// variants of one GEMM becomes one step launching it by name (the
+  /// runtime picks the variant).
   LogicalResult variantsStep(scf::IfOp branch) {
     gpu::LaunchFuncOp first;
     std::string gemm;

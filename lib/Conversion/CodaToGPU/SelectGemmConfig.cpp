@@ -26,10 +26,56 @@ using namespace mlir::coda::gpu_lowering;
 namespace {
 
 GemmConfigAttr makeConfig(MLIRContext *ctx, GemmSchedule schedule,
-                          int64_t tileN, int64_t clusterM, int64_t maxK = 0) {
+                          int64_t tileN, int64_t clusterM, int64_t maxK = 0,
+                          int64_t waveCost = 0) {
   return GemmConfigAttr::get(ctx, schedule, /*tile_m=*/128, tileN,
                              /*stages=*/4, clusterM, RasterOrder::alongN,
-                             /*swizzle=*/8, maxK);
+                             /*swizzle=*/8, maxK, waveCost);
+}
+
+/// The SMs of an H100 SXM, whose waves the rules below count where M and N
+/// are static (the launch counts those of its device).
+constexpr int64_t kSMs = 132;
+
+/// A weight gradient (lhs stored K x M, `transpose_a`): its output is a
+/// weight of a few thousand rows and columns, whose 128 x 256 tiles can
+/// fill the last wave poorly (3072 x 2048: 192 tiles on 132 SMs, 1.45
+/// waves), where the cooperative kernel's 128 x 128 tiles take 2.91 waves
+/// of about half the time each. `wide` (a 128 x 256 tile) or that kernel,
+/// whichever's waves weigh less: decided here where M and N are static,
+/// else at launch. One wave of 128 x 256 tiles weighs 1.87 of 128 x 128:
+/// what it took beside column partials at 16384 x 22016 x 4096, whose tiles
+/// fill their waves (benchmarks/norm_weight_grad.py: warp-specialized 4.535
+/// ms in 21 waves, cooperative 128 x 128 4.842 in 42); for plain weight
+/// gradients (cooperative 128 x 256 in clusters of two) 1.76-1.81 there and
+/// at 4096 x 11008, and any weight from 1.84 to 1.90 picks the faster
+/// kernel at each of the 13 shapes of benchmarks/gemm_configs.py --layout
+/// tn in docs/performance.md ("Weight gradients by waves").
+Attribute byWaves(GemmOp op, GemmConfigAttr wide) {
+  constexpr int64_t kWideCost = 187, kNarrowCost = 100;
+  MLIRContext *ctx = op.getContext();
+  GemmConfigAttr narrow = makeConfig(ctx, GemmSchedule::cooperative, 128, 1);
+  int64_t m =
+      cast<MemRefType>(op.getLhs().getType()).getDimSize(op.getLhsMDim());
+  int64_t n =
+      cast<MemRefType>(op.getRhs().getType()).getDimSize(op.getRhsNDim());
+  if (ShapedType::isDynamic(m) || ShapedType::isDynamic(n))
+    return ArrayAttr::get(
+        ctx,
+        {GemmConfigAttr::get(ctx, wide.getSchedule(), wide.getTileM(),
+                             wide.getTileN(), wide.getStages(),
+                             wide.getClusterM(), wide.getRaster(),
+                             wide.getSwizzle(), /*max_k=*/0, kWideCost),
+         makeConfig(ctx, GemmSchedule::cooperative, 128, 1, /*maxK=*/0,
+                    kNarrowCost)});
+  auto waves = [&](GemmConfigAttr config) {
+    int64_t clusterTiles =
+        llvm::divideCeil(n, config.getTileN()) *
+        llvm::divideCeil(m, config.getTileM() * config.getClusterM());
+    return llvm::divideCeil(clusterTiles, kSMs / config.getClusterM());
+  };
+  return waves(wide) * kWideCost <= waves(narrow) * kNarrowCost ? wide
+                                                                 : narrow;
 }
 
 /// Ping-pong where K <= maxK, whose epilogue runs under the other consumer's
@@ -59,7 +105,8 @@ Attribute selectConfig(GemmOp op) {
       makeConfig(ctx, GemmSchedule::cooperative, 256, 2);
 
   // What the epilogue writes and reads, which the rules below weigh.
-  bool pairs = false, maxPartials = false, partials = false, f32Tile = false;
+  bool pairs = false, maxPartials = false, partials = false, f32Tile = false,
+       colPartials = false;
   int64_t tileOutputs = 0;
   for (Value value : op.getYieldOp().getValues()) {
     switch (getOutputRole(value)) {
@@ -77,7 +124,8 @@ Attribute selectConfig(GemmOp op) {
       break;
     }
     case OutputRole::colPartials:
-      return {};
+      colPartials = true;
+      break;
     case OutputRole::tile:
       ++tileOutputs;
       f32Tile |= value.getType().getIntOrFloatBitWidth() == 32;
@@ -96,6 +144,14 @@ Attribute selectConfig(GemmOp op) {
     colInputs += form == AccessForm::col;
     pairInput |= form == AccessForm::pair;
   }
+  // Column partials: a weight gradient reducing a column scale's gradient
+  // (norm_weight_grad.mlir: gamma's, beside W as a tile input and gamma as
+  // a column input) runs warp-specialized, the cooperative kernel spilling
+  // beside them in 128 x 256 tiles (800 bytes; ping-pong 46) and not in
+  // 128 x 128 ones, which byWaves weighs against it. Other column partials
+  // keep no configuration.
+  if (colPartials)
+    return op.getTransposeA() ? byWaves(op, warpSpecialized) : Attribute();
   // Pairs at a stride (rotate-half RoPE): cooperative where every periodic
   // table has a static period, whose reads the rows' congruent columns share
   // (measured: 0.634 ms against 0.744 ms warp-specialized, hidden 2048);
@@ -207,6 +263,9 @@ Attribute selectConfig(GemmOp op) {
   // two, whose staged tile stores beat ws and ping-pong at every block
   // shape. (A column input measured ping-pong 4 % ahead at K = 2048 in one
   // process, cooperative 2 % ahead in another: h100-2026-11-24-dispatch.json.)
+  // A weight gradient weighs its waves against 128 x 128 tiles (byWaves).
+  if (op.getTransposeA())
+    return byWaves(op, beyond);
   return beyond;
 }
 

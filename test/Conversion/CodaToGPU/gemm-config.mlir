@@ -142,8 +142,91 @@ func.func @dispatched(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?
 
 // -----
 
+// An array dispatched by waves: the first configuration takes the GEMM's
+// name, the second its position; both record their wave_cost; the host code
+// weighs each one's waves (tiles over 132 SMs, clusters of two over 66) and
+// launches the first where its waves weigh no more.
+
+// CHECK-LABEL: func.func @by_waves
+//   CHECK-DAG:   %[[M:.+]] = memref.dim %{{.+}}, %c1
+//   CHECK-DAG:   %[[N:.+]] = memref.dim %{{.+}}, %c1
+//       CHECK:   arith.ceildivui %[[N]], %c256
+//       CHECK:   arith.ceildivui %[[M]], %c256
+//       CHECK:   %[[WIDE:.+]] = arith.ceildivui %{{.+}}, %c66
+//       CHECK:   %[[WIDEW:.+]] = arith.muli %[[WIDE]], %c198
+//       CHECK:   arith.ceildivui %{{.+}}, %c128
+//       CHECK:   arith.ceildivui %{{.+}}, %c128
+//       CHECK:   %[[NARROW:.+]] = arith.ceildivui %{{.+}}, %c132
+//       CHECK:   %[[NARROWW:.+]] = arith.muli %[[NARROW]], %c100
+//       CHECK:   %[[FIRST:.+]] = arith.cmpi ule, %[[WIDEW]], %[[NARROWW]]
+//       CHECK:   scf.if %[[FIRST]] {
+//       CHECK:     gpu.launch_func @coda_kernels::@by_waves_gemm0 blocks
+//       CHECK:   } else {
+//       CHECK:     gpu.launch_func @coda_kernels::@by_waves_gemm0_w1 blocks
+//       CHECK:   }
+//       CHECK: gpu.func @by_waves_gemm0(
+//  CHECK-SAME:   tile = [128, 256, 64]
+//  CHECK-SAME:   variant_of = "by_waves_gemm0"
+//  CHECK-SAME:   wave_cost = 198 : i64
+//       CHECK: gpu.func @by_waves_gemm0_w1(
+//  CHECK-SAME:   tile = [128, 128, 64]
+//  CHECK-SAME:   variant_of = "by_waves_gemm0"
+//  CHECK-SAME:   wave_cost = 100 : i64
+func.func @by_waves(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_a : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%y : memref<?x?xbf16>) attributes {coda.gemm_config = [
+        #coda.gemm_config<schedule = cooperative, tile_m = 128, tile_n = 256, stages = 4, cluster_m = 2, wave_cost = 198>,
+        #coda.gemm_config<schedule = cooperative, tile_m = 128, tile_n = 128, stages = 4, wave_cost = 100>]} {
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
+
+// -----
+
+func.func @waves_and_bound(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
+  // expected-error @+1 {{'coda.gemm_config': in an array dispatched by waves every configuration has a wave_cost and none a max_k}}
+  coda.gemm %a, %b transpose_a : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%y : memref<?x?xbf16>) attributes {coda.gemm_config = [
+        #coda.gemm_config<schedule = cooperative, tile_m = 128, tile_n = 256, stages = 4, wave_cost = 198>,
+        #coda.gemm_config<schedule = cooperative, tile_m = 128, tile_n = 128, stages = 4>]} {
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
+
+// -----
+
+func.func @bound_then_waves(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
+  // expected-error @+1 {{'coda.gemm_config': an array dispatched by K weighs no waves (wave_cost)}}
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%y : memref<?x?xbf16>) attributes {coda.gemm_config = [
+        #coda.gemm_config<schedule = ping_pong, tile_m = 128, tile_n = 128, stages = 4, max_k = 4096>,
+        #coda.gemm_config<schedule = cooperative, tile_m = 128, tile_n = 256, stages = 4, wave_cost = 100>]} {
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
+
+// -----
+
+func.func @waves_alone(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
+  // expected-error @+1 {{'coda.gemm_config' bounds K (max_k) or weighs waves (wave_cost) only in an array of configurations}}
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%y : memref<?x?xbf16>) attributes {coda.gemm_config = #coda.gemm_config<schedule = cooperative, tile_m = 128, tile_n = 256, stages = 4, wave_cost = 100>} {
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
+
+// -----
+
 func.func @bound_alone(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
-  // expected-error @+1 {{'coda.gemm_config' bounds K (max_k) only in an array of configurations dispatched by K}}
+  // expected-error @+1 {{'coda.gemm_config' bounds K (max_k) or weighs waves (wave_cost) only in an array of configurations}}
   coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
       epilogue(%acc) outs(%y : memref<?x?xbf16>) attributes {coda.gemm_config = #coda.gemm_config<schedule = ping_pong, tile_m = 128, tile_n = 128, stages = 4, max_k = 4096>} {
     %t = arith.truncf %acc : f32 to bf16
@@ -184,7 +267,7 @@ func.func @descending(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?
 // -----
 
 func.func @one_in_array(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
-  // expected-error @+1 {{'coda.gemm_config' must be a #coda.gemm_config or an array of two or more dispatched by K}}
+  // expected-error @+1 {{'coda.gemm_config' must be a #coda.gemm_config or an array of two or more dispatched by K or by waves}}
   coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
       epilogue(%acc) outs(%y : memref<?x?xbf16>) attributes {coda.gemm_config = [
         #coda.gemm_config<schedule = cooperative, tile_m = 128, tile_n = 256, stages = 4>]} {

@@ -14,8 +14,12 @@
 // beyond; row and column inputs together cooperative without a cluster;
 // 8-bit operands ping-pong up to K = 4096; a pair stride the fragment
 // layout cannot serve warp-specialized; an epilogue reading no product
-// cooperative without a cluster, or ping-pong where that spills; column
-// partials and pinned GEMMs keep theirs.
+// cooperative without a cluster, or ping-pong where that spills; a weight
+// gradient (lhs stored K x M) with a plain epilogue or column partials is
+// dispatched by waves between 128 x 256 tiles (cooperative in clusters of
+// two, or warp-specialized beside column partials) and cooperative 128 x 128
+// tiles where M or N is dynamic, and takes the one whose waves weigh less
+// where both are static; other column partials and pinned GEMMs keep theirs.
 
 // CHECK-LABEL: func.func @plain
 //       CHECK:   coda.gemm
@@ -289,6 +293,61 @@ func.func @colsum(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %cs: memref<?x?xf3
       epilogue(%acc) outs(%cs : memref<?x?xf32>) {
     %c = coda.col_reduce sum %acc tile 128 : f32
     coda.yield %c : !coda.partial<f32>
+  }
+  return
+}
+
+// CHECK-LABEL: func.func @weight_grad
+//       CHECK:   attributes {coda.gemm_config = [#coda.gemm_config<schedule = cooperative, tile_m = 128, tile_n = 256, stages = 4, cluster_m = 2, wave_cost = 187>, #coda.gemm_config<schedule = cooperative, tile_m = 128, tile_n = 128, stages = 4, wave_cost = 100>]}
+func.func @weight_grad(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_a : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%y : memref<?x?xbf16>) {
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
+
+// 3072 x 2048 in 128 x 256 tiles: 96 clusters of two, 2 waves of 66 (374);
+// in 128 x 128 tiles: 384, 3 waves of 132 (300).
+// CHECK-LABEL: func.func @weight_grad_static_narrow
+//       CHECK:   attributes {coda.gemm_config = #coda.gemm_config<schedule = cooperative, tile_m = 128, tile_n = 128, stages = 4>}
+func.func @weight_grad_static_narrow(%a: memref<16384x3072xbf16>, %b: memref<16384x2048xbf16>, %y: memref<3072x2048xbf16>) {
+  coda.gemm %a, %b transpose_a : memref<16384x3072xbf16>, memref<16384x2048xbf16>
+      epilogue(%acc) outs(%y : memref<3072x2048xbf16>) {
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
+
+// 2048 x 2048: 64 clusters of two, 1 wave (187); 256 tiles of 128 x 128,
+// 2 waves (200).
+// CHECK-LABEL: func.func @weight_grad_static_wide
+//       CHECK:   attributes {coda.gemm_config = #coda.gemm_config<schedule = cooperative, tile_m = 128, tile_n = 256, stages = 4, cluster_m = 2>}
+func.func @weight_grad_static_wide(%a: memref<16384x2048xbf16>, %b: memref<16384x2048xbf16>, %y: memref<2048x2048xbf16>) {
+  coda.gemm %a, %b transpose_a : memref<16384x2048xbf16>, memref<16384x2048xbf16>
+      epilogue(%acc) outs(%y : memref<2048x2048xbf16>) {
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
+
+// A weight gradient reducing a column scale's gradient (norm_weight_grad).
+// CHECK-LABEL: func.func @weight_grad_colsum
+//       CHECK:   attributes {coda.gemm_config = [#coda.gemm_config<schedule = warp_specialized, tile_m = 128, tile_n = 256, stages = 4, wave_cost = 187>, #coda.gemm_config<schedule = cooperative, tile_m = 128, tile_n = 128, stages = 4, wave_cost = 100>]}
+func.func @weight_grad_colsum(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %g: memref<?xbf16>, %w: memref<?x?xbf16>, %y: memref<?x?xbf16>, %cs: memref<?x?xf32>) {
+  coda.gemm %a, %b transpose_a : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, col %gv = %g : memref<?xbf16>, tile %wv = %w : memref<?x?xbf16>)
+      outs(%y, %cs : memref<?x?xbf16>, memref<?x?xf32>) {
+    %wf = arith.extf %wv : bf16 to f32
+    %p = arith.mulf %acc, %wf : f32
+    %c = coda.col_reduce sum %p tile 128 : f32
+    %gf = arith.extf %gv : bf16 to f32
+    %d = arith.mulf %acc, %gf : f32
+    %t = arith.truncf %d : f32 to bf16
+    coda.yield %t, %c : bf16, !coda.partial<f32>
   }
   return
 }

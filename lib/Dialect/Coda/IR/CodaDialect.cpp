@@ -44,16 +44,17 @@ LogicalResult CodaDialect::verifyOperationAttribute(Operation *op,
   auto checkSizes = [&](GemmConfigAttr config) -> LogicalResult {
     if (config.getTileM() <= 0 || config.getTileN() <= 0 ||
         config.getStages() <= 0 || config.getClusterM() <= 0 ||
-        config.getSwizzle() <= 0 || config.getMaxK() < 0)
+        config.getSwizzle() <= 0 || config.getMaxK() < 0 ||
+        config.getWaveCost() < 0)
       return op->emitError("'")
              << name << "' needs positive sizes, got " << config;
     return success();
   };
   if (auto config = dyn_cast<GemmConfigAttr>(attr.getValue())) {
-    if (config.getMaxK() != 0)
+    if (config.getMaxK() != 0 || config.getWaveCost() != 0)
       return op->emitError("'")
-             << name << "' bounds K (max_k) only in an array of "
-             << "configurations dispatched by K, got " << config;
+             << name << "' bounds K (max_k) or weighs waves (wave_cost) "
+             << "only in an array of configurations, got " << config;
     return checkSizes(config);
   }
   auto configs = dyn_cast<ArrayAttr>(attr.getValue());
@@ -61,12 +62,30 @@ LogicalResult CodaDialect::verifyOperationAttribute(Operation *op,
       !llvm::all_of(configs, llvm::IsaPred<GemmConfigAttr>))
     return op->emitError("'")
            << name << "' must be a #coda.gemm_config or an array of two or "
-           << "more dispatched by K";
+           << "more dispatched by K or by waves";
+  // Dispatched by waves: every configuration weighs its waves, none bounds K.
+  if (cast<GemmConfigAttr>(configs[0]).getWaveCost() != 0) {
+    for (Attribute element : configs) {
+      auto config = cast<GemmConfigAttr>(element);
+      if (failed(checkSizes(config)))
+        return failure();
+      if (config.getWaveCost() == 0 || config.getMaxK() != 0)
+        return op->emitError("'")
+               << name << "': in an array dispatched by waves every "
+               << "configuration has a wave_cost and none a max_k, got "
+               << config;
+    }
+    return success();
+  }
   int64_t previous = 0;
   for (auto [i, element] : llvm::enumerate(configs)) {
     auto config = cast<GemmConfigAttr>(element);
     if (failed(checkSizes(config)))
       return failure();
+    if (config.getWaveCost() != 0)
+      return op->emitError("'")
+             << name << "': an array dispatched by K weighs no waves "
+             << "(wave_cost), got " << config;
     bool last = i + 1 == configs.size();
     if (last && config.getMaxK() != 0)
       return op->emitError("'")

@@ -97,21 +97,33 @@ struct KernelSpec {
   /// loop: the grid its launch was compiled with.
   int64_t grid[3] = {1, 1, 1};
   int64_t sharedMemoryBytes = 0;
-  /// A GEMM compiled once per configuration and dispatched by K: every
-  /// variant names the kernel launched for it (`variantOf`, the variant for
-  /// the largest K) and, but that one, the largest K it runs for (`maxK`).
+  /// A GEMM compiled once per configuration and dispatched by K or by
+  /// waves: every variant names the kernel launched for it (`variantOf`:
+  /// the variant for the largest K, or the first weighed) and, dispatched
+  /// by K, but that one, the largest K it runs for (`maxK`); dispatched by
+  /// waves, the relative time of one wave of its tiles (`waveCost`).
   std::string variantOf;
   int64_t maxK = 0;
-  /// The kernel launched for variantOf: its bounded variants, as indices in
-  /// Manifest::kernels in ascending max_k (filled by Manifest::parse).
+  int64_t waveCost = 0;
+  /// The kernel launched for variantOf: its other variants, as indices in
+  /// Manifest::kernels in ascending max_k, or in manifest order where
+  /// weighed by waves (filled by Manifest::parse).
   std::vector<size_t> variants;
   /// How many arguments its function takes, from the function's entry
   /// (filled by Manifest::parse; -1 when the manifest has none).
   int64_t functionArguments = -1;
 
-  /// A variant that runs only up to maxK (launched through the GEMM's own
-  /// name, never on its own when a function runs).
-  bool isBoundedVariant() const { return !variantOf.empty() && maxK > 0; }
+  /// A variant launched through its GEMM's own name (another kernel's),
+  /// never on its own when a function runs.
+  bool isDispatchedVariant() const {
+    return !variantOf.empty() && variantOf != name;
+  }
+};
+
+/// Problem size of a launch.
+struct GemmSizes {
+  /// b: the batch count of a batched GEMM (1 otherwise).
+  int64_t m = 0, n = 0, k = 0, b = 1;
 };
 
 /// What a step of a function's program passes: an argument of the function
@@ -188,9 +200,15 @@ struct Manifest {
   /// The program of `name`; throws Error when there is none or the function
   /// cannot run whole (saying why).
   const FunctionSpec &function(const std::string &name) const;
-  /// The kernel to launch for `kernel` at K = k: its variant with the
-  /// smallest max_k not below k, else `kernel` itself.
-  const KernelSpec &variantFor(const KernelSpec &kernel, int64_t k) const;
+  /// The kernel to launch for `kernel` at `sizes` on a device of
+  /// `multiprocessors` SMs: dispatched by K, its variant with the smallest
+  /// max_k not below K, else `kernel` itself; dispatched by waves, the one
+  /// whose waves times wave_cost is least, the first of equals (a wave is
+  /// a tile on each SM, or a cluster of cluster[0] tile rows on each
+  /// multiprocessors / cluster[0]).
+  const KernelSpec &variantFor(const KernelSpec &kernel,
+                               const GemmSizes &sizes,
+                               int64_t multiprocessors) const;
 };
 
 } // namespace coda::runtime

@@ -34,12 +34,6 @@ struct TensorRef {
 /// A host function argument: a tensor or a scalar value.
 using Argument = std::variant<TensorRef, double>;
 
-/// Problem size of a launch.
-struct GemmSizes {
-  /// b: the batch count of a batched GEMM (1 otherwise).
-  int64_t m = 0, n = 0, k = 0, b = 1;
-};
-
 /// Checks `args` (the host function's arguments, indexed by each parameter's
 /// `source`) for `kernel`; returns the sizes or throws Error listing every
 /// problem found.

@@ -158,6 +158,24 @@ def Coda_GemmConfigAttr : AttrDef<Coda_Dialect, "GemmConfig"> {
         #coda.gemm_config<schedule = cooperative, tile_m = 128,
                           tile_n = 256, stages = 4, cluster_m = 2>]}
     ```
+
+    Where the best tile depends on how the output's tiles fill the SMs
+    (M and N known only at launch), the array is dispatched by waves
+    instead: every configuration carries `wave_cost`, the relative time of
+    one wave of its tiles (a round of tiles on every SM at once; any unit
+    the array shares), and the launch takes the one whose waves times
+    `wave_cost` is least, the first of equals. A wave is as many tiles as
+    the device has SMs (clusters of `cluster_m` tile rows: SMs / cluster_m
+    of them), the waves the output's tiles need rounded up.
+
+    ```mlir
+    coda.gemm ... attributes {coda.gemm_config = [
+        #coda.gemm_config<schedule = cooperative, tile_m = 128,
+                          tile_n = 256, stages = 4, cluster_m = 2,
+                          wave_cost = 100>,
+        #coda.gemm_config<schedule = cooperative, tile_m = 128,
+                          tile_n = 128, stages = 4, wave_cost = 53>]}
+    ```
   }];
   let parameters = (ins
     EnumParameter<Coda_GemmSchedule>:$schedule,
@@ -167,7 +185,8 @@ def Coda_GemmConfigAttr : AttrDef<Coda_Dialect, "GemmConfig"> {
     DefaultValuedParameter<"int64_t", "1">:$cluster_m,
     Coda_RasterOrderParameter:$raster,
     DefaultValuedParameter<"int64_t", "8">:$swizzle,
-    DefaultValuedParameter<"int64_t", "0">:$max_k
+    DefaultValuedParameter<"int64_t", "0">:$max_k,
+    DefaultValuedParameter<"int64_t", "0">:$wave_cost
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let extraClassDeclaration = [{
