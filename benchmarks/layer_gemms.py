@@ -152,10 +152,12 @@ def main():
         for g in gemms:
             print(f"  {g['gemm']:>11} {g['layout']} {g['M']} x {g['N']} x {g['K']}: "
                   f"coda {g['coda_ms']:.3f} ms, cuBLAS {g['cublas_ms']:.3f}", flush=True)
-        for title, kernels in (("the first layer's", profile), ("a layer inside a model's", inner_profile)):
-            if kernels:
-                print(f"  {title} kernels: {sum(p[0] for p in kernels):.3f} ms a step", flush=True)
-            for ms, n, op, kernel in kernels:
+        for title, launched in (("the first layer's", profile),
+                                ("a layer inside a model's", inner_profile)):
+            if launched:
+                print(f"  {title} kernels: {sum(p[0] for p in launched):.3f} ms a step",
+                      flush=True)
+            for ms, n, op, kernel in launched:
                 print(f"  {ms:7.3f} ms x{n:2d}  {op[:36]:36}  {kernel[:80]}", flush=True)
         del eager, coda, xb, xi, dyb, q, kv, do
         torch.cuda.empty_cache()
