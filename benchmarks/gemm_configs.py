@@ -93,7 +93,8 @@ def main():
         del a, b, y, want
         torch.cuda.empty_cache()
     with open(args.out, "w") as f:
-        json.dump({"device": torch.cuda.get_device_name(), "results": rows}, f, indent=1)
+        json.dump({"device": torch.cuda.get_device_name(), "layout": args.layout,
+                   "results": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

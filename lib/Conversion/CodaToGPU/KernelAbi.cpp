@@ -173,6 +173,7 @@ DictionaryAttr mlir::coda::gpu_lowering::buildGemmKernelAbi(
       b.getNamedAttr("function", str(host.getSymName())),
       b.getNamedAttr("tile", i64s({config.tileM, config.tileN, config.tileK})),
       b.getNamedAttr("stages", b.getI64IntegerAttr(config.stages)),
+      b.getNamedAttr("schedule", str(stringifyGemmSchedule(config.schedule))),
       b.getNamedAttr("warp_specialized",
                      b.getBoolAttr(config.warpSpecialized())),
       b.getNamedAttr("persistent", b.getBoolAttr(config.persistent())),

@@ -18,7 +18,7 @@
 //       CHECK:   %[[GRID:.*]] = arith.minui %{{.*}}, %c132
 //       CHECK:   gpu.launch_func  @coda_kernels::@plain_gemm0 blocks in (%[[GRID]], %c1{{.*}}, %c1{{.*}}) threads in (%c384{{.*}}, %{{.*}}, %{{.*}})  dynamic_shared_memory_size %c231424_i32
 //       CHECK: gpu.func @plain_gemm0
-//  CHECK-SAME:   persistent = true, shared_memory_bytes = 231424 : i64, stages = 4 : i64, tile = [128, 256, 64]
+//  CHECK-SAME:   persistent = true, schedule = "cooperative", shared_memory_bytes = 231424 : i64, stages = 4 : i64, tile = [128, 256, 64]
 //  CHECK-SAME:   nvvm.maxntid = array<i32: 384, 1, 1>, nvvm.minctasm = 1 : i32
 //       CHECK:   cf.cond_br %{{.*}}, ^[[PRODUCER:bb[0-9]+]], ^[[CONSUMER:bb[0-9]+]]
 //       CHECK: ^[[PRODUCER]]:

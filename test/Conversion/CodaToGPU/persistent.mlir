@@ -18,7 +18,7 @@
 //       CHECK: gpu.func @plain_gemm0
 //  CHECK-SAME:   block = [384, 1, 1]
 //  CHECK-SAME:   grid = ["min(ceildiv(N, 128) * ceildiv(M, 128), SMs)", "1", "1"]
-//  CHECK-SAME:   persistent = true, shared_memory_bytes = 199680 : i64, stages = 4 : i64, tile = [128, 128, 64], transpose_a = false, transpose_b = true, warp_specialized = true
+//  CHECK-SAME:   persistent = true, schedule = "staged", shared_memory_bytes = 199680 : i64, stages = 4 : i64, tile = [128, 128, 64], transpose_a = false, transpose_b = true, warp_specialized = true
 //       CHECK:   %[[FULL:.*]] = nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 4>
 //       CHECK:   %[[EMPTY:.*]] = nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 4>
 //       CHECK:   %[[STAGED:.*]] = nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>>
@@ -61,7 +61,7 @@
 //       CHECK:       nvgpu.mbarrier.arrive %[[DRAINED]]
 //       CHECK:   gpu.return
 // ONE-LABEL: gpu.func @plain_gemm0
-//  ONE-SAME:   persistent = true, shared_memory_bytes = 199680 : i64, stages = 4 : i64, tile = [128, 128, 64]
+//  ONE-SAME:   persistent = true, schedule = "staged", shared_memory_bytes = 199680 : i64, stages = 4 : i64, tile = [128, 128, 64]
 func.func @plain(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
   coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
       epilogue(%acc) outs(%y : memref<?x?xbf16>) {
@@ -77,7 +77,7 @@ func.func @plain(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16
 // the staging tile, after the ring
 // (offset 131072 + 67584 from the aligned base).
 // CHECK-LABEL: gpu.func @col_partials_gemm0
-//  CHECK-SAME:   persistent = true, shared_memory_bytes = 201728
+//  CHECK-SAME:   persistent = true, schedule = "staged", shared_memory_bytes = 201728
 //       CHECK:   arith.addi %{{.*}}, %c198656
 func.func @col_partials(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %p: memref<?x?xf32>) {
   coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>

@@ -17,7 +17,7 @@
 //       CHECK:   %[[GRID:.*]] = arith.minui %{{.*}}, %c132
 //       CHECK:   gpu.launch_func  @coda_kernels::@plain_gemm0 blocks in (%[[GRID]], %c1{{.*}}, %c1{{.*}}) threads in (%c384{{.*}}, %{{.*}}, %{{.*}})  dynamic_shared_memory_size %c149504_i32
 //       CHECK: gpu.func @plain_gemm0
-//  CHECK-SAME:   persistent = true, shared_memory_bytes = 149504 : i64, stages = 4 : i64, tile = [128, 128, 64]
+//  CHECK-SAME:   persistent = true, schedule = "ping_pong", shared_memory_bytes = 149504 : i64, stages = 4 : i64, tile = [128, 128, 64]
 //  CHECK-SAME:   nvvm.maxntid = array<i32: 384, 1, 1>, nvvm.minctasm = 1 : i32
 //       CHECK:   %[[FULL:.*]] = nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 4>
 //       CHECK:   %[[EMPTY:.*]] = nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 4>

@@ -172,9 +172,9 @@ def Coda_GemmConfigAttr : AttrDef<Coda_Dialect, "GemmConfig"> {
     coda.gemm ... attributes {coda.gemm_config = [
         #coda.gemm_config<schedule = cooperative, tile_m = 128,
                           tile_n = 256, stages = 4, cluster_m = 2,
-                          wave_cost = 100>,
+                          wave_cost = 187>,
         #coda.gemm_config<schedule = cooperative, tile_m = 128,
-                          tile_n = 128, stages = 4, wave_cost = 53>]}
+                          tile_n = 128, stages = 4, wave_cost = 100>]}
     ```
   }];
   let parameters = (ins
