@@ -648,13 +648,9 @@ const KernelSpec &Manifest::variantFor(const KernelSpec &kernel,
     return kernel;
   }
   auto weight = [&](const KernelSpec &v) {
-    int64_t cluster = v.cluster[0];
-    int64_t clusterTiles = (sizes.n + v.tileN - 1) / v.tileN *
-                           ((sizes.m + v.tileM * cluster - 1) /
-                            (v.tileM * cluster)) *
-                           sizes.b;
-    int64_t slots = std::max<int64_t>(multiprocessors / cluster, 1);
-    return (clusterTiles + slots - 1) / slots * v.waveCost;
+    return abi::gemmWaves(sizes.m, sizes.n, sizes.b, v.tileM, v.tileN,
+                          v.cluster[0], multiprocessors) *
+           v.waveCost;
   };
   const KernelSpec *best = &kernel;
   int64_t least = weight(kernel);

@@ -12,6 +12,8 @@
 #ifndef CODA_ABI_KERNELABI_H
 #define CODA_ABI_KERNELABI_H
 
+#include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -122,6 +124,20 @@ template <typename E> std::string names() {
     out += Vocabulary<E>::names[i].second;
   }
   return out;
+}
+
+/// The waves of a GEMM kernel's output tiles that a variant dispatched by
+/// waves weighs (`wave_cost`, docs/KernelABI.md): its clusters of
+/// `clusterM` tile rows of one tile column, every batch's, over the
+/// `multiprocessors / clusterM` clusters that run at once, rounded up.
+inline int64_t gemmWaves(int64_t m, int64_t n, int64_t batches, int64_t tileM,
+                         int64_t tileN, int64_t clusterM,
+                         int64_t multiprocessors) {
+  auto ceilDiv = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+  int64_t clusterTiles =
+      ceilDiv(n, tileN) * ceilDiv(m, tileM * clusterM) * batches;
+  return ceilDiv(clusterTiles,
+                 std::max<int64_t>(multiprocessors / clusterM, 1));
 }
 
 } // namespace coda::abi

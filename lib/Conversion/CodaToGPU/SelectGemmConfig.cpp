@@ -9,6 +9,7 @@
 
 #include "GemmKernel.h"
 
+#include "coda/ABI/KernelAbi.h"
 #include "coda/Conversion/CodaToGPU/CodaToGPU.h"
 #include "coda/Dialect/Coda/IR/Coda.h"
 
@@ -59,22 +60,26 @@ Attribute byWaves(GemmOp op, GemmConfigAttr wide) {
       cast<MemRefType>(op.getLhs().getType()).getDimSize(op.getLhsMDim());
   int64_t n =
       cast<MemRefType>(op.getRhs().getType()).getDimSize(op.getRhsNDim());
-  if (ShapedType::isDynamic(m) || ShapedType::isDynamic(n))
+  // A batched GEMM's tiles are every batch's (as the launch counts them).
+  auto lhsType = cast<MemRefType>(op.getLhs().getType());
+  int64_t batches = lhsType.getRank() == 3 ? lhsType.getDimSize(0) : 1;
+  if (ShapedType::isDynamic(m) || ShapedType::isDynamic(n) ||
+      ShapedType::isDynamic(batches)) {
+    auto weighed = [&](GemmConfigAttr c, int64_t cost) -> Attribute {
+      return GemmConfigAttr::get(ctx, c.getSchedule(), c.getTileM(),
+                                 c.getTileN(), c.getStages(), c.getClusterM(),
+                                 c.getRaster(), c.getSwizzle(),
+                                 /*max_k=*/0, cost);
+    };
     return ArrayAttr::get(
-        ctx,
-        {GemmConfigAttr::get(ctx, wide.getSchedule(), wide.getTileM(),
-                             wide.getTileN(), wide.getStages(),
-                             wide.getClusterM(), wide.getRaster(),
-                             wide.getSwizzle(), /*max_k=*/0, kWideCost),
-         makeConfig(ctx, GemmSchedule::cooperative, 128, 1, /*maxK=*/0,
-                    kNarrowCost)});
-  auto waves = [&](GemmConfigAttr config) {
-    int64_t clusterTiles =
-        llvm::divideCeil(n, config.getTileN()) *
-        llvm::divideCeil(m, config.getTileM() * config.getClusterM());
-    return llvm::divideCeil(clusterTiles, kSMs / config.getClusterM());
+        ctx, {weighed(wide, kWideCost), weighed(narrow, kNarrowCost)});
+  }
+  auto weight = [&](GemmConfigAttr c, int64_t cost) {
+    return ::coda::abi::gemmWaves(m, n, batches, c.getTileM(), c.getTileN(),
+                          c.getClusterM(), kSMs) *
+           cost;
   };
-  return waves(wide) * kWideCost <= waves(narrow) * kNarrowCost ? wide
+  return weight(wide, kWideCost) <= weight(narrow, kNarrowCost) ? wide
                                                                  : narrow;
 }
 
@@ -270,7 +275,7 @@ Attribute selectConfig(GemmOp op) {
 }
 
 struct CodaSelectGemmConfigPass
-    : coda::impl::CodaSelectGemmConfigBase<CodaSelectGemmConfigPass> {
+    : mlir::coda::impl::CodaSelectGemmConfigBase<CodaSelectGemmConfigPass> {
   void runOnOperation() override {
     getOperation().walk([](GemmOp op) {
       if (!op.hasPureBufferSemantics() ||
