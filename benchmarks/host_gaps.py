@@ -8,6 +8,13 @@ innermost Python function and the PyTorch operator the host was in.
 
 `torch` profiles the unpatched model in eager mode, `torch_compile` under
 torch.compile, instead of coda's.
+
+  PYTHONPATH=<runtime> python3 benchmarks/host_gaps.py <torch kernels> layer [HIDDEN...]
+
+profiles one decoder layer inside a model instead, forward + backward at
+16384 tokens as backward.py times it (L2 flushed before each step, which
+is outside the step), coda's patch and torch.compile's layer: the waits
+counted are those between the step's first and last kernel.
 """
 import bisect
 import collections
@@ -77,9 +84,77 @@ def idle_by_host(trace):
     return idle, busy, by_function, by_op
 
 
+MARKER = "<between steps>"
+
+
+def report(mode, trace, steps):
+    idle, busy, by_function, by_op = idle_by_host(trace)
+    busy -= sum(e["dur"] for e in trace if e.get("name") == MARKER)
+    print(f"{mode}: kernels {busy / 1000 / steps:.3f} ms per step; the GPU waits "
+          f"{idle / 1000 / steps:.3f} ms per step; the host meanwhile in")
+    for name, us in by_function.most_common(25):
+        print(f"  {us / 1000 / steps:7.3f} ms  {name[:110]}")
+    print("by PyTorch operator:")
+    for name, us in by_op.most_common(15):
+        print(f"  {us / 1000 / steps:7.3f} ms  {name[:80]}", flush=True)
+
+
+def layers(hidden_sizes):
+    from backward import SEQ, SIZES, TOKENS, decoder_layers
+    for hidden in hidden_sizes:
+        eager, coda, _, tables = decoder_layers(hidden, SIZES[hidden])
+        compiled = torch.compile(eager)
+        xb = torch.randn(TOKENS // SEQ, SEQ, hidden, device="cuda").bfloat16().requires_grad_()
+        dyb = torch.randn_like(xb)
+        xi = xb.detach().clone().requires_grad_()
+        coda_torch.llama._hand_on_sum_sq(
+            xi, xi.detach().reshape(-1, hidden).float().square().sum(-1))
+        flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+        for name, layer, x in (("coda", coda, xi), ("torch_compile", compiled, xb)):
+            module = getattr(layer, "_orig_mod", layer)
+
+            def step():
+                flush.fill_(7)
+                x.grad = None
+                module.zero_grad(set_to_none=True)
+                layer(x, position_embeddings=tables).backward(dyb)
+                torch.cuda.synchronize()
+            for _ in range(5):
+                step()
+            activities = [torch.profiler.ProfilerActivity.CPU,
+                          torch.profiler.ProfilerActivity.CUDA]
+            with torch.profiler.profile(activities=activities, with_stack=True) as prof:
+                for _ in range(STEPS):
+                    step()
+            report(f"layer inside a model, hidden {hidden}, {name}",
+                   step_windows(trace_events(prof)), STEPS)
+
+
+def step_windows(trace):
+    """`trace` with each interval from one step's last kernel to the end of
+    the next step's L2 flush (a fill kernel of more than 50 us) covered by a
+    marker kernel, so that only the waits inside the timed steps count; the
+    markers' time is taken out of the kernels' again by report()."""
+    kernels = sorted((e for e in trace if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")),
+                     key=lambda e: e["ts"])
+    markers, last_end = [], None
+    for k in kernels:
+        if "FillFunctor" in k["name"] and k["dur"] > 50:
+            begin = last_end if last_end is not None else k["ts"]
+            markers.append({"cat": "kernel", "name": MARKER, "ts": begin,
+                            "dur": k["ts"] + k["dur"] - begin})
+        else:
+            last_end = max(last_end or 0, k["ts"] + k["dur"])
+    covered = {id(k) for k in kernels if "FillFunctor" in k["name"] and k["dur"] > 50}
+    return [e for e in trace if id(e) not in covered] + markers
+
+
 def main():
     coda_torch.load(sys.argv[1])
     mode = sys.argv[2] if len(sys.argv) > 2 else "coda"
+    if mode == "layer":
+        layers([int(h) for h in sys.argv[3:]] or [2048])
+        return
     config = LlamaConfig(vocab_size=32768, hidden_size=2048, intermediate_size=5632,
                          num_hidden_layers=4, num_attention_heads=16, num_key_value_heads=16,
                          max_position_embeddings=2048, use_cache=False)
@@ -104,14 +179,7 @@ def main():
     with torch.profiler.profile(activities=activities, with_stack=True) as prof:
         for _ in range(STEPS):
             step()
-    idle, busy, by_function, by_op = idle_by_host(trace_events(prof))
-    print(f"{mode}: kernels {busy / 1000 / STEPS:.3f} ms per step; the GPU waits "
-          f"{idle / 1000 / STEPS:.3f} ms per step (between steps included); the host meanwhile in")
-    for name, us in by_function.most_common(25):
-        print(f"  {us / 1000 / STEPS:7.3f} ms  {name[:110]}")
-    print("by PyTorch operator:")
-    for name, us in by_op.most_common(15):
-        print(f"  {us / 1000 / STEPS:7.3f} ms  {name[:80]}")
+    report(f"{mode} (between steps included)", trace_events(prof), STEPS)
 
 
 if __name__ == "__main__":

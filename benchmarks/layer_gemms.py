@@ -18,6 +18,7 @@ per step.
 import argparse
 import json
 import os
+import statistics
 import sys
 
 import torch
@@ -28,7 +29,7 @@ import coda_runtime  # noqa: E402
 import coda_torch  # noqa: E402
 from coda_torch import ops  # noqa: E402
 from host_gaps import trace_events  # noqa: E402
-from timing import median_ms  # noqa: E402
+from timing import interleaved_ms, median_ms  # noqa: E402
 
 
 def layer_gemms(hidden, mlp):
@@ -95,12 +96,18 @@ def main():
             b = torch.randn(*((n, k) if layout == "nt" else (k, n)), device="cuda").bfloat16()
             y = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
             module, kernel = kernels[layout]
-            coda_ms = median_ms(lambda: ops._launch(module, kernel, a, b, y))
+            ops._launch(module, kernel, a, b, y)
             reference = (a.T if layout == "tn" else a) @ (b.T if layout == "nt" else b)
             torch.testing.assert_close(y.float(), reference.float(), rtol=2e-2,
                                        atol=2e-2 * reference.abs().max().item())
-            cublas_ms = median_ms(lambda: torch.matmul(a.T if layout == "tn" else a,
-                                                       b.T if layout == "nt" else b))
+            # In interleaved rounds, as gemm_configs.py times them: timed one
+            # after the other, each side runs at the clock the power drawn
+            # before it leaves (docs/performance.md, "Raster order").
+            times = interleaved_ms({
+                "coda": lambda: ops._launch(module, kernel, a, b, y),
+                "cublas": lambda: torch.matmul(a.T if layout == "tn" else a,
+                                               b.T if layout == "nt" else b)})
+            coda_ms, cublas_ms = (statistics.median(times[k]) for k in ("coda", "cublas"))
             gemms.append({"gemm": name, "layout": layout, "M": m, "N": n, "K": k,
                           "coda_ms": coda_ms, "cublas_ms": cublas_ms})
             del a, b, y, reference

@@ -6,15 +6,29 @@ shapes) that launched each kernel, and the time the GPU waits between
 kernels, by the operator that launched the kernel after each wait:
 
   PYTHONPATH=<runtime> python3 benchmarks/profile_train_step.py <torch kernels> OUT.json coda torch_compile
+
+(--layers, --hidden, --mlp, --heads, --kv-heads: another model, as
+train_llama.py takes them, e.g. 2 layers x hidden 4096, 32 heads, 8 K/V heads.)
 """
-import sys, os, json, torch
+import argparse, sys, os, json, torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 import coda_torch
 from transformers import LlamaConfig, LlamaForCausalLM
 from host_gaps import kernel_gaps, trace_events
-coda_torch.load(sys.argv[1])
-cfg = LlamaConfig(vocab_size=32768, hidden_size=2048, intermediate_size=5632, num_hidden_layers=4,
-                  num_attention_heads=16, num_key_value_heads=16, max_position_embeddings=2048,
+parser = argparse.ArgumentParser()
+parser.add_argument("kernels")
+parser.add_argument("out")
+parser.add_argument("modes", nargs="+")
+parser.add_argument("--layers", type=int, default=4)
+parser.add_argument("--hidden", type=int, default=2048)
+parser.add_argument("--mlp", type=int, default=5632)
+parser.add_argument("--heads", type=int, default=16)
+parser.add_argument("--kv-heads", type=int, default=0, help="0: as many as --heads")
+args = parser.parse_args()
+coda_torch.load(args.kernels)
+cfg = LlamaConfig(vocab_size=32768, hidden_size=args.hidden, intermediate_size=args.mlp,
+                  num_hidden_layers=args.layers, num_attention_heads=args.heads,
+                  num_key_value_heads=args.kv_heads or args.heads, max_position_embeddings=2048,
                   use_cache=False)
 
 
@@ -34,7 +48,7 @@ def idle_gaps(prof, steps=3):
 
 
 out = {}
-for mode in sys.argv[3:]:
+for mode in args.modes:
     torch.manual_seed(0)
     model = LlamaForCausalLM(cfg).cuda().to(torch.bfloat16)
     if mode.startswith("coda"):
@@ -73,4 +87,4 @@ for mode in sys.argv[3:]:
     out[mode] = {"total_ms": total, "rows": rows[:60], "ops": ops[:80], "waits": waits[:40]}
     del model, opt, fn
     torch.cuda.empty_cache()
-json.dump(out, open(sys.argv[2], "w"), indent=1)
+json.dump(out, open(args.out, "w"), indent=1)
