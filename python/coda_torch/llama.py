@@ -22,10 +22,15 @@ for each family's).
   deferred into gate/up and the down projection + residual + sums of
   squares (coda_torch.norm_swiglu_mlp); each layer hands its sums of
   squares to the next, so no norm runs apart from a GEMM but the first
-  layer's input statistic and the final norm;
+  layer's input statistic;
 - a LlamaForCausalLM given labels: the LM head and the shifted cross-entropy
-  run as coda_torch.linear_cross_entropy, so the logits are never stored
-  (the output then has no logits; without labels the original forward runs);
+  run as coda_torch.linear_norm_cross_entropy with the final RMSNorm
+  deferred into it (its row scale on the accumulator, from the last layer's
+  sums of squares; gamma scaling the LM head's input), so the logits are
+  never stored and the final norm runs apart from no GEMM (the output then
+  has no logits; without labels the original forward runs, the final norm
+  included; where the model returns its hidden states the norm runs and the
+  LM head is coda_torch.linear_cross_entropy);
 - with fp8=True the MLPs run as coda_torch.swiglu_mlp_fp8 (their GEMMs in
   FP8, row-wise scaled; the weight gradients bf16) and the decoder layers
   stay Hugging Face's around the patched modules.
@@ -48,9 +53,9 @@ import weakref
 import torch
 from torch import nn
 
-from .ops import (_ROPE_HEAD_PROGRAMS, linear_cross_entropy, linear_norm_qkv_rope,
-                  linear_qkv_rope, linear_residual_norm, norm_swiglu_mlp, swiglu_mlp,
-                  swiglu_mlp_fp8)
+from .ops import (_ROPE_HEAD_PROGRAMS, linear_cross_entropy, linear_norm_cross_entropy,
+                  linear_norm_qkv_rope, linear_qkv_rope, linear_residual_norm, norm_swiglu_mlp,
+                  swiglu_mlp, swiglu_mlp_fp8)
 
 
 def _plain(*linears):
@@ -323,14 +328,34 @@ def _causal_lm_forward(model, *args, labels=None, num_items_in_batch=None, **kwa
 
     if labels is None:
         return type(model).forward(model, *args, **kwargs)
-    outputs = model.model(*args, **kwargs)
+    # The final norm deferred into the LM head: the model returns the
+    # un-normalized residual stream (the final norm's patched forward passes
+    # it through), whose row scale the LM head's epilogue applies, gamma
+    # scaling its input. Not while torch.compile traces (the flag would be
+    # traced as a side effect) or where the model returns its hidden states.
+    norm = _deferred_final_norm(model)
+    hidden_states_out = kwargs.get("output_hidden_states")
+    if hidden_states_out is None:
+        hidden_states_out = model.config.output_hidden_states
+    defer = norm is not None and not torch.compiler.is_compiling() and not hidden_states_out
+    if defer:
+        norm._coda_defer = True
+    try:
+        outputs = model.model(*args, **kwargs)
+    finally:
+        if defer:
+            norm._coda_defer = False
     hidden = outputs.last_hidden_state
     # Hugging Face's causal-LM loss: token t predicts label t + 1; the last
     # position and labels of -100 count for nothing.
     shifted = nn.functional.pad(labels, (0, 1), value=-100)[..., 1:]
     shifted = shifted.reshape(-1).to(hidden.device)
-    losses = linear_cross_entropy(hidden.reshape(-1, hidden.shape[-1]),
-                                  model.lm_head.weight, shifted)
+    x = hidden.reshape(-1, hidden.shape[-1])
+    if defer:
+        rs = _row_scale(_stream_sum_sq(hidden, x), norm, x.shape[-1])
+        losses = linear_norm_cross_entropy(x * norm.weight, rs, model.lm_head.weight, shifted)
+    else:
+        losses = linear_cross_entropy(x, model.lm_head.weight, shifted)
     count = num_items_in_batch
     if count is None:
         count = (shifted != -100).sum()
@@ -340,8 +365,39 @@ def _causal_lm_forward(model, *args, labels=None, num_items_in_batch=None, **kwa
                                   attentions=outputs.attentions)
 
 
+def _final_norm_forward(norm, hidden_states):
+    if norm._coda_defer:
+        return hidden_states
+    return type(norm).forward(norm, hidden_states)
+
+
+def _deferred_final_norm(model):
+    """The model's final RMSNorm if the causal-LM patch defers it, else None."""
+    norm = getattr(getattr(model, "model", None), "norm", None)
+    return norm if hasattr(norm, "_coda_defer") else None
+
+
 def _patch_causal_lm(model):
     model.forward = types.MethodType(_causal_lm_forward, model)
+    # The final norm, a family's RMSNorm (gamma times the normalized rows),
+    # passes its input through while the patched forward defers it.
+    norm = getattr(getattr(model, "model", None), "norm", None)
+    if _is_family_rms_norm(norm):
+        norm._coda_defer = False
+        norm.forward = types.MethodType(_final_norm_forward, norm)
+
+
+def _is_family_rms_norm(module):
+    name = type(module).__name__
+    return (name.endswith("RMSNorm") and name[:-len("RMSNorm")] in FAMILIES
+            and isinstance(getattr(module, "weight", None), nn.Parameter)
+            and hasattr(module, "variance_epsilon"))
+
+
+def _unpatch_causal_lm(model):
+    norm = _deferred_final_norm(model)
+    if norm is not None:
+        del norm.forward, norm._coda_defer
 
 
 # The families whose modules the patches take (Hugging Face's class names
@@ -433,6 +489,8 @@ def unapply(model):
                 biases = _split_qkv(module, module.qkv_bias)
             _restore_linears(module, _QKV_NAMES, _split_qkv(module, module.qkv), biases)
             del module.qkv_sizes, module.qkv_bias
+        elif kind == "cross_entropy":
+            _unpatch_causal_lm(module)
         del module.forward
         del module._coda_patched
         counts[kind] = counts.get(kind, 0) + 1

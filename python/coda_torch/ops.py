@@ -425,13 +425,17 @@ def swiglu_mlp_fp8(x: torch.Tensor, w_gate_up: torch.Tensor, w_down: torch.Tenso
     return _swiglu_mlp_fp8(x, w_gate_up, w_down)[0]
 
 
+def _check_target(name, x, target):
+    if target.dtype != torch.int64 or target.shape != (x.shape[0],):
+        raise ValueError(f"coda_torch.{name}: target must be int64 of shape ({x.shape[0]},), "
+                         f"got {target.dtype} {tuple(target.shape)}")
+
+
 def _linear_cross_entropy_forward(x: torch.Tensor, w: torch.Tensor,
                                   target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token loss and log-sum-exp of the logits x W^T, never stored."""
     _check("linear_cross_entropy", x=x, w=w)
-    if target.dtype != torch.int64 or target.shape != (x.shape[0],):
-        raise ValueError("coda_torch.linear_cross_entropy: target must be int64 of "
-                         f"shape ({x.shape[0]},), got {target.dtype} {tuple(target.shape)}")
+    _check_target("linear_cross_entropy", x, target)
     module, (logits, finish) = _kernels("linear_cross_entropy", "linear_cross_entropy",
                                         "forward:gemm0", "forward:finish0")
     tokens, vocab = x.shape[0], w.shape[0]
@@ -491,6 +495,86 @@ def linear_cross_entropy(x: torch.Tensor, w: torch.Tensor, target: torch.Tensor)
     [0, vocabulary), such as -100, give 0), without storing the logits in the
     forward. x: T x H, w: V x H, bf16; target: T, int64."""
     return _linear_cross_entropy(x, w, target)[0]
+
+
+def _linear_norm_cross_entropy_forward(x: torch.Tensor, rs: torch.Tensor, w: torch.Tensor,
+                                       target: torch.Tensor
+                                       ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token loss and log-sum-exp of the logits rs (x W^T), never stored."""
+    _check("linear_norm_cross_entropy", x=x, w=w)
+    _check_vector("linear_norm_cross_entropy", "rs", rs, torch.float32, x.shape[0])
+    _check_target("linear_norm_cross_entropy", x, target)
+    module, (logits, finish) = _kernels("linear_norm_cross_entropy", "linear_norm_cross_entropy",
+                                        "forward:gemm0", "forward:finish0")
+    tokens, vocab = x.shape[0], w.shape[0]
+    partials = _row_partials(x, vocab)
+    picked = torch.zeros(tokens, device=x.device, dtype=torch.float32)
+    x, w, target = x.contiguous(), w.contiguous(), target.contiguous()
+    _launch(module, logits, x, w, rs.contiguous(), target, partials, picked)
+    lse = _finish_rows(module, finish, partials)
+    valid = (target >= 0) & (target < vocab)
+    return torch.where(valid, lse - picked, 0.0), lse
+
+
+def _linear_norm_cross_entropy_forward_fake(x, rs, w, target):
+    return _linear_cross_entropy_forward_fake(x, w, target)
+
+
+def _linear_norm_cross_entropy_backward(dloss: torch.Tensor, x: torch.Tensor, rs: torch.Tensor,
+                                        w: torch.Tensor, target: torch.Tensor, lse: torch.Tensor
+                                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dx, drs, dW (the derived backward): the adjoint GEMM recomputes the
+    logits, writes dAcc = rs dloss (softmax - onehot(target)) and reduces
+    rs's gradient, sum_v dloss (softmax - onehot) (x W^T), as row partials;
+    then dx = dAcc W, dW = dAcc^T x. (The derived program also recomputes
+    the log-sum-exp, which the forward saved: not run.)"""
+    module, (adjoint, data_grad, weight_grad, finish) = _kernels(
+        "linear_norm_cross_entropy", "linear_norm_cross_entropy_backward", *_GEMM_BACKWARD,
+        "grad:gemm0.input0")
+    valid = (target >= 0) & (target < w.shape[0])
+    g = torch.where(valid, dloss.float(), 0.0).contiguous()
+    x, w = x.contiguous(), w.contiguous()
+    dacc = x.new_empty(x.shape[0], w.shape[0])
+    partials = _row_partials(x, w.shape[0])
+    # The adjoint reads rs, the target, d(log-sum-exp), log-sum-exp and
+    # d(target logit) = -dloss.
+    _launch(module, adjoint, x, w, rs.contiguous(), target.contiguous(), g, lse.contiguous(), -g,
+            dacc, partials)
+    drs = _finish_rows(module, finish, partials)
+    dx, dw = _operand_grads(module, data_grad, weight_grad, dacc, x, w)
+    return dx, drs, dw
+
+
+def _linear_norm_cross_entropy_backward_fake(dloss, x, rs, w, target, lse):
+    return torch.empty_like(x), torch.empty_like(rs), torch.empty_like(w)
+
+
+def _norm_ce_setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs, output[1])
+
+
+def _norm_ce_backward(ctx, run, dloss, dlse):
+    dx, drs, dw = run(dloss, *ctx.saved_tensors)
+    return dx, drs, dw, None
+
+
+_linear_norm_cross_entropy = _Op("linear_norm_cross_entropy", _linear_norm_cross_entropy_forward,
+                                 _linear_norm_cross_entropy_forward_fake,
+                                 _linear_norm_cross_entropy_backward,
+                                 _linear_norm_cross_entropy_backward_fake,
+                                 _norm_ce_setup_context, _norm_ce_backward)
+
+
+def linear_norm_cross_entropy(x: torch.Tensor, rs: torch.Tensor, w: torch.Tensor,
+                              target: torch.Tensor) -> torch.Tensor:
+    """linear_cross_entropy behind a deferred RMSNorm: per-token
+    cross-entropy of the logits rs (x W^T), rs applied to the accumulator
+    (x: T x H, the un-normalized residual stream, times the norm's weight if
+    it has one; rs: T f32, the norm's row scale rsqrt(mean(x^2) + eps); w:
+    V x H; target: T int64, outside [0, V) giving 0). The logits are never
+    stored; the backward recomputes them and reduces rs's gradient beside
+    the adjoint."""
+    return _linear_norm_cross_entropy(x, rs, w, target)[0]
 
 
 def _linear_qkv_rope(x: torch.Tensor, w: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,

@@ -318,11 +318,19 @@ def test_llama_patch_matches_original(compiled, family, overrides):
         for norm in ("input_layernorm", "post_attention_layernorm"):
             close(getattr(b, norm).weight.grad, getattr(a, norm).weight.grad.float(), rtol=5e-2)
     close(patched.lm_head.weight.grad, original.lm_head.weight.grad.float(), rtol=5e-2)
+    # The final norm, deferred into the LM head in eager mode.
+    close(patched.model.norm.weight.grad, original.model.norm.weight.grad.float(), rtol=5e-2)
     close(patched.model.embed_tokens.weight.grad,
           original.model.embed_tokens.weight.grad.float(), rtol=5e-2)
-    # Without labels the original forward runs on the patched layers.
     with torch.no_grad():
+        # Without labels the original forward runs on the patched layers.
         close(patched(input_ids=ids).logits, original(input_ids=ids).logits.float())
+        # Returning the hidden states, the final norm runs (the last one
+        # normalized, as Hugging Face's) and the loss is the same.
+        out = step(input_ids=ids, labels=labels, output_hidden_states=True)
+        torch.testing.assert_close(out.loss.float(), want.float(), rtol=1e-2, atol=1e-2)
+        close(out.hidden_states[-1],
+              original(input_ids=ids, output_hidden_states=True).hidden_states[-1].float())
 
 
 @pytest.mark.parametrize("compiled", [False, True])
@@ -521,6 +529,44 @@ def test_linear_cross_entropy_compiled():
     torch.nn.functional.cross_entropy(xr @ wr.T, target).backward()
     close(xc.grad, xr.grad)
     close(wc.grad, wr.grad)
+
+
+@pytest.mark.parametrize("t,h,v", [(200, 256, 1000), (1000, 512, 32768)])
+@pytest.mark.parametrize("compiled", [False, True])
+def test_linear_norm_cross_entropy(t, h, v, compiled):
+    # The LM head + cross-entropy behind a deferred RMSNorm: the row scale
+    # on the accumulator, its gradient reduced beside the adjoint.
+    gen = torch.Generator(device="cuda").manual_seed(4)
+    x = torch.randn(t, h, device="cuda", generator=gen).bfloat16()
+    w = (torch.randn(v, h, device="cuda", generator=gen) / h ** 0.5).bfloat16()
+    rs = (0.5 + torch.rand(t, device="cuda", generator=gen))
+    target = torch.randint(0, v, (t,), device="cuda", generator=gen)
+    target[::7] = -100  # ignored tokens: loss 0, no gradient
+    dloss = torch.rand(t, device="cuda", generator=gen)
+    xr, rr, wr = (a.float().detach().requires_grad_() for a in (x, rs, w))
+    want = torch.nn.functional.cross_entropy(rr[:, None] * (xr @ wr.T), target,
+                                             reduction="none")
+    want.backward(dloss)
+    op = (torch.compile(coda_torch.linear_norm_cross_entropy, fullgraph=True) if compiled
+          else coda_torch.linear_norm_cross_entropy)
+    xc, rc, wc = (a.detach().clone().requires_grad_() for a in (x, rs, w))
+    got = op(xc, rc, wc, target)
+    got.backward(dloss)
+    torch.testing.assert_close(got, want.detach(), rtol=1e-3, atol=1e-3)
+    close(xc.grad, xr.grad)
+    close(rc.grad, rr.grad)
+    close(wc.grad, wr.grad)
+
+
+def test_linear_norm_cross_entropy_refuses_bad_arguments():
+    x = torch.empty(64, 128, device="cuda", dtype=torch.bfloat16)
+    w = torch.empty(256, 128, device="cuda", dtype=torch.bfloat16)
+    target = torch.zeros(64, device="cuda", dtype=torch.int64)
+    with pytest.raises(ValueError, match=r"rs must be a float32 CUDA tensor of shape \(64,\)"):
+        coda_torch.linear_norm_cross_entropy(x, torch.ones(64, device="cuda").bfloat16(), w,
+                                             target)
+    with pytest.raises(ValueError, match=r"target must be int64 of shape \(64,\)"):
+        coda_torch.linear_norm_cross_entropy(x, torch.ones(64, device="cuda"), w, target[:63])
 
 
 def rope_reference(x, w, cos, sin, rotated, bias=None):
