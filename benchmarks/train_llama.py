@@ -58,7 +58,8 @@ def train(mode, args, config, rank, world):
     elif mode.startswith("coda"):
         # coda_ops*: only the MLP, Q/K/V + RoPE and LM head ops, the norms,
         # residuals and o_proj torch's (llama.apply(layer=False)).
-        coda_torch.llama.apply(model, layer=not mode.startswith("coda_ops"))
+        coda_torch.llama.apply(model, layer=not mode.startswith("coda_ops"),
+                               save_logits=not args.recompute_logits)
     step_fn = model
     if args.fsdp:
         # After coda's patch: its fused parameters (qkv, gate_up) are sharded
@@ -121,6 +122,9 @@ def main():
     parser.add_argument("--family", default="Llama", choices=coda_torch.llama.FAMILIES,
                         help="the model family (Qwen2: biases on Q/K/V)")
     parser.add_argument("--commit", default="unknown")
+    parser.add_argument("--recompute-logits", action="store_true",
+                        help="coda's LM head recomputes its logits in the backward "
+                        "(llama.apply(save_logits=False)) instead of keeping them")
     parser.add_argument("--fsdp", action="store_true",
                         help="shard with FSDP2 (under torchrun, one or more processes)")
     args = parser.parse_args()

@@ -353,7 +353,8 @@ def _causal_lm_forward(model, *args, labels=None, num_items_in_batch=None, **kwa
     x = hidden.reshape(-1, hidden.shape[-1])
     if defer:
         rs = _row_scale(_stream_sum_sq(hidden, x), norm, x.shape[-1])
-        losses = linear_norm_cross_entropy(x * norm.weight, rs, model.lm_head.weight, shifted)
+        losses = linear_norm_cross_entropy(x * norm.weight, rs, model.lm_head.weight, shifted,
+                                           save_logits=model._coda_save_logits)
     else:
         losses = linear_cross_entropy(x, model.lm_head.weight, shifted)
     count = num_items_in_batch
@@ -395,6 +396,7 @@ def _is_family_rms_norm(module):
 
 
 def _unpatch_causal_lm(model):
+    del model._coda_save_logits
     norm = _deferred_final_norm(model)
     if norm is not None:
         del norm.forward, norm._coda_defer
@@ -419,7 +421,8 @@ def _patch_kind(module):
     return None
 
 
-def apply(model, mlp=True, attention=True, layer=None, cross_entropy=True, fp8=False):
+def apply(model, mlp=True, attention=True, layer=None, cross_entropy=True, fp8=False,
+          save_logits=True):
     """Patches `model` (a LlamaForCausalLM, a LlamaModel, or any module
     holding Llama layers; or Qwen2's, Mistral's) in place; returns how many modules each patch
     changed, e.g. {"mlp": 2, "attention": 2, "layer": 2, "cross_entropy": 1}.
@@ -431,6 +434,13 @@ def apply(model, mlp=True, attention=True, layer=None, cross_entropy=True, fp8=F
     what the ops cannot run (biases but on Q/K/V, an activation other than SiLU, heads
     other than 64 or 128, a layer whose forward is not Hugging Face's
     tensor-returning one) and for modules it patched before.
+
+    `save_logits` (with cross_entropy): the LM head keeps its logits in bf16
+    (2 bytes per token and vocabulary entry, held from the forward to the
+    backward, which writes their gradient over them in eager mode; under
+    torch.compile the gradient takes memory of its own) instead of
+    recomputing them in the backward: one GEMM of the size of the
+    forward's less per step; False recomputes.
 
     `fp8=True` runs the MLPs' GEMMs in FP8 (coda_torch.swiglu_mlp_fp8:
     row-wise scaled e4m3, weight gradients in bf16); the decoder-layer
@@ -461,6 +471,8 @@ def apply(model, mlp=True, attention=True, layer=None, cross_entropy=True, fp8=F
     for kind, module in targets:
         if kind == "mlp":
             module._coda_fp8 = fp8
+        elif kind == "cross_entropy":
+            module._coda_save_logits = save_logits
         _PATCHES[kind][1](module)
         module._coda_patched = kind
         counts[kind] += 1

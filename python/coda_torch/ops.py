@@ -497,65 +497,93 @@ def linear_cross_entropy(x: torch.Tensor, w: torch.Tensor, target: torch.Tensor)
     return _linear_cross_entropy(x, w, target)[0]
 
 
+def _norm_ce_program(save_logits):
+    """The norm-deferred LM head's program: its variant that keeps the
+    logits for the backward, or the one that recomputes them."""
+    return "linear_norm_cross_entropy" + (".saved" if save_logits else "")
+
+
 def _linear_norm_cross_entropy_forward(x: torch.Tensor, rs: torch.Tensor, w: torch.Tensor,
-                                       target: torch.Tensor
-                                       ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-token loss and log-sum-exp of the logits rs (x W^T), never stored."""
+                                       target: torch.Tensor, save_logits: bool
+                                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per-token loss and log-sum-exp of the logits rs (x W^T), and with
+    save_logits the accumulator x W^T in bf16 (else an empty tensor)."""
     _check("linear_norm_cross_entropy", x=x, w=w)
     _check_vector("linear_norm_cross_entropy", "rs", rs, torch.float32, x.shape[0])
     _check_target("linear_norm_cross_entropy", x, target)
-    module, (logits, finish) = _kernels("linear_norm_cross_entropy", "linear_norm_cross_entropy",
+    program = _norm_ce_program(save_logits)
+    module, (logits, finish) = _kernels(program, "linear_norm_cross_entropy",
                                         "forward:gemm0", "forward:finish0")
     tokens, vocab = x.shape[0], w.shape[0]
     partials = _row_partials(x, vocab)
     picked = torch.zeros(tokens, device=x.device, dtype=torch.float32)
+    saved = x.new_empty(tokens, vocab) if save_logits else x.new_empty(0)
     x, w, target = x.contiguous(), w.contiguous(), target.contiguous()
-    _launch(module, logits, x, w, rs.contiguous(), target, partials, picked)
+    _launch(module, logits, x, w, rs.contiguous(), target, partials, picked,
+            *((saved,) if save_logits else ()))
     lse = _finish_rows(module, finish, partials)
     valid = (target >= 0) & (target < vocab)
-    return torch.where(valid, lse - picked, 0.0), lse
+    return torch.where(valid, lse - picked, 0.0), lse, saved
 
 
-def _linear_norm_cross_entropy_forward_fake(x, rs, w, target):
-    return _linear_cross_entropy_forward_fake(x, w, target)
+def _linear_norm_cross_entropy_forward_fake(x, rs, w, target, save_logits):
+    loss, lse = _linear_cross_entropy_forward_fake(x, w, target)
+    return loss, lse, x.new_empty(x.shape[0], w.shape[0]) if save_logits else x.new_empty(0)
 
 
 def _linear_norm_cross_entropy_backward(dloss: torch.Tensor, x: torch.Tensor, rs: torch.Tensor,
-                                        w: torch.Tensor, target: torch.Tensor, lse: torch.Tensor
+                                        w: torch.Tensor, target: torch.Tensor, lse: torch.Tensor,
+                                        saved: torch.Tensor, in_place: bool
                                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """dx, drs, dW (the derived backward): the adjoint GEMM recomputes the
-    logits, writes dAcc = rs dloss (softmax - onehot(target)) and reduces
+    """dx, drs, dW (the derived backward): the adjoint, which recomputes the
+    product (or reads the saved one, `saved` not empty: an epilogue-only
+    pass), writes dAcc = rs dloss (softmax - onehot(target)) and reduces
     rs's gradient, sum_v dloss (softmax - onehot) (x W^T), as row partials;
-    then dx = dAcc W, dW = dAcc^T x. (The derived program also recomputes
-    the log-sum-exp, which the forward saved: not run.)"""
+    then dx = dAcc W, dW = dAcc^T x. With `in_place` dAcc is written over
+    the saved product, each tile after its own reads."""
+    save_logits = saved.numel() > 0
     module, (adjoint, data_grad, weight_grad, finish) = _kernels(
-        "linear_norm_cross_entropy", "linear_norm_cross_entropy_backward", *_GEMM_BACKWARD,
+        _norm_ce_program(save_logits), "linear_norm_cross_entropy_backward", *_GEMM_BACKWARD,
         "grad:gemm0.input0")
     valid = (target >= 0) & (target < w.shape[0])
     g = torch.where(valid, dloss.float(), 0.0).contiguous()
     x, w = x.contiguous(), w.contiguous()
-    dacc = x.new_empty(x.shape[0], w.shape[0])
+    dacc = saved if save_logits and in_place else x.new_empty(x.shape[0], w.shape[0])
     partials = _row_partials(x, w.shape[0])
-    # The adjoint reads rs, the target, d(log-sum-exp), log-sum-exp and
-    # d(target logit) = -dloss.
+    # The adjoint reads rs, the target, d(log-sum-exp), log-sum-exp,
+    # d(target logit) = -dloss and the saved product.
     _launch(module, adjoint, x, w, rs.contiguous(), target.contiguous(), g, lse.contiguous(), -g,
-            dacc, partials)
+            *((saved,) if save_logits else ()), dacc, partials)
+    if dacc is saved:
+        # The saved product is gone: a second backward through this op
+        # (retain_graph) raises PyTorch's in-place modification error
+        # instead of reading gradients as logits.
+        torch.autograd.graph.increment_version(saved)
     drs = _finish_rows(module, finish, partials)
     dx, dw = _operand_grads(module, data_grad, weight_grad, dacc, x, w)
     return dx, drs, dw
 
 
-def _linear_norm_cross_entropy_backward_fake(dloss, x, rs, w, target, lse):
+def _linear_norm_cross_entropy_backward_fake(dloss, x, rs, w, target, lse, saved, in_place):
     return torch.empty_like(x), torch.empty_like(rs), torch.empty_like(w)
 
 
 def _norm_ce_setup_context(ctx, inputs, output):
-    ctx.save_for_backward(*inputs, output[1])
+    x, rs, w, target, _ = inputs
+    ctx.save_for_backward(x, rs, w, target, output[1], output[2])
+    # The log-sum-exp and the saved logits get no gradient: not zeros made
+    # for them (the logits' would be tokens x vocabulary).
+    ctx.set_materialize_grads(False)
 
 
-def _norm_ce_backward(ctx, run, dloss, dlse):
-    dx, drs, dw = run(dloss, *ctx.saved_tensors)
-    return dx, drs, dw, None
+def _norm_ce_backward(ctx, run, dloss, dlse, dsaved):
+    if dloss is None:
+        return None, None, None, None, None
+    # In eager mode dAcc takes the saved logits' memory; the custom op
+    # (torch.compile) declares no mutation, so there it gets its own.
+    in_place = run is _linear_norm_cross_entropy_backward
+    dx, drs, dw = run(dloss, *ctx.saved_tensors, in_place)
+    return dx, drs, dw, None, None
 
 
 _linear_norm_cross_entropy = _Op("linear_norm_cross_entropy", _linear_norm_cross_entropy_forward,
@@ -566,15 +594,17 @@ _linear_norm_cross_entropy = _Op("linear_norm_cross_entropy", _linear_norm_cross
 
 
 def linear_norm_cross_entropy(x: torch.Tensor, rs: torch.Tensor, w: torch.Tensor,
-                              target: torch.Tensor) -> torch.Tensor:
+                              target: torch.Tensor, save_logits: bool = False) -> torch.Tensor:
     """linear_cross_entropy behind a deferred RMSNorm: per-token
     cross-entropy of the logits rs (x W^T), rs applied to the accumulator
     (x: T x H, the un-normalized residual stream, times the norm's weight if
     it has one; rs: T f32, the norm's row scale rsqrt(mean(x^2) + eps); w:
-    V x H; target: T int64, outside [0, V) giving 0). The logits are never
-    stored; the backward recomputes them and reduces rs's gradient beside
-    the adjoint."""
-    return _linear_norm_cross_entropy(x, rs, w, target)[0]
+    V x H; target: T int64, outside [0, V) giving 0). The backward
+    recomputes the logits, and reduces rs's gradient beside the adjoint;
+    with `save_logits` the forward keeps x W^T in bf16 (2 bytes per logit,
+    held until the backward, which writes the logits' gradient over them)
+    and the backward reads it instead: one GEMM less."""
+    return _linear_norm_cross_entropy(x, rs, w, target, save_logits)[0]
 
 
 def _linear_qkv_rope(x: torch.Tensor, w: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,

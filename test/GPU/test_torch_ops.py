@@ -533,9 +533,11 @@ def test_linear_cross_entropy_compiled():
 
 @pytest.mark.parametrize("t,h,v", [(200, 256, 1000), (1000, 512, 32768)])
 @pytest.mark.parametrize("compiled", [False, True])
-def test_linear_norm_cross_entropy(t, h, v, compiled):
+@pytest.mark.parametrize("save_logits", [False, True], ids=["", "saved"])
+def test_linear_norm_cross_entropy(t, h, v, compiled, save_logits):
     # The LM head + cross-entropy behind a deferred RMSNorm: the row scale
-    # on the accumulator, its gradient reduced beside the adjoint.
+    # on the accumulator, its gradient reduced beside the adjoint, which
+    # recomputes the product or reads the one the forward saved.
     gen = torch.Generator(device="cuda").manual_seed(4)
     x = torch.randn(t, h, device="cuda", generator=gen).bfloat16()
     w = (torch.randn(v, h, device="cuda", generator=gen) / h ** 0.5).bfloat16()
@@ -550,12 +552,26 @@ def test_linear_norm_cross_entropy(t, h, v, compiled):
     op = (torch.compile(coda_torch.linear_norm_cross_entropy, fullgraph=True) if compiled
           else coda_torch.linear_norm_cross_entropy)
     xc, rc, wc = (a.detach().clone().requires_grad_() for a in (x, rs, w))
-    got = op(xc, rc, wc, target)
+    got = op(xc, rc, wc, target, save_logits=save_logits)
     got.backward(dloss)
     torch.testing.assert_close(got, want.detach(), rtol=1e-3, atol=1e-3)
     close(xc.grad, xr.grad)
     close(rc.grad, rr.grad)
     close(wc.grad, wr.grad)
+
+
+def test_linear_norm_cross_entropy_saved_logits_are_used_once():
+    # In eager mode the saved logits' memory takes their gradient: a second
+    # backward through the op is refused by PyTorch, not run on gradients.
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    x = torch.randn(256, 128, device="cuda", generator=gen).bfloat16().requires_grad_()
+    w = (torch.randn(512, 128, device="cuda", generator=gen) / 12).bfloat16()
+    rs = torch.ones(256, device="cuda")
+    target = torch.randint(0, 512, (256,), device="cuda", generator=gen)
+    loss = coda_torch.linear_norm_cross_entropy(x, rs, w, target, save_logits=True).sum()
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
 
 
 def test_linear_norm_cross_entropy_refuses_bad_arguments():

@@ -6,7 +6,12 @@
 // partials and the target's logit; loss = log-sum-exp - target logit. With
 // --derive-backward: the adjoint GEMM recomputes the logits, writes
 // rs dloss (softmax - onehot) as dAcc and reduces rs's gradient as row
-// partials; then dX and dW.
+// partials; then dX and dW. The variant `saved` keeps the accumulator: the
+// forward also returns it rounded to bf16 (tokens x vocabulary), and the
+// adjoint reads it instead of recomputing the product (an epilogue-only
+// pass in place of a GEMM; coda_torch writes dAcc over it).
+// coda-compile-flags: --save-for-backward
+// coda-variant: saved s/outs(%pE, %picked0 : tensor<?x?xf32>, tensor<?xf32>)/& attributes {coda.save_accumulator}/
 func.func @linear_norm_cross_entropy(%x: tensor<?x?xbf16>, %rs: tensor<?xf32>,
                                      %w: tensor<?x?xbf16>, %t: tensor<?xi64>) -> tensor<?xf32> {
   %c0 = arith.constant 0 : index

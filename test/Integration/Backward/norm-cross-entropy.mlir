@@ -1,4 +1,7 @@
 // RUN: coda-opt %s --coda-derive-backward="function=forward name=fused" | %differential | %cpu-runner | FileCheck %s
+// RUN: coda-opt %s --coda-derive-backward="function=forward name=backward save=1" | sed -e '/^module {$/d' -e '/^}$/d' > %t.saved.mlir
+// RUN: cat %t.saved.mlir %S/Inputs/norm-cross-entropy-saved-check.mlir | %differential | %cpu-runner | FileCheck %s
+// RUN: FileCheck %s --check-prefix=SAVED < %t.saved.mlir
 
 // Cross-entropy behind a deferred RMSNorm (coda_torch's
 // linear_norm_cross_entropy): the LM head's accumulator scaled by the
@@ -6,7 +9,18 @@
 // The derived backward's adjoint GEMM recomputes the logits, writes
 // rs dlogits as dAcc and reduces rs's gradient, sum_n dlogits (x W^T), as
 // row partials. Against the softmax gradient over materialized, scaled
-// logits. Gradients in argument order: dx, drs, dW.
+// logits. Gradients in argument order: dx, drs, dW. The GEMM is marked
+// coda.save_accumulator: with save=1 (second run) the forward also returns
+// its product (before the row scale), and the adjoint reads it instead of
+// the product (its own accumulator unread: an epilogue-only kernel).
+
+// SAVED-LABEL: func.func @backward(
+//  SAVED-SAME:   %[[X:[^:]*]]: tensor<23x16xf32>, %{{[^:]*}}: tensor<23xf32>, %[[W:[^:]*]]: tensor<90x16xf32>
+//  SAVED-SAME:   %[[PRODUCT:[^:]*]]: tensor<23x90xf32>, %{{[^:]*}}: tensor<23xf32>)
+//       SAVED:   coda.gemm %[[X]], %[[W]] transpose_b
+//  SAVED-NEXT:     epilogue(%[[UNREAD:[a-z0-9_]+]], {{.*}}tile %{{[a-z0-9_]+}} = %[[PRODUCT]] : tensor<23x90xf32>)
+//   SAVED-NOT:     %[[UNREAD]]
+//       SAVED:     coda.yield
 
 // CHECK-COUNT-3: coda-check ok
 
@@ -18,7 +32,7 @@ func.func @forward(%x: tensor<23x16xf32>, %rs: tensor<23xf32>, %w: tensor<90x16x
   %picked0 = linalg.fill ins(%zero : f32) outs(%vE : tensor<23xf32>) -> tensor<23xf32>
   %lp, %picked = coda.gemm %x, %w transpose_b : tensor<23x16xf32>, tensor<90x16xf32>
       epilogue(%acc, row %r = %rs : tensor<23xf32>, row %target = %t : tensor<23xi64>)
-      outs(%pE, %picked0 : tensor<23x3xf32>, tensor<23xf32>) {
+      outs(%pE, %picked0 : tensor<23x3xf32>, tensor<23xf32>) attributes {coda.save_accumulator} {
     %z = arith.mulf %acc, %r : f32
     %l = coda.row_reduce logsumexp %z tile 32 : f32
     %s = coda.row_select %z at %target : f32, i64
