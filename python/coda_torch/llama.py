@@ -29,8 +29,9 @@ for each family's).
   sums of squares; gamma scaling the LM head's input), so the logits are
   never stored and the final norm runs apart from no GEMM (the output then
   has no logits; without labels the original forward runs, the final norm
-  included; where the model returns its hidden states the norm runs and the
-  LM head is coda_torch.linear_cross_entropy);
+  included; where the model returns its hidden states, or while
+  torch.compile traces it, the norm runs and the LM head is
+  coda_torch.linear_cross_entropy);
 - with fp8=True the MLPs run as coda_torch.swiglu_mlp_fp8 (their GEMMs in
   FP8, row-wise scaled; the weight gradients bf16) and the decoder layers
   stay Hugging Face's around the patched modules.
@@ -435,12 +436,13 @@ def apply(model, mlp=True, attention=True, layer=None, cross_entropy=True, fp8=F
     other than 64 or 128, a layer whose forward is not Hugging Face's
     tensor-returning one) and for modules it patched before.
 
-    `save_logits` (with cross_entropy): the LM head keeps its logits in bf16
-    (2 bytes per token and vocabulary entry, held from the forward to the
-    backward, which writes their gradient over them in eager mode; under
-    torch.compile the gradient takes memory of its own) instead of
-    recomputing them in the backward: one GEMM of the size of the
-    forward's less per step; False recomputes.
+    `save_logits` (with cross_entropy): the LM head behind the deferred
+    final norm keeps its logits in bf16 (2 bytes per token and vocabulary
+    entry, held from the forward to the backward, which writes their
+    gradient over them) instead of recomputing them in the backward: one
+    GEMM of the size of the forward's less per step; False recomputes.
+    (While torch.compile traces the model, the final norm runs and the LM
+    head is coda_torch.linear_cross_entropy, which recomputes.)
 
     `fp8=True` runs the MLPs' GEMMs in FP8 (coda_torch.swiglu_mlp_fp8:
     row-wise scaled e4m3, weight gradients in bf16); the decoder-layer

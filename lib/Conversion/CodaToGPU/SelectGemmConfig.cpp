@@ -110,8 +110,8 @@ Attribute selectConfig(GemmOp op) {
       makeConfig(ctx, GemmSchedule::cooperative, 256, 2);
 
   // What the epilogue writes and reads, which the rules below weigh.
-  bool pairs = false, maxPartials = false, partials = false, f32Tile = false,
-       colPartials = false;
+  bool pairs = false, maxPartials = false, lsePartials = false,
+       partials = false, f32Tile = false, colPartials = false;
   int64_t tileOutputs = 0;
   for (Value value : op.getYieldOp().getValues()) {
     switch (getOutputRole(value)) {
@@ -126,6 +126,7 @@ Attribute selectConfig(GemmOp op) {
         return {};
       partials = true;
       maxPartials |= reduce.getKind() != ReductionKind::sum;
+      lsePartials |= reduce.getKind() == ReductionKind::logsumexp;
       break;
     }
     case OutputRole::colPartials:
@@ -247,6 +248,14 @@ Attribute selectConfig(GemmOp op) {
   // shape" and "Configurations dispatched by K"), ping-pong is 5-15 %
   // faster at K = 2048 and 4096, about even at K = 8192, and the cooperative
   // kernel 4-10 % faster from K = 11008 on.
+  // Log-sum-exp partials beside a tile output (an LM head keeping its
+  // logits for the backward: coda_torch's linear_norm_cross_entropy,
+  // variant `saved`): the cooperative kernel in 128 x 256 tiles spills 392
+  // bytes, in 128 x 128 tiles without a cluster nothing, ping-pong 68
+  // (ptxas -v); beyond K = 4096 the 128 x 128 tiles are taken, unmeasured.
+  if (lsePartials && tileOutputs > 0)
+    return pingPongUpTo(op, 4096,
+                        makeConfig(ctx, GemmSchedule::cooperative, 128, 1));
   if (pairs || maxPartials)
     return pingPongUpTo(op, 4096);
   // Row and column inputs together (the row-wise scales of an FP8 GEMM):

@@ -84,6 +84,23 @@ func.func @logsumexp_long_k(%a: memref<?x8192xbf16>, %b: memref<?x8192xbf16>, %l
   return
 }
 
+// Log-sum-exp partials beside the accumulator kept as a tile output (an
+// LM head saving its logits for the backward): ping-pong up to K = 4096,
+// beyond it 128 x 128 cooperative tiles without a cluster, whose registers
+// hold both (in 128 x 256 tiles the cooperative kernel spills).
+// CHECK-LABEL: func.func @logsumexp_saving_logits
+//       CHECK:   attributes {coda.gemm_config = [#coda.gemm_config<schedule = ping_pong, tile_m = 128, tile_n = 128, stages = 4, max_k = 4096>, #coda.gemm_config<schedule = cooperative, tile_m = 128, tile_n = 128, stages = 4>]}
+func.func @logsumexp_saving_logits(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %l: memref<?x?xf32>,
+                                   %z: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%l, %z : memref<?x?xf32>, memref<?x?xbf16>) {
+    %s = coda.row_reduce logsumexp %acc tile 128 : f32
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %s, %t : !coda.partial<f32>, bf16
+  }
+  return
+}
+
 // CHECK-LABEL: func.func @bias
 //       CHECK:   attributes {coda.gemm_config = #coda.gemm_config<schedule = cooperative, tile_m = 128, tile_n = 256, stages = 4, cluster_m = 2>}
 func.func @bias(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %c: memref<?xf32>, %y: memref<?x?xbf16>) {
