@@ -373,9 +373,13 @@ def _final_norm_forward(norm, hidden_states):
     return type(norm).forward(norm, hidden_states)
 
 
+def _final_norm(model):
+    return getattr(getattr(model, "model", None), "norm", None)
+
+
 def _deferred_final_norm(model):
     """The model's final RMSNorm if the causal-LM patch defers it, else None."""
-    norm = getattr(getattr(model, "model", None), "norm", None)
+    norm = _final_norm(model)
     return norm if hasattr(norm, "_coda_defer") else None
 
 
@@ -383,7 +387,7 @@ def _patch_causal_lm(model):
     model.forward = types.MethodType(_causal_lm_forward, model)
     # The final norm, a family's RMSNorm (gamma times the normalized rows),
     # passes its input through while the patched forward defers it.
-    norm = getattr(getattr(model, "model", None), "norm", None)
+    norm = _final_norm(model)
     if _is_family_rms_norm(norm):
         norm._coda_defer = False
         norm.forward = types.MethodType(_final_norm_forward, norm)

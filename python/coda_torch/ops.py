@@ -40,14 +40,15 @@ def _launch(module, kernel, *args):
     module.launch_kernel(kernel, list(args), stream)
 
 
-def _gemm_backward(module, kernels, x, w, *adjoint_inputs, extra_outputs=()):
+def _gemm_backward(module, kernels, x, w, *adjoint_inputs, extra_outputs=(), dacc=None):
     """The derived backward of a GEMM x W^T: the adjoint kernel writes dAcc
-    (T x rows of w), then `extra_outputs` (gradients of its tile inputs,
-    partials of its row and column inputs'), from x, w and `adjoint_inputs`;
-    then dx = dAcc W and dW = dAcc^T x."""
+    (T x rows of w; into `dacc` if given), then `extra_outputs` (gradients
+    of its tile inputs, partials of its row and column inputs'), from x, w
+    and `adjoint_inputs`; then dx = dAcc W and dW = dAcc^T x."""
     adjoint, data_grad, weight_grad = kernels
     x, w = x.contiguous(), w.contiguous()
-    dacc = x.new_empty(x.shape[0], w.shape[0])
+    if dacc is None:
+        dacc = x.new_empty(x.shape[0], w.shape[0])
     _launch(module, adjoint, x, w, *adjoint_inputs, dacc, *extra_outputs)
     return _operand_grads(module, data_grad, weight_grad, dacc, x, w)
 
@@ -431,23 +432,35 @@ def _check_target(name, x, target):
                          f"got {target.dtype} {tuple(target.shape)}")
 
 
+def _cross_entropy(program, function, x, w, target, row_inputs=(), saved=()):
+    """The LM head's forward kernels: per-token loss and log-sum-exp of the
+    logits (the GEMM reading `row_inputs` before the target, writing the
+    log-sum-exp partials, the target's logit and `saved`), never stored;
+    targets outside [0, vocabulary) give 0."""
+    module, (logits, finish) = _kernels(program, function, "forward:gemm0", "forward:finish0")
+    vocab = w.shape[0]
+    partials = _row_partials(x, vocab)
+    picked = torch.zeros(x.shape[0], device=x.device, dtype=torch.float32)
+    target = target.contiguous()
+    _launch(module, logits, x.contiguous(), w.contiguous(), *row_inputs, target, partials,
+            picked, *saved)
+    lse = _finish_rows(module, finish, partials)
+    valid = (target >= 0) & (target < vocab)
+    return torch.where(valid, lse - picked, 0.0), lse
+
+
+def _loss_grad(dloss, target, vocab):
+    """The per-token loss's gradient, 0 where the target is ignored."""
+    valid = (target >= 0) & (target < vocab)
+    return torch.where(valid, dloss.float(), 0.0).contiguous()
+
+
 def _linear_cross_entropy_forward(x: torch.Tensor, w: torch.Tensor,
                                   target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token loss and log-sum-exp of the logits x W^T, never stored."""
     _check("linear_cross_entropy", x=x, w=w)
     _check_target("linear_cross_entropy", x, target)
-    module, (logits, finish) = _kernels("linear_cross_entropy", "linear_cross_entropy",
-                                        "forward:gemm0", "forward:finish0")
-    tokens, vocab = x.shape[0], w.shape[0]
-    partials = torch.empty(tokens, (vocab + 127) // 128, device=x.device,
-                           dtype=torch.float32)
-    picked = torch.zeros(tokens, device=x.device, dtype=torch.float32)
-    lse = torch.empty(tokens, device=x.device, dtype=torch.float32)
-    x, w, target = x.contiguous(), w.contiguous(), target.contiguous()
-    _launch(module, logits, x, w, target, partials, picked)
-    _launch(module, finish, partials, lse)
-    valid = (target >= 0) & (target < vocab)
-    return torch.where(valid, lse - picked, 0.0), lse
+    return _cross_entropy("linear_cross_entropy", "linear_cross_entropy", x, w, target)
 
 
 def _linear_cross_entropy_forward_fake(x, w, target):
@@ -464,8 +477,7 @@ def _linear_cross_entropy_backward(dloss: torch.Tensor, x: torch.Tensor, w: torc
     not run.)"""
     module, kernels = _kernels("linear_cross_entropy", "linear_cross_entropy_backward",
                               *_GEMM_BACKWARD)
-    valid = (target >= 0) & (target < w.shape[0])
-    g = torch.where(valid, dloss.float(), 0.0).contiguous()
+    g = _loss_grad(dloss, target, w.shape[0])
     # The adjoint reads the target, d(log-sum-exp), log-sum-exp and
     # d(target logit) = -dloss.
     return _gemm_backward(module, kernels, x, w, target.contiguous(), g,
@@ -511,19 +523,10 @@ def _linear_norm_cross_entropy_forward(x: torch.Tensor, rs: torch.Tensor, w: tor
     _check("linear_norm_cross_entropy", x=x, w=w)
     _check_vector("linear_norm_cross_entropy", "rs", rs, torch.float32, x.shape[0])
     _check_target("linear_norm_cross_entropy", x, target)
-    program = _norm_ce_program(save_logits)
-    module, (logits, finish) = _kernels(program, "linear_norm_cross_entropy",
-                                        "forward:gemm0", "forward:finish0")
-    tokens, vocab = x.shape[0], w.shape[0]
-    partials = _row_partials(x, vocab)
-    picked = torch.zeros(tokens, device=x.device, dtype=torch.float32)
-    saved = x.new_empty(tokens, vocab) if save_logits else x.new_empty(0)
-    x, w, target = x.contiguous(), w.contiguous(), target.contiguous()
-    _launch(module, logits, x, w, rs.contiguous(), target, partials, picked,
-            *((saved,) if save_logits else ()))
-    lse = _finish_rows(module, finish, partials)
-    valid = (target >= 0) & (target < vocab)
-    return torch.where(valid, lse - picked, 0.0), lse, saved
+    saved = x.new_empty(x.shape[0], w.shape[0]) if save_logits else x.new_empty(0)
+    loss, lse = _cross_entropy(_norm_ce_program(save_logits), "linear_norm_cross_entropy", x, w,
+                               target, (rs.contiguous(),), (saved,) if save_logits else ())
+    return loss, lse, saved
 
 
 def _linear_norm_cross_entropy_forward_fake(x, rs, w, target, save_logits):
@@ -542,26 +545,23 @@ def _linear_norm_cross_entropy_backward(dloss: torch.Tensor, x: torch.Tensor, rs
     then dx = dAcc W, dW = dAcc^T x. With `in_place` dAcc is written over
     the saved product, each tile after its own reads."""
     save_logits = saved.numel() > 0
-    module, (adjoint, data_grad, weight_grad, finish) = _kernels(
+    module, (*kernels, finish) = _kernels(
         _norm_ce_program(save_logits), "linear_norm_cross_entropy_backward", *_GEMM_BACKWARD,
         "grad:gemm0.input0")
-    valid = (target >= 0) & (target < w.shape[0])
-    g = torch.where(valid, dloss.float(), 0.0).contiguous()
-    x, w = x.contiguous(), w.contiguous()
-    dacc = saved if save_logits and in_place else x.new_empty(x.shape[0], w.shape[0])
+    g = _loss_grad(dloss, target, w.shape[0])
     partials = _row_partials(x, w.shape[0])
+    in_place = save_logits and in_place
     # The adjoint reads rs, the target, d(log-sum-exp), log-sum-exp,
     # d(target logit) = -dloss and the saved product.
-    _launch(module, adjoint, x, w, rs.contiguous(), target.contiguous(), g, lse.contiguous(), -g,
-            *((saved,) if save_logits else ()), dacc, partials)
-    if dacc is saved:
+    dx, dw = _gemm_backward(module, kernels, x, w, rs.contiguous(), target.contiguous(), g,
+                            lse.contiguous(), -g, *((saved,) if save_logits else ()),
+                            extra_outputs=(partials,), dacc=saved if in_place else None)
+    if in_place:
         # The saved product is gone: a second backward through this op
         # (retain_graph) raises PyTorch's in-place modification error
         # instead of reading gradients as logits.
         torch.autograd.graph.increment_version(saved)
-    drs = _finish_rows(module, finish, partials)
-    dx, dw = _operand_grads(module, data_grad, weight_grad, dacc, x, w)
-    return dx, drs, dw
+    return dx, _finish_rows(module, finish, partials), dw
 
 
 def _linear_norm_cross_entropy_backward_fake(dloss, x, rs, w, target, lse, saved, in_place):

@@ -85,6 +85,10 @@ def CodaSelectGemmConfig
       where both register schedules spill;
     - an f32 tile output beside inputs or partials, a pair input alone, or
       more than two row inputs: ping-pong 128 x 128;
+    - log-sum-exp partials beside a tile output (an LM head keeping its
+      logits for the backward): ping-pong 128 x 128 up to K = 4096,
+      cooperative 128 x 128 without a cluster beyond (in 128 x 256 tiles
+      it spills), dispatched by K as below;
     - log-sum-exp or max row partials, and pairs of adjacent columns or
       interleaved outputs (cross-entropy, SwiGLU): ping-pong 128 x 128 up
       to K = 4096, cooperative 128 x 256 in clusters of two beyond. Where

@@ -243,11 +243,6 @@ Attribute selectConfig(GemmOp op) {
   // 0.63 ms ping-pong at 16384 x 2048 x 6144).
   if ((f32Tile && (numInputs > 0 || partials)) || pairInput || rowInputs > 2)
     return pingPong;
-  // Pair or interleaved outputs (SwiGLU) and max / log-sum-exp partials:
-  // measured per K (docs/performance.md, "Each schedule at each block
-  // shape" and "Configurations dispatched by K"), ping-pong is 5-15 %
-  // faster at K = 2048 and 4096, about even at K = 8192, and the cooperative
-  // kernel 4-10 % faster from K = 11008 on.
   // Log-sum-exp partials beside a tile output (an LM head keeping its
   // logits for the backward: coda_torch's linear_norm_cross_entropy,
   // variant `saved`): the cooperative kernel in 128 x 256 tiles spills 392
@@ -256,6 +251,11 @@ Attribute selectConfig(GemmOp op) {
   if (lsePartials && tileOutputs > 0)
     return pingPongUpTo(op, 4096,
                         makeConfig(ctx, GemmSchedule::cooperative, 128, 1));
+  // Pair or interleaved outputs (SwiGLU) and max / log-sum-exp partials:
+  // measured per K (docs/performance.md, "Each schedule at each block
+  // shape" and "Configurations dispatched by K"), ping-pong is 5-15 %
+  // faster at K = 2048 and 4096, about even at K = 8192, and the cooperative
+  // kernel 4-10 % faster from K = 11008 on.
   if (pairs || maxPartials)
     return pingPongUpTo(op, 4096);
   // Row and column inputs together (the row-wise scales of an FP8 GEMM):
