@@ -6,7 +6,10 @@ coda_ops_compile: the norms, residual adds and o_proj stay torch's), and
 with the MLPs' GEMMs in FP8 (coda_fp8, coda_fp8_compile:
 coda_torch.llama.apply(model, fp8=True)):
 the same initial weights and batches for each, losses per step, median step
-time and peak memory, in one process.
+time and peak memory, in one process. AdamW is fused, as Hugging Face's
+Trainer builds it (--optimizer foreach: PyTorch's default); the host runs
+ahead of the GPU and reads the losses at the end, as Trainer does between
+logging steps (--sync-steps: each step waits for the one before).
 
   python3 benchmarks/train_llama.py --kernels build/torch-kernels --out X.json
   NCCL_NVLS_ENABLE=0 torchrun --nproc_per_node 2 benchmarks/train_llama.py ...
@@ -74,11 +77,16 @@ def train(mode, args, config, rank, world):
     if mode.endswith("compile"):
         # coda's ops stay opaque; torch.compile fuses what is around them.
         step_fn = torch.compile(model)
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
+    # AdamW as Hugging Face's Trainer builds it on PyTorch >= 2.8 (its
+    # default `adamw_torch_fused`: one kernel over all parameters), or
+    # PyTorch's default multi-tensor (foreach) implementation.
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0,
+                            fused=args.optimizer == "fused",
+                            foreach=args.optimizer == "foreach")
     torch.cuda.reset_peak_memory_stats()
-    losses, times = [], []
+    losses, marks = [], []
     share = args.batch // world
-    for step, ids in enumerate(batches(args.steps, args.batch, args.seq, config.vocab_size)):
+    for ids in batches(args.steps, args.batch, args.seq, config.vocab_size):
         ids = ids[rank * share:(rank + 1) * share]
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
@@ -87,15 +95,25 @@ def train(mode, args, config, rank, world):
         opt.step()
         opt.zero_grad(set_to_none=True)
         end.record()
-        end.synchronize()
+        loss = loss.detach()
         if world > 1:
-            loss = loss.detach().clone()
+            loss = loss.clone()
             dist.all_reduce(loss)
             loss /= world
-        losses.append(loss.item())
-        if step >= 5:
-            times.append(start.elapsed_time(end))
-    return {"losses": losses, "step_ms": statistics.median(times),
+        losses.append(loss)
+        marks.append((start, end))
+        if args.sync_steps:
+            end.synchronize()
+    torch.cuda.synchronize()
+    # Synchronized: each step from its start to its end, the host starting
+    # it on an idle GPU. Free-running: the host runs ahead and only reads the
+    # losses at the end (as Trainer does between logging steps), so a step
+    # is the time between two steps' starts on the GPU.
+    if args.sync_steps:
+        times = [start.elapsed_time(end) for start, end in marks[5:]]
+    else:
+        times = [a[0].elapsed_time(b[0]) for a, b in zip(marks[5:], marks[6:])]
+    return {"losses": [loss.item() for loss in losses], "step_ms": statistics.median(times),
             "peak_memory_gb": torch.cuda.max_memory_allocated() / 2 ** 30}
 
 
@@ -125,6 +143,12 @@ def main():
     parser.add_argument("--recompute-logits", action="store_true",
                         help="coda's LM head recomputes its logits in the backward "
                         "(llama.apply(save_logits=False)) instead of keeping them")
+    parser.add_argument("--optimizer", choices=["fused", "foreach"], default="fused",
+                        help="AdamW's implementation: fused (Hugging Face Trainer's default "
+                        "on PyTorch >= 2.8) or foreach (PyTorch's default)")
+    parser.add_argument("--sync-steps", action="store_true",
+                        help="wait for each step before starting the next and time it "
+                        "alone (default: the host runs ahead, losses read at the end)")
     parser.add_argument("--fsdp", action="store_true",
                         help="shard with FSDP2 (under torchrun, one or more processes)")
     args = parser.parse_args()

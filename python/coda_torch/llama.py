@@ -31,7 +31,10 @@ for each family's).
   has no logits; without labels the original forward runs, the final norm
   included; where the model returns its hidden states, or while
   torch.compile traces it, the norm runs and the LM head is
-  coda_torch.linear_cross_entropy);
+  coda_torch.linear_cross_entropy); while its forward runs on the
+  positions Hugging Face derives (no position_ids given), the mask builder's
+  packed-sequence check, a device-to-host read, is skipped (it could find
+  none), so the forward never waits for the GPU;
 - with fp8=True the MLPs run as coda_torch.swiglu_mlp_fp8 (their GEMMs in
   FP8, row-wise scaled; the weight gradients bf16) and the decoder layers
   stay Hugging Face's around the patched modules.
@@ -47,6 +50,7 @@ plain `nn.Linear` (merge PEFT/LoRA adapters first), without bias but on
 Q/K/V; without an sm_90 GPU, `apply` warns and changes nothing.
 """
 
+import contextvars
 import types
 import warnings
 import weakref
@@ -324,7 +328,52 @@ def _patch_decoder_layer(layer):
     layer.forward = types.MethodType(_decoder_layer_forward, layer)
 
 
-def _causal_lm_forward(model, *args, labels=None, num_items_in_batch=None, **kwargs):
+# Set while a patched causal LM's forward runs with the positions Hugging
+# Face derives itself (no position_ids or cache_position given): consecutive
+# in every row, so no row packs several sequences.
+_CONSECUTIVE_POSITIONS = contextvars.ContextVar("coda_consecutive_positions", default=False)
+
+
+def _skip_packed_sequence_check():
+    """Hugging Face's mask builder looks for packed sequences in the
+    position ids of a forward without a mask or cache (masking_utils.
+    find_packed_sequence_indices), and in eager mode reads its answer on the
+    host: the host waits for the GPU to drain (the previous step's optimizer
+    included), then the GPU for the host to launch the layers. Wraps it once
+    per process: while a patched forward runs on consecutive positions it
+    answers "none" (what it would find) without looking; otherwise it runs
+    as before."""
+    try:
+        from transformers import masking_utils
+    except ImportError:
+        return
+    find = getattr(masking_utils, "find_packed_sequence_indices", None)
+    if find is None or getattr(find, "_coda_wraps", None) is not None:
+        return
+
+    def find_packed_sequence_indices(position_ids):
+        if _CONSECUTIVE_POSITIONS.get():
+            return None
+        return find(position_ids)
+
+    find_packed_sequence_indices._coda_wraps = find
+    masking_utils.find_packed_sequence_indices = find_packed_sequence_indices
+
+
+def _causal_lm_forward(model, *args, **kwargs):
+    # (input_ids and attention_mask may come positionally; position_ids is
+    # the third argument.)
+    consecutive = (len(args) <= 2 and kwargs.get("position_ids") is None
+                   and kwargs.get("cache_position") is None
+                   and not torch.compiler.is_compiling())
+    token = _CONSECUTIVE_POSITIONS.set(consecutive)
+    try:
+        return _causal_lm_forward_positioned(model, *args, **kwargs)
+    finally:
+        _CONSECUTIVE_POSITIONS.reset(token)
+
+
+def _causal_lm_forward_positioned(model, *args, labels=None, num_items_in_batch=None, **kwargs):
     from transformers.modeling_outputs import CausalLMOutputWithPast
 
     if labels is None:
@@ -385,6 +434,7 @@ def _deferred_final_norm(model):
 
 def _patch_causal_lm(model):
     model.forward = types.MethodType(_causal_lm_forward, model)
+    _skip_packed_sequence_check()
     # The final norm, a family's RMSNorm (gamma times the normalized rows),
     # passes its input through while the patched forward defers it.
     norm = _final_norm(model)

@@ -333,6 +333,52 @@ def test_llama_patch_matches_original(compiled, family, overrides):
               original(input_ids=ids, output_hidden_states=True).hidden_states[-1].float())
 
 
+def test_llama_patch_reads_nothing_back():
+    # A training step of the patched model never waits for the GPU: with
+    # the positions Hugging Face derives, its mask builder's packed-sequence
+    # check (a device-to-host read) is skipped; any synchronizing torch call
+    # raises in the sync debug mode's "error". The original model's forward
+    # does read (the check), so the mode catches it.
+    # Without a KV cache (training's setting; with one the builder does not
+    # look).
+    original, patched = llama_pair("Llama", use_cache=False)
+    coda_torch.llama.apply(patched)
+    ids = torch.randint(0, 1000, (2, 128), device="cuda")
+    patched(input_ids=ids, labels=ids).loss.backward()  # loads the kernels
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        patched(input_ids=ids, labels=ids).loss.backward()
+        with pytest.raises(RuntimeError, match="synchroniz"):
+            original(input_ids=ids, labels=ids)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+def test_llama_patch_keeps_packed_sequences():
+    # Given position ids (two sequences packed in each row), the mask
+    # builder still finds the packing: the patched model masks attention
+    # across the boundary as the original does, with labels (coda's loss)
+    # and without. With a mask of ones the builder does not look, so the
+    # same positions without the packing's mask give other logits: a
+    # skipped check would show.
+    original, patched = llama_pair("Llama", use_cache=False)
+    coda_torch.llama.apply(patched)
+    ids = torch.randint(0, 1000, (2, 128), device="cuda")
+    positions = torch.cat([torch.arange(48), torch.arange(80)]).cuda().expand(2, -1)
+    with torch.no_grad():
+        want = original(input_ids=ids, position_ids=positions).logits.float()
+        close(patched(input_ids=ids, position_ids=positions).logits, want)
+        torch.testing.assert_close(
+            patched(input_ids=ids, labels=ids, position_ids=positions).loss.float(),
+            original(input_ids=ids, labels=ids, position_ids=positions).loss.float(),
+            rtol=1e-2, atol=1e-2)
+        unmasked = original(input_ids=ids, position_ids=positions,
+                            attention_mask=torch.ones_like(ids)).logits.float()
+    close(unmasked[:, :48], want[:, :48])
+    with pytest.raises(AssertionError):
+        close(unmasked[:, 48:], want[:, 48:])
+
+
 @pytest.mark.parametrize("compiled", [False, True])
 def test_llama_patch_fp8(compiled):
     # fp8=True: the MLPs in FP8, the layers Hugging Face's around the
