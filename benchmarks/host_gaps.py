@@ -1,10 +1,11 @@
 """Where the GPU waits for the host in a training step: one profiled run of
-three steps of the 4-layer, hidden-2048 Llama of benchmarks/train_llama.py
-(each step synchronized, as train_llama.py's loop is), with Python stacks;
-every interval in which no kernel runs is attributed, in 1/20ths, to the
+three steps of the Llama of benchmarks/train_llama.py (4 layers x hidden
+2048, or 2 layers x hidden 4096 with 8 K/V heads; fused AdamW, causal
+attention, the host running ahead, as train_llama.py's loop does), with Python stacks; every
+interval in which no kernel runs is attributed, in 1/20ths, to the
 innermost Python function and the PyTorch operator the host was in.
 
-  PYTHONPATH=<runtime> python3 benchmarks/host_gaps.py <torch kernels> [coda|torch|torch_compile]
+  PYTHONPATH=<runtime> python3 benchmarks/host_gaps.py <torch kernels> [coda|torch|torch_compile] [2048|4096]
 
 `torch` profiles the unpatched model in eager mode, `torch_compile` under
 torch.compile, instead of coda's.
@@ -149,21 +150,31 @@ def step_windows(trace):
     return [e for e in trace if id(e) not in covered] + markers
 
 
+# The training runs of benchmarks/train_llama.py: hidden size -> (layers,
+# MLP size, heads, K/V heads).
+STEP_MODELS = {2048: (4, 5632, 16, 16), 4096: (2, 11008, 32, 8)}
+
+
 def main():
     coda_torch.load(sys.argv[1])
     mode = sys.argv[2] if len(sys.argv) > 2 else "coda"
     if mode == "layer":
         layers([int(h) for h in sys.argv[3:]] or [2048])
         return
-    config = LlamaConfig(vocab_size=32768, hidden_size=2048, intermediate_size=5632,
-                         num_hidden_layers=4, num_attention_heads=16, num_key_value_heads=16,
-                         max_position_embeddings=2048, use_cache=False)
+    from train_llama import causal_attention
+    hidden = int(sys.argv[3]) if len(sys.argv) > 3 else 2048
+    layers_, mlp, heads, kv_heads = STEP_MODELS[hidden]
+    config = LlamaConfig(vocab_size=32768, hidden_size=hidden, intermediate_size=mlp,
+                         num_hidden_layers=layers_, num_attention_heads=heads,
+                         num_key_value_heads=kv_heads, max_position_embeddings=2048,
+                         use_cache=False)
+    causal_attention(config)
     torch.manual_seed(0)
     model = LlamaForCausalLM(config).cuda().to(torch.bfloat16)
     if mode == "coda":
         coda_torch.llama.apply(model)
     run = torch.compile(model) if mode == "torch_compile" else model
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
     ids = torch.randint(0, 32768, (4, 2048), device="cuda")
 
     def step():
@@ -171,15 +182,16 @@ def main():
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-        return loss.item()
 
     for _ in range(8):
         step()
+    torch.cuda.synchronize()
     activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=activities, with_stack=True) as prof:
         for _ in range(STEPS):
             step()
-    report(f"{mode} (between steps included)", trace_events(prof), STEPS)
+        torch.cuda.synchronize()
+    report(f"{mode}, hidden {hidden}", trace_events(prof), STEPS)
 
 
 if __name__ == "__main__":

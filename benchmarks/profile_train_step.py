@@ -8,13 +8,16 @@ kernels, by the operator that launched the kernel after each wait:
   PYTHONPATH=<runtime> python3 benchmarks/profile_train_step.py <torch kernels> OUT.json coda torch_compile
 
 (--layers, --hidden, --mlp, --heads, --kv-heads: another model, as
-train_llama.py takes them, e.g. 2 layers x hidden 4096, 32 heads, 8 K/V heads.)
+train_llama.py takes them, e.g. 2 layers x hidden 4096, 32 heads, 8 K/V heads;
+--optimizer: AdamW fused, as train_llama.py's default, or foreach;
+--attention: SDPA with is_causal, as train_llama.py's default, or hf.)
 """
 import argparse, sys, os, json, torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 import coda_torch
 from transformers import LlamaConfig, LlamaForCausalLM
 from host_gaps import kernel_gaps, trace_events
+from train_llama import causal_attention
 parser = argparse.ArgumentParser()
 parser.add_argument("kernels")
 parser.add_argument("out")
@@ -24,12 +27,18 @@ parser.add_argument("--hidden", type=int, default=2048)
 parser.add_argument("--mlp", type=int, default=5632)
 parser.add_argument("--heads", type=int, default=16)
 parser.add_argument("--kv-heads", type=int, default=0, help="0: as many as --heads")
+parser.add_argument("--attention", choices=["causal", "hf"], default="causal",
+                    help="as train_llama.py takes it")
+parser.add_argument("--optimizer", choices=["fused", "foreach"], default="fused",
+                    help="AdamW's implementation, as train_llama.py takes it")
 args = parser.parse_args()
 coda_torch.load(args.kernels)
 cfg = LlamaConfig(vocab_size=32768, hidden_size=args.hidden, intermediate_size=args.mlp,
                   num_hidden_layers=args.layers, num_attention_heads=args.heads,
                   num_key_value_heads=args.kv_heads or args.heads, max_position_embeddings=2048,
                   use_cache=False)
+if args.attention == "causal":
+    causal_attention(cfg)
 
 
 def idle_gaps(prof, steps=3):
@@ -54,7 +63,8 @@ for mode in args.modes:
     if mode.startswith("coda"):
         coda_torch.llama.apply(model)
     fn = torch.compile(model) if mode.endswith("compile") else model
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=args.optimizer == "fused",
+                            foreach=args.optimizer == "foreach")
     ids = torch.randint(0, 32768, (4, 2048), device="cuda")
     def step():
         loss = fn(input_ids=ids, labels=ids).loss
