@@ -60,7 +60,7 @@ from torch import nn
 
 from .ops import (_ROPE_HEAD_PROGRAMS, linear_cross_entropy, linear_norm_cross_entropy,
                   linear_norm_qkv_rope, linear_qkv_rope, linear_residual_norm, norm_swiglu_mlp,
-                  swiglu_mlp, swiglu_mlp_fp8)
+                  scale_columns, sum_squares, swiglu_mlp, swiglu_mlp_fp8)
 
 
 def _plain(*linears):
@@ -286,7 +286,7 @@ def _stream_sum_sq(hidden_states, x):
         stashed = getattr(hidden_states, _SUM_SQ, None)
         if stashed is not None and stashed[1] == hidden_states._version:
             return stashed[0]
-    return x.float().square().sum(dim=-1)
+    return sum_squares(x)
 
 
 def _row_scale(sum_sq, norm, hidden):
@@ -403,7 +403,8 @@ def _causal_lm_forward_positioned(model, *args, labels=None, num_items_in_batch=
     x = hidden.reshape(-1, hidden.shape[-1])
     if defer:
         rs = _row_scale(_stream_sum_sq(hidden, x), norm, x.shape[-1])
-        losses = linear_norm_cross_entropy(x * norm.weight, rs, model.lm_head.weight, shifted,
+        losses = linear_norm_cross_entropy(scale_columns(x, norm.weight), rs,
+                                           model.lm_head.weight, shifted,
                                            save_logits=model._coda_save_logits)
     else:
         losses = linear_cross_entropy(x, model.lm_head.weight, shifted)

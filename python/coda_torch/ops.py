@@ -354,6 +354,128 @@ def quantize_rows(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return q, scale
 
 
+# Memory-bound passes beside the GEMMs that PyTorch runs below bandwidth: a
+# product by a vector broadcast along rows (gamma folded into a weight or
+# scaling an LM head's input: PyTorch's broadcasting kernel is not
+# vectorized, 0.75-1.5 TB/s) and a row's sum of squares (x.float().square()
+# .sum(-1): an f32 copy, a power and a sum, three passes back). Each as
+# one Triton kernel, bitwise PyTorch's result where PyTorch's is rounded once.
+
+if triton is not None:
+    @triton.jit
+    def _scale_columns_kernel(a_ptr, v_ptr, out_ptr, rows, cols, BLOCK_R: tl.constexpr,
+                              BLOCK_C: tl.constexpr):
+        # out = a * v[None, :] in f32, rounded once to out's type (as
+        # PyTorch's bf16 product).
+        r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+        c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+        mask = (r[:, None] < rows) & (c[None, :] < cols)
+        offs = r[:, None].to(tl.int64) * cols + c[None, :]
+        a = tl.load(a_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+        v = tl.load(v_ptr + c, mask=c < cols, other=0.0).to(tl.float32)
+        tl.store(out_ptr + offs, (a * v[None, :]).to(out_ptr.dtype.element_ty), mask=mask)
+
+    @triton.jit
+    def _sum_squares_kernel(x_ptr, out_ptr, cols, BLOCK: tl.constexpr):
+        # One row per program, read once, its squares summed in f32.
+        row = tl.program_id(0).to(tl.int64)
+        acc = tl.zeros([BLOCK], dtype=tl.float32)
+        for c0 in range(0, cols, BLOCK):
+            c = c0 + tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + row * cols + c, mask=c < cols, other=0.0).to(tl.float32)
+            acc += x * x
+        tl.store(out_ptr + row, tl.sum(acc, axis=0))
+
+    @triton.jit
+    def _sum_squares_grad_kernel(x_ptr, g_ptr, dx_ptr, cols, BLOCK: tl.constexpr):
+        # dx = 2 g x in f32, rounded once (PyTorch's power backward, then
+        # the copy back to x's type).
+        row = tl.program_id(0).to(tl.int64)
+        g = tl.load(g_ptr + row)
+        for c0 in range(0, cols, BLOCK):
+            c = c0 + tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + row * cols + c, mask=c < cols, other=0.0).to(tl.float32)
+            tl.store(dx_ptr + row * cols + c, (g * (2.0 * x)).to(dx_ptr.dtype.element_ty),
+                     mask=c < cols)
+
+
+def _need_triton(what):
+    if triton is None:
+        raise RuntimeError(f"coda_torch: {what} needs Triton (PyTorch's CUDA builds ship it)")
+
+
+def _scale_columns(a, v):
+    """a * v (a: rows x cols, v: cols, both bf16 CUDA tensors) without
+    autograd: one Triton kernel, bitwise PyTorch's product."""
+    _need_triton("gamma's product")
+    a, v = a.contiguous(), v.contiguous()
+    out = torch.empty_like(a)
+    rows, cols = a.shape
+    _scale_columns_kernel[(triton.cdiv(rows, 16), triton.cdiv(cols, 256))](
+        a, v, out, rows, cols, BLOCK_R=16, BLOCK_C=256, num_warps=4)
+    return out
+
+
+class _ScaleColumns(torch.autograd.Function):
+    """x * v[None, :] with the gradients PyTorch's product has: dx = g * v
+    (the same kernel), dv = (g * x).sum(0)."""
+
+    @staticmethod
+    def forward(ctx, x, v):
+        ctx.save_for_backward(x, v)
+        return _scale_columns(x, v)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, v = ctx.saved_tensors
+        dx = _scale_columns(grad, v) if ctx.needs_input_grad[0] else None
+        dv = (grad * x).sum(0) if ctx.needs_input_grad[1] else None
+        return dx, dv
+
+
+def scale_columns(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """x * v (x: tokens x H bf16, v: H bf16, e.g. a norm's gamma), the
+    product's value and gradients PyTorch's; one Triton kernel each way in
+    eager mode (PyTorch's broadcasting product runs well below bandwidth),
+    PyTorch's product while torch.compile traces (Inductor fuses it)."""
+    if torch.compiler.is_compiling():
+        return x * v
+    _check("scale_columns", x=x)
+    _check_vector("scale_columns", "v", v, torch.bfloat16, x.shape[1])
+    return _ScaleColumns.apply(x, v)
+
+
+class _SumSquares(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        _need_triton("the rows' sums of squares")
+        x = x.contiguous()
+        ctx.save_for_backward(x)
+        out = torch.empty(x.shape[0], device=x.device, dtype=torch.float32)
+        _sum_squares_kernel[(x.shape[0],)](x, out, x.shape[1], BLOCK=1024, num_warps=4)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        dx = torch.empty_like(x)
+        _sum_squares_grad_kernel[(x.shape[0],)](x, grad.contiguous(), dx, x.shape[1],
+                                                BLOCK=1024, num_warps=4)
+        return dx
+
+
+def sum_squares(x: torch.Tensor) -> torch.Tensor:
+    """The rows' sums of squares of x (tokens x H, bf16) in f32, an RMSNorm's
+    statistic where no GEMM's epilogue emitted it: x.float().square().sum(-1)
+    with its gradient; one Triton kernel each way in eager mode (PyTorch's
+    takes three passes each way), PyTorch's expression while torch.compile
+    traces."""
+    if torch.compiler.is_compiling():
+        return x.float().square().sum(dim=-1)
+    _check("sum_squares", x=x)
+    return _SumSquares.apply(x)
+
+
 def _check_fp8_shapes(name, x, w_gate_up, w_down):
     _check_mlp(name, x, w_gate_up, w_down)
     # TMA reads FP8 rows in 16-byte units: every K (H, F, 2F) a multiple of 16.
@@ -832,7 +954,7 @@ def _norm_swiglu_mlp_forward(x: torch.Tensor, rs: torch.Tensor, w_gate_up: torch
                                                "forward:gemm0", "forward:gemm1",
                                                "forward:finish0")
     x, w_down = x.contiguous(), w_down.contiguous()
-    folded = w_gate_up * gamma
+    folded = _scale_columns(w_gate_up, gamma)
     h, g, u = (x.new_empty(tokens, features) for _ in range(3))
     _launch(module, gate_up, x, folded, rs.contiguous(), h, g, u)
     z = torch.empty_like(x)
@@ -934,7 +1056,7 @@ def _linear_norm_qkv_rope(x: torch.Tensor, rs: torch.Tensor, w: torch.Tensor,
     _check_vector("linear_norm_qkv_rope", "bias", bias, torch.bfloat16, n, optional=True)
     function, biases = _with_bias("linear_norm_qkv_rope", bias)
     module, (forward,) = _kernels(program, function, "forward:gemm0")
-    folded = w * gamma
+    folded = _scale_columns(w, gamma)
     y = x.new_empty(tokens, n)
     _launch(module, forward, x.contiguous(), folded, rs.contiguous(), *biases,
             cos.contiguous(), sin.contiguous(), rotated // head_dim, y)

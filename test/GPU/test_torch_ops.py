@@ -174,6 +174,46 @@ def test_quantize_rows(rows, cols, transposed):
     assert not q[0].float().any()
 
 
+@pytest.mark.parametrize("rows,cols", [(1, 8), (200, 384), (1000, 2050), (11264, 2048)])
+def test_scale_columns(rows, cols):
+    # gamma's product (a weight's fold, the LM head's input): PyTorch's
+    # value bitwise, and its gradients (dx bitwise, dv within a bf16 sum's
+    # rounding), ragged sizes included.
+    gen = torch.Generator(device="cuda").manual_seed(rows + cols)
+    x = torch.randn(rows, cols, device="cuda", generator=gen).bfloat16()
+    v = (1 + torch.randn(cols, device="cuda", generator=gen)).bfloat16()
+    g = torch.randn(rows, cols, device="cuda", generator=gen).bfloat16()
+    grads = []
+    for product in (coda_torch.scale_columns, torch.mul):
+        xl, vl = x.clone().requires_grad_(), v.clone().requires_grad_()
+        y = product(xl, vl)
+        y.backward(g)
+        grads.append((y, xl.grad, vl.grad))
+    (y, dx, dv), (want_y, want_dx, want_dv) = grads
+    assert torch.equal(y, want_y) and torch.equal(dx, want_dx)
+    close(dv, want_dv.float())
+    with pytest.raises(ValueError, match="v must be a bf16"):
+        coda_torch.scale_columns(x, v[:-1])
+
+
+@pytest.mark.parametrize("rows,cols", [(1, 8), (333, 2048), (8192, 4096), (64, 3000)])
+def test_sum_squares(rows, cols):
+    # A norm's statistic apart from a GEMM: x.float().square().sum(-1)
+    # within f32 summation order, its gradient 2 g x bitwise PyTorch's.
+    gen = torch.Generator(device="cuda").manual_seed(rows + cols)
+    x = torch.randn(rows, cols, device="cuda", generator=gen).bfloat16()
+    g = torch.randn(rows, device="cuda", generator=gen)
+    got_x, want_x = x.clone().requires_grad_(), x.clone().requires_grad_()
+    got = coda_torch.sum_squares(got_x)
+    want = want_x.float().square().sum(dim=-1)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=0)
+    got.backward(g)
+    want.backward(g)
+    assert torch.equal(got_x.grad, want_x.grad)
+    with pytest.raises(ValueError, match="x must be a 2-D bf16"):
+        coda_torch.sum_squares(x.float())
+
+
 @pytest.mark.parametrize("t,h,f", SHAPES)
 @pytest.mark.parametrize("compiled", [False, True])
 def test_swiglu_mlp_fp8(t, h, f, compiled):
