@@ -155,14 +155,12 @@ def step_windows(trace):
 STEP_MODELS = {2048: (4, 5632, 16, 16), 4096: (2, 11008, 32, 8)}
 
 
-def main():
-    coda_torch.load(sys.argv[1])
-    mode = sys.argv[2] if len(sys.argv) > 2 else "coda"
-    if mode == "layer":
-        layers([int(h) for h in sys.argv[3:]] or [2048])
-        return
+def training_step(mode, hidden):
+    """train_llama.py's model at `hidden` (STEP_MODELS) in `mode` (coda,
+    torch, torch_compile) with fused AdamW and causal attention, after eight
+    warm-up steps: `forward()` returns a step's loss, `finish(loss)` runs its
+    backward and the optimizer."""
     from train_llama import causal_attention
-    hidden = int(sys.argv[3]) if len(sys.argv) > 3 else 2048
     layers_, mlp, heads, kv_heads = STEP_MODELS[hidden]
     config = LlamaConfig(vocab_size=32768, hidden_size=hidden, intermediate_size=mlp,
                          num_hidden_layers=layers_, num_attention_heads=heads,
@@ -177,14 +175,31 @@ def main():
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
     ids = torch.randint(0, 32768, (4, 2048), device="cuda")
 
-    def step():
-        loss = run(input_ids=ids, labels=ids).loss
+    def forward():
+        return run(input_ids=ids, labels=ids).loss
+
+    def finish(loss):
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
 
     for _ in range(8):
-        step()
+        finish(forward())
+    return forward, finish
+
+
+def main():
+    coda_torch.load(sys.argv[1])
+    mode = sys.argv[2] if len(sys.argv) > 2 else "coda"
+    if mode == "layer":
+        layers([int(h) for h in sys.argv[3:]] or [2048])
+        return
+    hidden = int(sys.argv[3]) if len(sys.argv) > 3 else 2048
+    forward, finish = training_step(mode, hidden)
+
+    def step():
+        finish(forward())
+
     torch.cuda.synchronize()
     activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=activities, with_stack=True) as prof:

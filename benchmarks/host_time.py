@@ -18,61 +18,36 @@ import sys
 import time
 
 import torch
-import transformers
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 import coda_torch  # noqa: E402
-from host_gaps import STEP_MODELS  # noqa: E402
-from train_llama import causal_attention  # noqa: E402
+from host_gaps import training_step  # noqa: E402
 
 
 def measure(mode, hidden):
-    layers, mlp, heads, kv_heads = STEP_MODELS[hidden]
-    config = transformers.LlamaConfig(vocab_size=32768, hidden_size=hidden,
-                                      intermediate_size=mlp, num_hidden_layers=layers,
-                                      num_attention_heads=heads, num_key_value_heads=kv_heads,
-                                      max_position_embeddings=2048, use_cache=False)
-    causal_attention(config)
-    torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(config).cuda().bfloat16()
-    if mode == "coda":
-        coda_torch.llama.apply(model)
-    fn = torch.compile(model) if mode == "torch_compile" else model
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
-    ids = torch.randint(0, 32768, (4, 2048), device="cuda")
-
-    def step():
-        loss = fn(input_ids=ids, labels=ids).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    for _ in range(8):
-        step()
-    forward, host, total = [], [], []
+    forward, finish = training_step(mode, hidden)
+    forward_ms, host_ms, total_ms = [], [], []
     for _ in range(10):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        loss = fn(input_ids=ids, labels=ids).loss
+        loss = forward()
         t1 = time.perf_counter()
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        finish(loss)
         t2 = time.perf_counter()
         torch.cuda.synchronize()
         t3 = time.perf_counter()
-        forward.append((t1 - t0) * 1e3)
-        host.append((t2 - t0) * 1e3)
-        total.append((t3 - t0) * 1e3)
-    print(f"{mode} h{hidden}: host forward {statistics.median(forward):.2f} ms, host step "
-          f"{statistics.median(host):.2f} ms, synchronized step {statistics.median(total):.2f} ms",
-          flush=True)
+        forward_ms.append((t1 - t0) * 1e3)
+        host_ms.append((t2 - t0) * 1e3)
+        total_ms.append((t3 - t0) * 1e3)
+    print(f"{mode} h{hidden}: host forward {statistics.median(forward_ms):.2f} ms, host step "
+          f"{statistics.median(host_ms):.2f} ms, synchronized step "
+          f"{statistics.median(total_ms):.2f} ms", flush=True)
     if mode == "coda":
         torch.cuda.synchronize()
         profile = cProfile.Profile()
         profile.enable()
         for _ in range(3):
-            step()
+            finish(forward())
         profile.disable()
         torch.cuda.synchronize()
         out = io.StringIO()
