@@ -283,6 +283,12 @@ try:  # Triton ships with PyTorch's CUDA builds.
 except ImportError:
     triton = None
 
+
+def _need_triton(what):
+    if triton is None:
+        raise RuntimeError(f"coda_torch: {what} needs Triton (PyTorch's CUDA builds ship it)")
+
+
 if triton is not None:
     @triton.jit
     def _quantize_rows_kernel(x_ptr, q_ptr, s_ptr, cols, BLOCK: tl.constexpr):
@@ -333,9 +339,7 @@ def quantize_rows(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     t ~ q * scale), q contiguous; the rows of a transposed view (the
     columns of the tensor it views) quantized with no transposed copy. One
     Triton kernel."""
-    if triton is None:
-        raise RuntimeError("coda_torch.quantize_rows needs Triton (PyTorch's CUDA builds "
-                           "ship it)")
+    _need_triton("quantize_rows")
     t = t.detach()
     rows, cols = t.shape
     q = torch.empty(rows, cols, device=t.device, dtype=torch.float8_e4m3fn)
@@ -397,11 +401,6 @@ if triton is not None:
             x = tl.load(x_ptr + row * cols + c, mask=c < cols, other=0.0).to(tl.float32)
             tl.store(dx_ptr + row * cols + c, (g * (2.0 * x)).to(dx_ptr.dtype.element_ty),
                      mask=c < cols)
-
-
-def _need_triton(what):
-    if triton is None:
-        raise RuntimeError(f"coda_torch: {what} needs Triton (PyTorch's CUDA builds ship it)")
 
 
 def _scale_columns(a, v):
@@ -567,14 +566,17 @@ def _cross_entropy(program, function, x, w, target, row_inputs=(), saved=()):
     _launch(module, logits, x.contiguous(), w.contiguous(), *row_inputs, target, partials,
             picked, *saved)
     lse = _finish_rows(module, finish, partials)
-    valid = (target >= 0) & (target < vocab)
-    return torch.where(valid, lse - picked, 0.0), lse
+    return torch.where(_counted(target, vocab), lse - picked, 0.0), lse
+
+
+def _counted(target, vocab):
+    """The tokens whose target counts: those in [0, vocab)."""
+    return (target >= 0) & (target < vocab)
 
 
 def _loss_grad(dloss, target, vocab):
     """The per-token loss's gradient, 0 where the target is ignored."""
-    valid = (target >= 0) & (target < vocab)
-    return torch.where(valid, dloss.float(), 0.0).contiguous()
+    return torch.where(_counted(target, vocab), dloss.float(), 0.0).contiguous()
 
 
 def _linear_cross_entropy_forward(x: torch.Tensor, w: torch.Tensor,
