@@ -230,7 +230,6 @@ func.func @swiglu_backward_adjoint(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %
       outs(%dacc, %dscale : memref<?x?xbf16>, memref<?x?xf32>) {
     %x = arith.mulf %acc, %r : f32
     %d = coda.pair_map (%x0, %x1) = %x, (%g0, %g1) = %g : f32, bf16 -> f32 {
-      %zero = arith.constant 0.000000e+00 : f32
       %one = arith.constant 1.000000e+00 : f32
       %n = arith.negf %x0 : f32
       %e = math.exp %n : f32
@@ -239,17 +238,12 @@ func.func @swiglu_backward_adjoint(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %
       %gf = arith.extf %g0 : bf16 to f32
       %gu = arith.mulf %gf, %x1 : f32
       %dup = arith.mulf %gf, %silu : f32
-      %t0 = arith.divf %gu, %den : f32
-      %t1 = arith.mulf %gu, %silu : f32
-      %t2 = arith.divf %t1, %den : f32
-      %t3 = arith.negf %t2 : f32
-      // exp's rule: 0 where the gradient is 0 (exp(-x) overflows for very
-      // negative x, where silu's gradient vanishes).
-      %z = arith.cmpf oeq, %t3, %zero : f32
-      %t4p = arith.mulf %t3, %e : f32
-      %t4 = arith.select %z, %zero, %t4p : f32
-      %t5 = arith.negf %t4 : f32
-      %dgate = arith.addf %t0, %t5 : f32
+      // silu's closed derivative s (1 + x (1 - s)), s = 1 / den.
+      %s = arith.divf %one, %den : f32
+      %c = arith.subf %one, %s : f32
+      %t = math.fma %x0, %c, %one : f32
+      %slope = arith.mulf %t, %s : f32
+      %dgate = arith.mulf %gu, %slope : f32
       coda.yield %dgate, %dup : f32, f32
     }
     %da = arith.mulf %d, %r : f32

@@ -1,4 +1,5 @@
 // RUN: coda-opt %s --coda-derive-backward="function=forward name=fused tile=4" | %differential | %cpu-runner | FileCheck %s
+// RUN: coda-opt %s --coda-derive-backward="function=forward_sigmoid name=fused tile=4" | %differential | %cpu-runner | FileCheck %s
 // RUN: coda-opt %s --coda-derive-backward="function=forward name=backward tile=4 save=1" | sed -e '/^module {$/d' -e '/^}$/d' > %t.saved.mlir
 // RUN: cat %t.saved.mlir %S/Inputs/mlp-residual-saved-step.mlir | %differential | %cpu-runner | FileCheck %s
 
@@ -11,6 +12,9 @@
 // SiLU derivative is evaluated in the GEMM that produces dh (dAcc2 W2), from
 // the saved accumulator (Inputs/mlp-residual-saved-step.mlir runs forward,
 // then backward).
+// @forward_sigmoid writes the SiLU as x * sigmoid(x), sigmoid(x) =
+// 1 / (1 + exp(-x)): the sigmoid's closed derivative s (1 - s) and the
+// product's rule (silu's x / (1 + exp(-x)) takes its own, s (1 + x (1 - s))).
 // Gradients in argument order: dx, dW1, dW2, dr, ds, db.
 
 // CHECK-COUNT-6: coda-check ok
@@ -25,6 +29,31 @@ func.func @forward(%x: tensor<7x5xf32>, %w1: tensor<6x5xf32>, %w2: tensor<9x6xf3
     %e = math.exp %n : f32
     %d = arith.addf %one, %e : f32
     %silu = arith.divf %acc, %d : f32
+    coda.yield %silu : f32
+  }
+  %yE = tensor.empty() : tensor<7x9xf32>
+  %y = coda.gemm %h, %w2 transpose_b : tensor<7x6xf32>, tensor<9x6xf32>
+      epilogue(%acc, tile %rv = %r : tensor<7x9xf32>, row %sv = %s : tensor<7xf32>, col %bv = %b : tensor<9xf32>)
+      outs(%yE : tensor<7x9xf32>) {
+    %scaled = arith.mulf %acc, %sv : f32
+    %biased = arith.addf %scaled, %bv : f32
+    %out = arith.addf %biased, %rv : f32
+    coda.yield %out : f32
+  }
+  return %y : tensor<7x9xf32>
+}
+
+func.func @forward_sigmoid(%x: tensor<7x5xf32>, %w1: tensor<6x5xf32>, %w2: tensor<9x6xf32>,
+                   %r: tensor<7x9xf32>, %s: tensor<7xf32>, %b: tensor<9xf32>) -> tensor<7x9xf32> {
+  %hE = tensor.empty() : tensor<7x6xf32>
+  %h = coda.gemm %x, %w1 transpose_b : tensor<7x5xf32>, tensor<6x5xf32>
+      epilogue(%acc) outs(%hE : tensor<7x6xf32>) {
+    %one = arith.constant 1.0 : f32
+    %n = arith.negf %acc : f32
+    %e = math.exp %n : f32
+    %d = arith.addf %one, %e : f32
+    %sig = arith.divf %one, %d : f32
+    %silu = arith.mulf %acc, %sig : f32
     coda.yield %silu : f32
   }
   %yE = tensor.empty() : tensor<7x9xf32>

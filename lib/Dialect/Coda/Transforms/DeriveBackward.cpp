@@ -28,6 +28,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Dominance.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Transforms/CSE.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
@@ -58,6 +59,23 @@ Value convertFloat(OpBuilder &b, Location loc, Value v, Type type) {
       cast<FloatType>(v.getType()).getWidth())
     return arith::ExtFOp::create(b, loc, type, v);
   return arith::TruncFOp::create(b, loc, type, v);
+}
+
+/// x where `d` is 1 + exp(-x) (in either operand order): the denominator of
+/// the logistic function s = 1 / d, of silu x / d and of sigmoid 1 / d.
+Value logisticArgument(Value d) {
+  auto add = d.getDefiningOp<arith::AddFOp>();
+  if (!add)
+    return {};
+  for (auto [one, other] : {std::pair(add.getLhs(), add.getRhs()),
+                            std::pair(add.getRhs(), add.getLhs())}) {
+    if (!matchPattern(one, m_OneFloat()))
+      continue;
+    if (auto exp = other.getDefiningOp<math::ExpOp>())
+      if (auto neg = exp.getOperand().getDefiningOp<arith::NegFOp>())
+        return neg.getOperand();
+  }
+  return {};
 }
 
 bool isFloatTensor(Type type) {
@@ -168,6 +186,30 @@ public:
           return success();
         })
         .Case<arith::DivFOp>([&](auto) {
+          // silu(x) = x / (1 + exp(-x)) and sigmoid(x) = 1 / (1 + exp(-x))
+          // have closed derivatives in s = 1 / (1 + exp(-x)):
+          // s (1 + x (1 - s)) and s (1 - s). Taken whole they cost one
+          // reciprocal of the denominator (which the forward's quotient
+          // shares) and no product with exp(-x), which overflows to inf
+          // where s is 0: the chain rule through the division, the sum and
+          // the exponential takes three divisions, a guarded product and
+          // twice the instructions. The denominator's other uses, if any,
+          // still propagate to x through it.
+          Value x = logisticArgument(op->getOperand(1));
+          bool silu = x && op->getOperand(0) == x;
+          bool sigmoid = x && matchPattern(op->getOperand(0), m_OneFloat());
+          if (silu || sigmoid) {
+            Value one = constant(1.0);
+            Value s = sigmoid ? y : div(one, in(1));
+            Value complement = arith::SubFOp::create(b, loc, one, s, fastMath);
+            Value slope =
+                silu ? mul(math::FmaOp::create(b, loc, primal.lookup(x),
+                                               complement, one, fastMath),
+                           s)
+                     : mul(s, complement);
+            accumulate(x, mul(g, slope));
+            return success();
+          }
           // d(a/b) = da/b - (a/b) db/b.
           accumulate(op->getOperand(0), div(g, in(1)));
           accumulate(op->getOperand(1), neg(div(mul(g, y), in(1))));

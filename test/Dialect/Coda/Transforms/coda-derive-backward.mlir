@@ -104,15 +104,11 @@ func.func @shared(%x: tensor<8x4xf32>, %wa: tensor<6x4xf32>, %wb: tensor<6x4xf32
 //       CHECK:       %[[GF:.*]] = arith.extf %[[G0]]
 //       CHECK:       %[[GU:.*]] = arith.mulf %[[GF]], %[[X1]]
 //       CHECK:       %[[DUP:.*]] = arith.mulf %[[GF]], %[[SILU]]
-//       CHECK:       %[[T0:.*]] = arith.divf %[[GU]], %[[DEN]]
-//       CHECK:       %[[T1:.*]] = arith.mulf %[[GU]], %[[SILU]]
-//       CHECK:       %[[T2:.*]] = arith.divf %[[T1]], %[[DEN]]
-//       CHECK:       %[[T3:.*]] = arith.negf %[[T2]]
-//       CHECK:       %[[Z:.*]] = arith.cmpf oeq, %[[T3]]
-//       CHECK:       %[[T4P:.*]] = arith.mulf %[[T3]], %[[E]]
-//       CHECK:       %[[T4:.*]] = arith.select %[[Z]], %{{.*}}, %[[T4P]]
-//       CHECK:       %[[T5:.*]] = arith.negf %[[T4]]
-//       CHECK:       %[[DGATE:.*]] = arith.addf %[[T0]], %[[T5]]
+//       CHECK:       %[[S:.*]] = arith.divf %[[ONE:.*]], %[[DEN]]
+//       CHECK:       %[[C:.*]] = arith.subf %[[ONE]], %[[S]]
+//       CHECK:       %[[T:.*]] = math.fma %[[X0]], %[[C]], %[[ONE]]
+//       CHECK:       %[[SLOPE:.*]] = arith.mulf %[[T]], %[[S]]
+//       CHECK:       %[[DGATE:.*]] = arith.mulf %[[GU]], %[[SLOPE]]
 //       CHECK:       coda.yield %[[DGATE]], %[[DUP]] : f32, f32
 //       CHECK:     coda.row_reduce sum
 func.func @swiglu(%a: tensor<?x?xbf16>, %b: tensor<?x?xbf16>, %scale: tensor<?xf32>) -> tensor<?x?xbf16> {
@@ -193,17 +189,26 @@ func.func @bias(%x: tensor<8x4xbf16>, %w: tensor<6x4xbf16>, %b: tensor<6xbf16>) 
 
 // -----
 
-// An op that allows approximate functions passes `afn` to the arithmetic of
-// its derivative (the divisions lower to div.approx, as the forward's do);
-// other flags stay with the forward op.
+// silu(x) = x / (1 + exp(-x)) takes its closed derivative
+// s (1 + x (1 - s)), s = 1 / (1 + exp(-x)); an op that allows approximate
+// functions passes `afn` to the arithmetic of its rule; other flags stay
+// with the forward op.
 // CHECK-LABEL: func.func @silu_approx_backward
-//       CHECK:   %[[EXP:.*]] = math.exp %{{.*}} fastmath<afn> : f32
-//       CHECK:   %[[DEN:.*]] = arith.addf %[[EXP]]
-//       CHECK:   %[[Y:.*]] = arith.divf %{{.*}}, %[[DEN]] fastmath<arcp,afn> : f32
-//       CHECK:   arith.divf %{{.*}}, %[[DEN]] fastmath<afn> : f32
-//       CHECK:   %[[P:.*]] = arith.mulf %{{.*}}, %[[Y]] fastmath<afn> : f32
-//       CHECK:   arith.divf %[[P]], %[[DEN]] fastmath<afn> : f32
-//       CHECK:   arith.mulf %{{.*}}, %[[EXP]] fastmath<afn> : f32
+//       CHECK:   epilogue(%[[X:[^,]*]], tile %[[G:[^ ]*]] =
+//       CHECK:   %[[ONE:.*]] = arith.constant 1.0
+//       CHECK:   %[[N:.*]] = arith.negf %[[X]] : f32
+//       CHECK:   %[[EXP:.*]] = math.exp %[[N]] fastmath<afn> : f32
+//       CHECK:   %[[DEN:.*]] = arith.addf %[[EXP]], %[[ONE]] : f32
+//       CHECK:   %[[GF:.*]] = arith.extf %[[G]] : bf16 to f32
+//       CHECK:   %[[S:.*]] = arith.divf %[[ONE]], %[[DEN]] fastmath<afn> : f32
+//       CHECK:   %[[C:.*]] = arith.subf %[[ONE]], %[[S]] fastmath<afn> : f32
+//       CHECK:   %[[T:.*]] = math.fma %[[X]], %[[C]], %[[ONE]] fastmath<afn> : f32
+//       CHECK:   %[[SLOPE:.*]] = arith.mulf %[[T]], %[[S]] fastmath<afn> : f32
+//       CHECK:   %[[DX:.*]] = arith.mulf %[[GF]], %[[SLOPE]] fastmath<afn> : f32
+//       CHECK:   arith.truncf %[[DX]] : f32 to bf16
+//   CHECK-NOT:   coda.yield
+//   CHECK-NOT:   math.exp
+//       CHECK:   coda.yield
 func.func @silu_approx(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>) -> tensor<?x?xbf16> {
   %c0 = arith.constant 0 : index
   %m = tensor.dim %x, %c0 : tensor<?x?xbf16>
@@ -220,4 +225,56 @@ func.func @silu_approx(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>) -> tensor<?x?
     coda.yield %t : bf16
   }
   return %y : tensor<?x?xbf16>
+}
+
+// -----
+
+// Any other quotient takes the quotient rule, its arithmetic with the
+// division's `afn`; a denominator used beside silu's division still passes
+// its own gradient on through exp (the guarded product with exp(-x)).
+// CHECK-LABEL: func.func @quotient_approx_backward
+//       CHECK:   %[[EXP:.*]] = math.exp %{{.*}} fastmath<afn> : f32
+//       CHECK:   %[[DEN:.*]] = arith.addf %[[EXP]]
+//       CHECK:   %[[Y:.*]] = arith.divf %{{.*}}, %[[DEN]] fastmath<arcp,afn> : f32
+//       CHECK:   arith.divf %{{.*}}, %[[DEN]] fastmath<afn> : f32
+//       CHECK:   %[[P:.*]] = arith.mulf %{{.*}}, %[[Y]] fastmath<afn> : f32
+//       CHECK:   arith.divf %[[P]], %[[DEN]] fastmath<afn> : f32
+//       CHECK:   arith.mulf %{{.*}}, %[[EXP]] fastmath<afn> : f32
+// CHECK-LABEL: func.func @shared_denominator_backward
+//       CHECK:   math.fma
+//       CHECK:   %[[Z:.*]] = arith.cmpf oeq
+//       CHECK:   arith.select %[[Z]]
+func.func @quotient_approx(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>) -> tensor<?x?xbf16> {
+  %c0 = arith.constant 0 : index
+  %m = tensor.dim %x, %c0 : tensor<?x?xbf16>
+  %n = tensor.dim %w, %c0 : tensor<?x?xbf16>
+  %e = tensor.empty(%m, %n) : tensor<?x?xbf16>
+  %y = coda.gemm %x, %w transpose_b : tensor<?x?xbf16>, tensor<?x?xbf16>
+      epilogue(%acc) outs(%e : tensor<?x?xbf16>) {
+    %two = arith.constant 2.0 : f32
+    %neg = arith.negf %acc : f32
+    %ex = math.exp %neg fastmath<afn> : f32
+    %den = arith.addf %ex, %two : f32
+    %s = arith.divf %acc, %den fastmath<arcp,afn> : f32
+    %t = arith.truncf %s : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return %y : tensor<?x?xbf16>
+}
+func.func @shared_denominator(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>) -> tensor<?x?xf32> {
+  %c0 = arith.constant 0 : index
+  %m = tensor.dim %x, %c0 : tensor<?x?xf32>
+  %n = tensor.dim %w, %c0 : tensor<?x?xf32>
+  %e = tensor.empty(%m, %n) : tensor<?x?xf32>
+  %y = coda.gemm %x, %w transpose_b : tensor<?x?xf32>, tensor<?x?xf32>
+      epilogue(%acc) outs(%e : tensor<?x?xf32>) {
+    %one = arith.constant 1.0 : f32
+    %neg = arith.negf %acc : f32
+    %ex = math.exp %neg : f32
+    %den = arith.addf %one, %ex : f32
+    %s = arith.divf %acc, %den : f32
+    %t = arith.addf %s, %den : f32
+    coda.yield %t : f32
+  }
+  return %y : tensor<?x?xf32>
 }
