@@ -104,6 +104,7 @@ void mlir::coda::buildCodaToGPUBinaryPipeline(
     pm.addPass(createCodaExportKernelManifest(exported));
   }
   pm.addNestedPass<gpu::GPUModuleOp>(createCodaFp8ToNVVM());
+  pm.addNestedPass<gpu::GPUModuleOp>(createCodaFastMathToNVVM());
   pm.addPass(createConvertNVGPUToNVVMPass());
   pm.addPass(createConvertVectorToSCFPass());
   pm.addPass(createSCFToControlFlowPass());

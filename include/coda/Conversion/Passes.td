@@ -351,4 +351,41 @@ def CodaFp8ToNVVM : Pass<"coda-fp8-to-nvvm", "gpu::GPUModuleOp"> {
   ];
 }
 
+def CodaFastMathToNVVM : Pass<"coda-fast-math-to-nvvm", "gpu::GPUModuleOp"> {
+  let summary = "lower f32 arithmetic marked `afn` in GPU kernels to PTX's "
+                "approximate instructions in their flush-to-zero form";
+  let description = [{
+    An op marked `fastmath<afn>` allows an approximation of its function.
+    In the kernels of a `gpu.module` this pass gives each scalar f32 one
+    the approximation the hardware computes in a single instruction, in
+    the flush-to-zero form that has no range fix-ups around it (the form
+    nvcc's `--use_fast_math` selects):
+
+    - `math.exp %x` becomes `ex2.approx.ftz.f32` of `%x * log2(e)`,
+      `math.exp2 %x` `ex2.approx.ftz.f32` of `%x`;
+    - `arith.divf %a, %b` becomes `div.approx.ftz.f32` (%a times an
+      approximate reciprocal of %b, which ptxas computes once for the
+      divisions that share %b: SwiGLU's derivative divides by
+      `1 + exp(-g)` twice).
+
+    Subnormal inputs and results of these instructions are zero: an
+    exponential below 2^-126 becomes 0, a reciprocal of a subnormal
+    divisor infinity. Ops without `afn`, and vector or non-f32 ones, are
+    left to the usual lowering (libdevice, IEEE division).
+
+    ```mlir
+    %e = math.exp %x fastmath<afn> : f32
+    %q = arith.divf %a, %d fastmath<arcp,afn> : f32
+    // becomes
+    %l = arith.mulf %x, %log2e : f32
+    %e = llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"(%l) : (f32) -> f32
+    %q = llvm.call_intrinsic "llvm.nvvm.div.approx.ftz.f"(%a, %d) : (f32, f32) -> f32
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::LLVM::LLVMDialect"
+  ];
+}
+
 #endif // CODA_CONVERSION_PASSES_TD

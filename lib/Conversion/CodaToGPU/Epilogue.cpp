@@ -406,12 +406,16 @@ private:
         b, b.getF32FloatAttr(static_cast<float>(M_LOG2E)));
     Value negScaledShift =
         arith::NegFOp::create(b, arith::MulFOp::create(b, shift, log2e));
+    // The exponentials are approximate (afn: ex2.approx.ftz, see
+    // --coda-fast-math-to-nvvm): each term is at most 1, and one below
+    // 2^-126 adds nothing to a sum of at least 1.
     Value sum = arith::ConstantOp::create(b, b.getF32FloatAttr(0));
     for (Value v : values)
       sum = arith::AddFOp::create(
           b, sum,
           math::Exp2Op::create(
-              b, math::FmaOp::create(b, v, log2e, negScaledShift)));
+              b, math::FmaOp::create(b, v, log2e, negScaledShift),
+              arith::FastMathFlags::afn));
     Value lse = arith::AddFOp::create(b, hi, math::LogOp::create(b, sum));
     return arith::SelectOp::create(b, empty, negInf, lse);
   }

@@ -19,6 +19,7 @@ namespace coda {
 #define GEN_PASS_DECL_CODAPREPAREHOSTPROGRAM
 #define GEN_PASS_DECL_CODATENSORMAPPARAMS
 #define GEN_PASS_DECL_CODAFP8TONVVM
+#define GEN_PASS_DECL_CODAFASTMATHTONVVM
 #include "coda/Conversion/Passes.h.inc"
 
 /// The patterns of --coda-to-gpu: every coda.gemm on memrefs inside a
@@ -35,6 +36,11 @@ void populateCodaToGPUConversionPatterns(RewritePatternSet &patterns,
 /// The patterns of --coda-fp8-to-nvvm: scalar arith.truncf to and
 /// arith.extf from f8E4M3FN / f8E5M2 as PTX cvt instructions.
 void populateFp8ToNVVMConversionPatterns(RewritePatternSet &patterns);
+
+/// The patterns of --coda-fast-math-to-nvvm: scalar f32 math.exp,
+/// math.exp2 and arith.divf marked `afn` as PTX's ex2.approx.ftz and
+/// div.approx.ftz.
+void populateFastMathToNVVMConversionPatterns(RewritePatternSet &patterns);
 
 } // namespace coda
 } // namespace mlir

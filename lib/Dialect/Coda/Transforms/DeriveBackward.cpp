@@ -1008,7 +1008,10 @@ LogicalResult BackwardBuilder::differentiate(GemmOp gemm) {
             }
             if (isa_and_nonnull<RowReduceOp, ColReduceOp>(def)) {
               // sum: every summand gets the total's gradient; logsumexp:
-              // its softmax weight exp(v - lse) of it.
+              // its softmax weight exp(v - lse) of it, an exponential of a
+              // value at most 0 that allows approximation (afn), as the
+              // forward's log-sum-exp takes its exponentials in GPU
+              // kernels (ex2.approx).
               Value summand = def->getOperand(0);
               Value v = mapping.lookup(summand);
               g = sweep.convert(g, v.getType());
@@ -1016,7 +1019,8 @@ LogicalResult BackwardBuilder::differentiate(GemmOp gemm) {
                 Value lse =
                     sweep.convert(addedArgs[seed.args[1]], v.getType());
                 Value weight = math::ExpOp::create(
-                    b, loc, arith::SubFOp::create(b, loc, v, lse));
+                    b, loc, arith::SubFOp::create(b, loc, v, lse),
+                    arith::FastMathFlags::afn);
                 g = arith::MulFOp::create(b, loc, g, weight);
               }
               sweep.accumulate(summand, g);

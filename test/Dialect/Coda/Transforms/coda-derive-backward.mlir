@@ -191,8 +191,9 @@ func.func @bias(%x: tensor<8x4xbf16>, %w: tensor<6x4xbf16>, %b: tensor<6xbf16>) 
 
 // silu(x) = x / (1 + exp(-x)) takes its closed derivative
 // s (1 + x (1 - s)), s = 1 / (1 + exp(-x)); an op that allows approximate
-// functions passes `afn` to the arithmetic of its rule; other flags stay
-// with the forward op.
+// functions passes `afn` to the arithmetic of its rule (in GPU kernels
+// approximate divisions: --coda-fast-math-to-nvvm); other flags stay with
+// the forward op.
 // CHECK-LABEL: func.func @silu_approx_backward
 //       CHECK:   epilogue(%[[X:[^,]*]], tile %[[G:[^ ]*]] =
 //       CHECK:   %[[ONE:.*]] = arith.constant 1.0
@@ -277,4 +278,27 @@ func.func @shared_denominator(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>) -> tenso
     coda.yield %t : f32
   }
   return %y : tensor<?x?xf32>
+}
+
+// -----
+
+// A log-sum-exp's summands get the gradient times their softmax weight
+// exp(v - lse), an exponential that allows approximation as the forward's
+// does on the GPU.
+// CHECK-LABEL: func.func @logsumexp_backward
+//       CHECK:   coda.gemm
+//       CHECK:     epilogue(%[[ACC:[^,]*]], {{.*}}row %[[LSE:[^ ]*]] =
+//       CHECK:     %[[D:.*]] = arith.subf %[[ACC]], %[[LSE]] : f32
+//       CHECK:     %[[W:.*]] = math.exp %[[D]] fastmath<afn> : f32
+//       CHECK:     arith.mulf %{{.*}}, %[[W]] : f32
+func.func @logsumexp(%x: tensor<8x4xf32>, %w: tensor<256x4xf32>) -> tensor<8xf32> {
+  %pE = tensor.empty() : tensor<8x2xf32>
+  %vE = tensor.empty() : tensor<8xf32>
+  %lp = coda.gemm %x, %w transpose_b : tensor<8x4xf32>, tensor<256x4xf32>
+      epilogue(%acc) outs(%pE : tensor<8x2xf32>) {
+    %l = coda.row_reduce logsumexp %acc tile 128 : f32
+    coda.yield %l : !coda.partial<f32>
+  }
+  %lse = coda.reduce_partials logsumexp row %lp : tensor<8x2xf32> outs(%vE : tensor<8xf32>)
+  return %lse : tensor<8xf32>
 }
