@@ -7,7 +7,8 @@ times from a profile, and each variant's gradients against the first's:
       --kernels build/torch-kernels --op norm_swiglu_mlp NAME=DIR [NAME=DIR ...]
 
 DIR holds a coda-compile output named as the op's program (norm_swiglu_mlp/,
-linear_qkv_rope/, ...): for a derived program, `coda-opt
+linear_qkv_rope/, ...; the LM head's linear_norm_cross_entropy/ and
+linear_norm_cross_entropy.saved/): for a derived program, `coda-opt
 --coda-derive-backward` (`=save=true` where the program asks for
 --save-for-backward) with the configuration pinned, compiled by
 coda-compile. The RoPE ops run with Qwen2's bias (`*_bias` functions).
@@ -72,8 +73,23 @@ def linear_norm_qkv_rope(hidden, mlp, gen):
         x, rs, w, g, cos, sin, rotated, b), [randn(T, n, gen=gen)])
 
 
+def linear_norm_cross_entropy(hidden, mlp, gen):
+    """The LM head + loss as llama.apply runs it (logits kept, program
+    linear_norm_cross_entropy.saved), vocabulary 32768."""
+    vocab = 32768
+    leaves = [randn(T, hidden, gen=gen), torch.rand(T, device="cuda", generator=gen) + 0.5,
+              randn(vocab, hidden, gen=gen, scale=hidden ** -0.5)]
+    target = torch.randint(0, vocab, (T,), device="cuda", generator=gen)
+    return (leaves, lambda x, rs, w: coda_torch.linear_norm_cross_entropy(
+        x, rs, w, target, save_logits=True), [torch.ones(T, device="cuda") / T])
+
+
 OPS = {"norm_swiglu_mlp": norm_swiglu_mlp, "swiglu_mlp_fp8": swiglu_mlp_fp8,
-       "linear_qkv_rope": linear_qkv_rope, "linear_norm_qkv_rope": linear_norm_qkv_rope}
+       "linear_qkv_rope": linear_qkv_rope, "linear_norm_qkv_rope": linear_norm_qkv_rope,
+       "linear_norm_cross_entropy": linear_norm_cross_entropy}
+# The programs an op runs, where not only its own (swapped together).
+PROGRAMS = {"linear_norm_cross_entropy": ["linear_norm_cross_entropy",
+                                          "linear_norm_cross_entropy.saved"]}
 SIZES = [(2048, 5632), (4096, 11008)]
 
 
@@ -84,7 +100,8 @@ def main():
     parser.add_argument("variants", nargs="+", metavar="NAME=DIR")
     args = parser.parse_args()
     coda_torch.load(args.kernels)
-    mods = {v.split("=")[0]: coda_runtime.Module(f"{v.split('=')[1]}/{args.op}")
+    programs = PROGRAMS.get(args.op, [args.op])
+    mods = {v.split("=")[0]: {p: coda_runtime.Module(f"{v.split('=')[1]}/{p}") for p in programs}
             for v in args.variants}
     for hidden, mlp in SIZES:
         leaves, call, out_grads = OPS[args.op](hidden, mlp, torch.Generator(device="cuda")
@@ -94,7 +111,7 @@ def main():
 
         def make(name):
             def run():
-                ops._modules[args.op] = mods[name]
+                ops._modules.update(mods[name])
                 for t in leaves:
                     t.grad = None
                 out = call(*leaves)
