@@ -192,9 +192,9 @@ public:
           // reciprocal of the denominator (which the forward's quotient
           // shares) and no product with exp(-x), which overflows to inf
           // where s is 0: the chain rule through the division, the sum and
-          // the exponential takes three divisions, a guarded product and
-          // twice the instructions. The denominator's other uses, if any,
-          // still propagate to x through it.
+          // the exponential takes three divisions and a guarded product.
+          // The denominator's other uses, if any, still propagate to x
+          // through it.
           Value x = logisticArgument(op->getOperand(1));
           bool silu = x && op->getOperand(0) == x;
           bool sigmoid = x && matchPattern(op->getOperand(0), m_OneFloat());
