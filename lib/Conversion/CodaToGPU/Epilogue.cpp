@@ -2267,7 +2267,13 @@ SmallVector<Value> EpilogueBuilder::emitRow(
       break;
     }
     case OutputRole::rowSelect: {
+      // Fragments: the target's offset from the lane's first column (2q),
+      // one subtraction per row, against each slot's constant offset, so
+      // that no column index stays live across the epilogue's rows.
       auto select = cast<RowSelectOp>(value.getDefiningOp());
+      Value laneFirstCol;
+      if (fragments)
+        laneFirstCol = arith::AddIOp::create(lb, frame.blockN, twoQ);
       for (int64_t g = 0; g < numGroups; ++g)
         for (int64_t l = 0; l < lanesPerGroup; ++l) {
           IRMapping &mapping = mappingOf({g, l});
@@ -2275,10 +2281,15 @@ SmallVector<Value> EpilogueBuilder::emitRow(
           if (!target.getType().isIndex())
             target =
                 arith::IndexCastOp::create(lb, lb.getIndexType(), target);
-          Value hit = arith::AndIOp::create(
-              lb, inBounds({g, l}),
-              arith::CmpIOp::create(lb, arith::CmpIPredicate::eq, target,
-                                    cols[g][l]));
+          Value matches =
+              fragments
+                  ? arith::CmpIOp::create(
+                        lb, arith::CmpIPredicate::eq,
+                        arith::SubIOp::create(lb, target, laneFirstCol),
+                        index(lb, offsetOf({g, l})))
+                  : arith::CmpIOp::create(lb, arith::CmpIPredicate::eq,
+                                          target, cols[g][l]);
+          Value hit = arith::AndIOp::create(lb, inBounds({g, l}), matches);
           storeIf(lb, hit, mapping.lookup(value), out, {row});
         }
       break;
