@@ -4,6 +4,7 @@
 
 #include "coda/Conversion/CodaToGPU/CodaToGPU.h"
 #include "coda/Conversion/CodaToLinalg/CodaToLinalg.h"
+#include "coda/Dialect/Coda/Transforms/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
@@ -20,6 +21,7 @@
 using namespace mlir;
 
 void mlir::coda::buildCodaToLLVMCPUPipeline(OpPassManager &pm) {
+  pm.addPass(createCodaSimplifyMath());
   pm.addPass(createCodaLowerToLinalg());
   pm.addPass(createCanonicalizerPass());
   bufferization::OneShotBufferizePassOptions bufferization;
@@ -64,6 +66,7 @@ void mlir::coda::buildCodaToGPUBinaryPipeline(
 void mlir::coda::buildCodaToGPUBinaryPipeline(
     OpPassManager &pm, const CodaToGPUOptions &kernels, bool selectConfig,
     StringRef format, StringRef manifest, StringRef ptxasOptions) {
+  pm.addPass(createCodaSimplifyMath());
   bufferization::OneShotBufferizePassOptions bufferization;
   bufferization.bufferizeFunctionBoundaries = true;
   bufferization.functionBoundaryTypeConversion =

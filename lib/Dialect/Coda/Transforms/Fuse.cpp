@@ -384,6 +384,7 @@ struct CodaFusePass : coda::impl::CodaFuseBase<CodaFusePass> {
     if (failed(normalizeLinalg(module)))
       return signalPassFailure();
     OpPassManager pm(ModuleOp::getOperationName());
+    pm.addPass(createCodaSimplifyMath());
     pm.addPass(createCodaConvertMatmuls());
     // Reshapes moved past each consumer leave one copy per consumer: the
     // patterns below compare values, not the ops that made them.

@@ -238,12 +238,31 @@ def CodaDeriveBackward : Pass<"coda-derive-backward", "::mlir::ModuleOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def CodaSimplifyMath : Pass<"coda-simplify-math"> {
+  let summary = "math ops with constant exponents as products, square roots "
+                "and divisions";
+  let description = [{
+    Upstream's algebraic simplification of the math dialect, as a pass:
+    `math.powf %x, 2.0` becomes `%x * %x` (likewise exponents 1, 3, -1, -2,
+    0.5, -0.5, 0.75, and `math.fpowi` with constant exponents). Programs
+    imported from PyTorch write an RMSNorm's square as `x.pow(2)`; left as
+    `math.powf`, a GPU kernel calls libdevice's general `__nv_powf` (a
+    logarithm, an exponential and their range fix-ups: about 19 FMAs per
+    element) in the epilogue, and the CPU reference calls libm's. `coda-fuse`
+    runs it first, and the lowering pipelines run it before anything is
+    lowered, so that an epilogue written by hand is simplified too.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect"];
+}
+
 def CodaFuse : Pass<"coda-fuse", "::mlir::ModuleOp"> {
   let summary = "find memory-bound operators next to matmuls in linalg and "
                 "fuse them into coda.gemm epilogues";
   let description = [{
     The whole fusion flow on linalg-on-tensors input: named ops are
-    generalized and elementwise chains merged, matrix products become
+    generalized and elementwise chains merged, `coda-simplify-math` runs,
+    matrix products become
     `coda.gemm`, then `coda-fuse-swiglu`, `coda-defer-row-scale`,
     `coda-fuse-pointwise`, `coda-fuse-rope`, `coda-fuse-reductions` and
     `coda-fuse-gathers` run, followed by
