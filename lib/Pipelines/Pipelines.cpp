@@ -80,10 +80,11 @@ void mlir::coda::buildCodaToGPUBinaryPipeline(
   pm.addPass(createCodaToGPU(kernels));
 
   // What is left (partial finishes, statistics, weight preparation) becomes
-  // plain parallel-loop kernels: a block of 128 threads per 128 iterations.
+  // plain parallel-loop kernels: a block of 128 threads per 128 iterations
+  // of the innermost dimension.
   pm.addPass(createCodaLowerToLinalg());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
-  pm.addNestedPass<func::FuncOp>(createParallelLoopTilingPass({128}, /*noMinMaxBounds=*/true));
+  pm.addNestedPass<func::FuncOp>(createCodaTileParallelLoops());
   pm.addNestedPass<func::FuncOp>(createGpuMapParallelLoopsPass());
   pm.addNestedPass<func::FuncOp>(createConvertParallelLoopToGpuPass());
   pm.addPass(createCodaCheckGPUMapping());

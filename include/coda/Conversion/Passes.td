@@ -269,6 +269,29 @@ def CodaPrepareHostProgram : Pass<"coda-prepare-host-program", "ModuleOp"> {
   let dependentDialects = ["linalg::LinalgDialect"];
 }
 
+def CodaTileParallelLoops : Pass<"coda-tile-parallel-loops"> {
+  let summary = "tile the parallel loops left beside the GEMMs so that a "
+                "warp's threads walk the innermost, contiguous dimension";
+  let description = [{
+    What is left beside the GEMMs (weight preparation such as gamma's fold
+    into the weights and SwiGLU's interleave, finishes, statistics) reaches
+    the GPU as `scf.parallel` nests. Each outermost one is tiled by 128 in
+    its innermost dimension of more than one iteration (a `[T, 1]` column's
+    rows) and by 1 in the others (upstream's
+    `tileParallelLoop`); `gpu-map-parallel-loops` then gives the tile's
+    128 iterations to the threads of a block, a row-major operand's
+    consecutive elements to consecutive lanes, and the other dimensions and
+    the innermost dimension's tiles to the grid. (Tiling the outermost
+    dimension instead gave each lane its own row: a warp's 64 bytes of bf16
+    came from 32 sectors.)
+  }];
+  let options = [
+    Option<"tileSize", "tile-size", "int64_t", "128",
+           "iterations of the innermost dimension per block">
+  ];
+  let dependentDialects = ["scf::SCFDialect", "arith::ArithDialect"];
+}
+
 def CodaCheckGPUMapping : Pass<"coda-check-gpu-mapping", "ModuleOp"> {
   let summary = "fail when a parallel loop nest stayed on the host";
   let description = [{
