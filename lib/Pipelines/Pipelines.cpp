@@ -67,6 +67,7 @@ void mlir::coda::buildCodaToGPUBinaryPipeline(
     OpPassManager &pm, const CodaToGPUOptions &kernels, bool selectConfig,
     StringRef format, StringRef manifest, StringRef ptxasOptions) {
   pm.addPass(createCodaSimplifyMath());
+  pm.addNestedPass<func::FuncOp>(createCodaSplitRowReductions());
   bufferization::OneShotBufferizePassOptions bufferization;
   bufferization.bufferizeFunctionBoundaries = true;
   bufferization.functionBoundaryTypeConversion =

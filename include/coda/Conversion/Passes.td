@@ -269,6 +269,30 @@ def CodaPrepareHostProgram : Pass<"coda-prepare-host-program", "ModuleOp"> {
   let dependentDialects = ["linalg::LinalgDialect"];
 }
 
+def CodaSplitRowReductions : Pass<"coda-split-row-reductions"> {
+  let summary = "row reductions left beside the GEMMs as partials over "
+                "interleaved columns, then their combination";
+  let description = [{
+    A `linalg.generic` on tensors that reduces a matrix's rows over their
+    contiguous dimension (`[T, K] -> [T]` or `[T, 1]`, one combiner with an
+    identity: a sum, a maximum, ...; K static, a multiple of `lanes` and at
+    least `min-columns`), such as a norm's statistic of a function's input,
+    becomes two: partials `part[t, p]` combining `x[t, j * lanes + p]` over
+    j, then each row's `lanes` partials. As loop kernels
+    (`--coda-tile-parallel-loops`), a row's lanes then read consecutive
+    columns; the reduction as written gave each thread a whole row. The
+    combination order changes (floating-point sums round differently).
+  }];
+  let options = [
+    Option<"lanes", "lanes", "int64_t", "128",
+           "partials per row (interleaved columns)">,
+    Option<"minColumns", "min-columns", "int64_t", "1024",
+           "the narrowest row split">
+  ];
+  let dependentDialects = ["linalg::LinalgDialect", "tensor::TensorDialect",
+                           "arith::ArithDialect"];
+}
+
 def CodaTileParallelLoops : Pass<"coda-tile-parallel-loops"> {
   let summary = "tile the parallel loops left beside the GEMMs so that a "
                 "warp's threads walk the innermost, contiguous dimension";
