@@ -197,9 +197,10 @@ def _attention_forward(attn, hidden_states, position_embeddings=None, attention_
 
 def _heads(qkv, sizes, input_shape, head_dim):
     """Q, K and V as batch x heads x sequence x head_dim views of the stacked
-    projection (tokens x (Q, K, V columns))."""
-    return tuple(t.view(*input_shape, -1, head_dim).transpose(1, 2)
-                 for t in qkv.split(sizes, dim=1))
+    projection (tokens x (Q, K, V columns)), or of its three column
+    segments if `qkv` is a tuple of them."""
+    parts = qkv if isinstance(qkv, tuple) else qkv.split(sizes, dim=1)
+    return tuple(t.view(*input_shape, -1, head_dim).transpose(1, 2) for t in parts)
 
 
 class _StackedHeads(torch.autograd.Function):
@@ -228,11 +229,13 @@ class _StackedHeads(torch.autograd.Function):
 
 
 def _attend(attn, qkv, input_shape, attention_mask, past_key_values, **kwargs):
-    """Hugging Face's attention over the stacked Q/K/V projection: the
-    output as tokens x (heads x head_dim), and the attention weights."""
+    """Hugging Face's attention over the stacked Q/K/V projection (or its
+    Q, K and V column segments, as a tuple): the output as tokens x (heads
+    x head_dim), and the attention weights."""
     from transformers.models.llama import modeling_llama as hf
 
-    if torch.compiler.is_compiling() or not torch.is_grad_enabled():
+    if (isinstance(qkv, tuple) or torch.compiler.is_compiling()
+            or not torch.is_grad_enabled()):
         query, key, value = _heads(qkv, attn.qkv_sizes, input_shape, attn.head_dim)
     else:
         query, key, value = _StackedHeads.apply(qkv, attn.qkv_sizes, tuple(input_shape),
@@ -306,8 +309,11 @@ def _decoder_layer_forward(layer, hidden_states, attention_mask=None, position_i
     # whose weight-gradient GEMM also forms gamma's gradient.
     rs = _row_scale(_stream_sum_sq(hidden_states, x), layer.input_layernorm, hidden)
     cos, sin = _rope_tables(position_embeddings, input_shape)
+    # Q, K and V as the projection's column segments: their gradients from
+    # the attention go to the backward as they are, not concatenated.
     qkv = linear_norm_qkv_rope(x, rs, attn.qkv, layer.input_layernorm.weight, cos, sin,
-                               attn.qkv_sizes[0] + attn.qkv_sizes[1], attn.qkv_bias)
+                               attn.qkv_sizes[0] + attn.qkv_sizes[1], attn.qkv_bias,
+                               split=attn.qkv_sizes)
     out, _ = _attend(attn, qkv, input_shape, attention_mask, past_key_values,
                      position_ids=position_ids, use_cache=use_cache,
                      cache_position=cache_position, **kwargs)

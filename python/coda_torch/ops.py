@@ -1081,22 +1081,56 @@ def _linear_norm_qkv_rope_backward(dy: torch.Tensor, x: torch.Tensor, rs: torch.
     x * dx as row partials, whose sums over rs are rs's gradient; dW =
     (dAcc^T x) diag(gamma) with gamma's gradient in one GEMM
     (norm_weight_grad). An empty db without a bias."""
+    return _norm_rope_backward_parts([(w.shape[0], dy)], x, rs, w, gamma, cos, sin, folded,
+                                     rotated, biased)
+
+
+def _norm_rope_backward_parts(parts, x, rs, w, gamma, cos, sin, folded, rotated, biased):
+    """_linear_norm_qkv_rope_backward with dy given as consecutive column
+    segments, `parts` = [(columns, gradient or None for zero)], each
+    gradient T x columns and each segment starting on a head: the adjoint
+    runs once per segment, reading its gradient where it is and writing its
+    columns of dAcc, so that the attention's Q, K and V gradients are never
+    concatenated."""
     program, head_dim = _rope_program("linear_norm_qkv_rope", cos)
     function = "linear_norm_qkv_rope_bias_backward" if biased else "linear_norm_qkv_rope_backward"
     module, (adjoint, data_grad, finish, *bias_finish) = _kernels(
         program, function, "adjoint:gemm0", "grad:gemm0.lhs", "grad:gemm0.input0",
         *(("grad:gemm0.input1",) if biased else ()))
-    x, rs = x.contiguous(), rs.contiguous()
-    dacc = x.new_empty(x.shape[0], w.shape[0])
-    bias_partials = (_col_partials(x.shape[0], w.shape[0], x.device),) if biased else ()
-    _launch(module, adjoint, x, folded, rs, cos.contiguous(), sin.contiguous(),
-            rotated // head_dim, dy.contiguous().to(torch.bfloat16), dacc, *bias_partials)
+    x, rs, cos, sin = x.contiguous(), rs.contiguous(), cos.contiguous(), sin.contiguous()
+    n = w.shape[0]
+    if sum(columns for columns, _ in parts) != n:
+        raise ValueError(f"linear_norm_qkv_rope: the gradient's segments have "
+                         f"{[columns for columns, _ in parts]} columns, not {n} in all")
+    starts = [sum(columns for columns, _ in parts[:i]) for i in range(len(parts))]
+    for start, (columns, dy) in zip(starts, parts):
+        if start % head_dim or (dy is not None and tuple(dy.shape) != (x.shape[0], columns)):
+            raise ValueError(f"linear_norm_qkv_rope: a gradient segment must start on a head "
+                             f"(of {head_dim} columns) and be ({x.shape[0]}, {columns}), got "
+                             f"columns {start}..{start + columns}"
+                             + ("" if dy is None else f" and shape {tuple(dy.shape)}"))
+    dacc = x.new_empty(x.shape[0], n)
+    bias_partials = _col_partials(x.shape[0], n, x.device) if biased else None
+    for start, (columns, dy) in zip(starts, parts):
+        end = start + columns
+        outputs = [dacc[:, start:end]] + ([bias_partials[:, start:end]] if biased else [])
+        if dy is None:
+            for out in outputs:
+                out.zero_()
+            continue
+        # Strided rows are read as they are; the elements must be adjacent.
+        dy = dy.to(torch.bfloat16)
+        if dy.stride(1) != 1:
+            dy = dy.contiguous()
+        # The segment's rotated heads, counted from its first column.
+        heads = max(0, min(rotated - start, columns)) // head_dim
+        _launch(module, adjoint, x, folded[start:end], rs, cos, sin, heads, dy, *outputs)
     dx = torch.empty_like(x)
     partials = _row_partials(x, x.shape[1])
     _launch(module, data_grad, dacc, folded, x, dx, partials)
     drs = _finish_rows(module, finish, partials) / rs
     dw, dgamma = _norm_weight_grad(dacc, x, w, gamma)
-    db = (_finish_cols(module, bias_finish[0], bias_partials[0]).to(torch.bfloat16) if biased
+    db = (_finish_cols(module, bias_finish[0], bias_partials).to(torch.bfloat16) if biased
           else x.new_empty(0))
     return dx, drs, dw, dgamma, db
 
@@ -1126,9 +1160,31 @@ _linear_norm_qkv_rope_op = _Op("linear_norm_qkv_rope", _linear_norm_qkv_rope,
                                _norm_rope_backward)
 
 
+class _LinearNormQkvRopeSegments(torch.autograd.Function):
+    """linear_norm_qkv_rope's eager path with its output returned as column
+    segments (views): each segment's gradient reaches the backward as it
+    is (_norm_rope_backward_parts)."""
+
+    @staticmethod
+    def forward(ctx, x, rs, w, gamma, cos, sin, rotated, bias, split):
+        y, folded = _linear_norm_qkv_rope(x, rs, w, gamma, cos, sin, rotated, bias)
+        _norm_rope_save(ctx, (x, rs, w, gamma, cos, sin, rotated, bias), (y, folded))
+        ctx.split = split
+        return tuple(y.split(split, dim=1))
+
+    @staticmethod
+    def backward(ctx, *dys):
+        if all(dy is None for dy in dys):
+            return (None,) * 9
+        dx, drs, dw, dgamma, db = _norm_rope_backward_parts(
+            list(zip(ctx.split, dys)), *ctx.saved_tensors, ctx.rotated, ctx.biased)
+        return dx, drs, dw, dgamma, None, None, None, db if ctx.biased else None, None
+
+
 def linear_norm_qkv_rope(x: torch.Tensor, rs: torch.Tensor, w: torch.Tensor,
                          gamma: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                         rotated: int, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+                         rotated: int, bias: Optional[torch.Tensor] = None,
+                         split: Optional[list[int]] = None):
     """The Q/K/V projection with its RMSNorm deferred: rs (x (W
     diag(gamma))^T) (+ bias), rotated as linear_qkv_rope rotates. x: T x H,
     the un-normalized residual stream; rs: T f32, the norm's row scale;
@@ -1136,5 +1192,17 @@ def linear_norm_qkv_rope(x: torch.Tensor, rs: torch.Tensor, w: torch.Tensor,
     and differentiated in the weight gradient's epilogue; bias: None or N
     bf16, added before the rotation. Keeps the folded weight for the
     backward, which reduces rs's gradient from the input side (nothing of
-    the product saved)."""
-    return _linear_norm_qkv_rope_op(x, rs, w, gamma, cos, sin, rotated, bias)[0]
+    the product saved).
+
+    With `split` (column counts, e.g. Q's, K's and V's, each a whole number
+    of heads), returns the output's column segments as views, as
+    torch.split would; in eager mode their gradients are then read where
+    the attention leaves them, without being concatenated."""
+    if split is None:
+        return _linear_norm_qkv_rope_op(x, rs, w, gamma, cos, sin, rotated, bias)[0]
+    if torch.compiler.is_compiling():
+        # Inductor fuses the views' backward into one kernel.
+        return tuple(_linear_norm_qkv_rope_op(x, rs, w, gamma, cos, sin, rotated, bias)[0]
+                     .split(split, dim=1))
+    return _LinearNormQkvRopeSegments.apply(x, rs, w, gamma, cos, sin, rotated, bias,
+                                            list(split))

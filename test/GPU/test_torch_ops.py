@@ -857,6 +857,65 @@ def test_linear_norm_qkv_rope(t, h, heads, head_dim, compiled, biased):
         close(got_grad.grad, want_grad.grad)
 
 
+@pytest.mark.parametrize("t,h,heads,head_dim", ROPE_CASES)
+@pytest.mark.parametrize("biased", [False, True], ids=["", "bias"])
+@pytest.mark.parametrize("unused", [None, 1], ids=["", "k_unused"])
+def test_linear_norm_qkv_rope_segments(t, h, heads, head_dim, biased, unused):
+    # Split into Q, K and V (split=), the output is the unsplit op's, and the
+    # backward, fed each segment's gradient where it lies (K's, strided,
+    # from a wider tensor; none at all for an unused segment), gives the
+    # unsplit op's gradients from the concatenated (zero-filled) dy, bit
+    # for bit: the adjoint runs per segment on the same elements.
+    x, w, cos, sin, rotated, dy = rope_inputs(t, h, heads, seed=14, head_dim=head_dim)
+    rs = row_scale(x)
+    gamma = norm_gamma(h, torch.Generator(device="cuda").manual_seed(15))
+    bias = rope_bias(w.shape[0], seed=16) if biased else None
+    sizes = [head_dim * count for count in heads]
+    wide = torch.randn(t, sizes[1] + 64, device="cuda").bfloat16()
+    dys = [dy[:, :sizes[0]].contiguous(), wide[:, 64:], dy[:, sizes[0] + sizes[1]:].contiguous()]
+    dys[1].copy_(dy[:, sizes[0]:sizes[0] + sizes[1]])
+    if unused is not None:
+        dys[unused] = None
+    stacked = torch.cat([torch.zeros(t, n, device="cuda").bfloat16() if d is None else d
+                         for d, n in zip(dys, sizes)], 1)
+    grads = []
+    for split in (None, sizes):
+        leaves = [v.detach().clone().requires_grad_() for v in (x, rs, w, gamma)]
+        bc = bias.clone().requires_grad_() if biased else None
+        got = coda_torch.linear_norm_qkv_rope(*leaves, cos, sin, rotated, bc, split=split)
+        if split is None:
+            got.backward(stacked)
+            grads.append((got.detach(), [v.grad for v in leaves + ([bc] if biased else [])]))
+            continue
+        assert isinstance(got, tuple) and [g.shape[1] for g in got] == sizes
+        torch.autograd.backward([g for g, d in zip(got, dys) if d is not None],
+                                [d for d in dys if d is not None])
+        grads.append((torch.cat(got, 1).detach(),
+                      [v.grad for v in leaves + ([bc] if biased else [])]))
+    assert torch.equal(grads[0][0], grads[1][0])
+    for want, got in zip(grads[0][1], grads[1][1]):
+        assert torch.equal(want, got)
+    assert grads[1][1][0].abs().max() > 0
+
+
+def test_linear_norm_qkv_rope_segments_refused():
+    # Segments that miss the weight's rows or a head boundary are refused
+    # before anything runs.
+    from coda_torch import ops
+    x, w, cos, sin, rotated, dy = rope_inputs(64, 256, (2, 1, 1), seed=17)
+    rs, gamma = row_scale(x), torch.ones(256, device="cuda").bfloat16()
+    folded = w * gamma
+    with pytest.raises(ValueError, match=r"segments have \[256, 128\] columns, not 512"):
+        ops._norm_rope_backward_parts([(256, dy[:, :256]), (128, None)], x, rs, w, gamma,
+                                      cos, sin, folded, rotated, False)
+    with pytest.raises(ValueError, match="must start on a head"):
+        ops._norm_rope_backward_parts([(192, dy[:, :192]), (320, dy[:, 192:])], x, rs, w,
+                                      gamma, cos, sin, folded, rotated, False)
+    with pytest.raises(ValueError, match=r"and shape \(32, 128\)"):
+        ops._norm_rope_backward_parts([(384, dy[:, :384]), (128, dy[:32, 384:])],
+                                      x, rs, w, gamma, cos, sin, folded, rotated, False)
+
+
 @pytest.mark.parametrize("t,n,h", [(200, 384, 256), (1000, 3072, 2048)])
 def test_norm_weight_grad_each_variant(t, n, h):
     # The weight gradient with gamma's (norm_weight_grad) is dispatched by

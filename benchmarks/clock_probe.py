@@ -1,0 +1,97 @@
+"""The SM clock each kernel runs at, and so its cycles: coda's plain GEMM,
+cuBLAS and the epilogues whose cost is in question (residual, residual +
+norm partials, column bias, row partials), each alone in a steady loop for
+2.5 s (L2 flushed before every launch, as in the timed rounds) while
+nvidia-smi samples the SM clock and the power every 20 ms. Per kernel:
+median ms, mean MHz and W over the loop (its first fifth dropped), and
+ms x MHz, the cycles in thousands. Two passes over the kernels.
+
+  CODA_GPU_TESTS=DIR PYTHONPATH=<runtime>:benchmarks \\
+      python3 benchmarks/clock_probe.py --out clock-probe.json
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import time
+
+import coda_runtime
+import torch
+
+from epilogues import BUILD, bf16, case, check
+
+SHAPES = [(16384, 6144, 2048), (16384, 12288, 4096)]
+CASES = ["residual", "residual_norm", "col_bias", "row_sumsq"]
+
+
+def steady(fn, flush, seconds=2.5):
+    """fn in a loop (L2 flushed before each call): median ms, and the mean
+    SM MHz and W that nvidia-smi sampled meanwhile."""
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    smi = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm,power.draw",
+                            "--format=csv,noheader,nounits", "-lms", "20"],
+                           stdout=subprocess.PIPE, text=True)
+    time.sleep(0.3)
+    times, start = [], time.time()
+    while time.time() - start < seconds:
+        events = []
+        for _ in range(20):
+            flush.zero_()
+            begin, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+            begin.record()
+            fn()
+            end.record()
+            events.append((begin, end))
+        torch.cuda.synchronize()
+        times += [begin.elapsed_time(end) for begin, end in events]
+    smi.terminate()
+    samples = [[float(v) for v in line.split(",")]
+               for line in smi.communicate()[0].splitlines() if "," in line]
+    samples = samples[len(samples) // 5:]
+    return (statistics.median(times), statistics.mean(s[0] for s in samples),
+            statistics.mean(s[1] for s in samples))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    prims = coda_runtime.Module(os.path.join(BUILD, "primitives"))
+    epis = coda_runtime.Module(os.path.join(BUILD, "epilogues"))
+    stream = torch.cuda.current_stream().cuda_stream
+    (plain,) = prims.kernels_of("plain_nt")
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    out = {}
+    for m, n, k in SHAPES:
+        torch.manual_seed(0)
+        a, b = bf16(m, k), bf16(n, k, scale=k ** -0.5)
+        acc = a.float() @ b.float().T
+        y = bf16(m, n)
+        fns = {"plain": lambda: prims.launch(plain, [a, b, y], stream),
+               "cublas": lambda: torch.matmul(a, b.T)}
+        for name in CASES:
+            kernel_args, checks = case(name, m, n, k, a, b, acc)
+            (kernel,) = epis.kernels_of(name)
+            epis.launch(kernel, kernel_args, stream)
+            torch.cuda.synchronize()
+            check(checks)
+            fns[name] = lambda kernel=kernel, kernel_args=kernel_args: epis.launch(
+                kernel, kernel_args, stream)
+        for rep in range(2):
+            for name, fn in fns.items():
+                ms, mhz, watts = steady(fn, flush)
+                key = f"{m}x{n}x{k} {name}"
+                out.setdefault(key, []).append({"ms": ms, "mhz": mhz, "watts": watts})
+                print(f"{key:32s} pass {rep}: {ms:.4f} ms {mhz:7.1f} MHz {watts:6.1f} W, "
+                      f"kcycles {ms * mhz:8.2f}", flush=True)
+                with open(args.out, "w") as f:
+                    json.dump({"device": torch.cuda.get_device_name(), "results": out}, f,
+                              indent=1)
+
+
+if __name__ == "__main__":
+    main()
