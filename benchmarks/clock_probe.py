@@ -5,6 +5,8 @@ norm partials, column bias, row partials), each alone in a steady loop for
 nvidia-smi samples the SM clock and the power every 20 ms. Per kernel:
 median ms, mean MHz and W over the loop (its first fifth dropped), and
 ms x MHz, the cycles in thousands. Two passes over the kernels.
+`--shape M N K` (repeatable) and `--cases` choose other shapes and
+epilogues (`--cases` with none: the plain GEMM and cuBLAS alone).
 
   CODA_GPU_TESTS=DIR PYTHONPATH=<runtime>:benchmarks \\
       python3 benchmarks/clock_probe.py --out clock-probe.json
@@ -59,6 +61,8 @@ def steady(fn, flush, seconds=2.5):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
+    parser.add_argument("--shape", nargs=3, type=int, action="append", metavar=("M", "N", "K"))
+    parser.add_argument("--cases", nargs="*", default=CASES)
     args = parser.parse_args()
     prims = coda_runtime.Module(os.path.join(BUILD, "primitives"))
     epis = coda_runtime.Module(os.path.join(BUILD, "epilogues"))
@@ -66,14 +70,14 @@ def main():
     (plain,) = prims.kernels_of("plain_nt")
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     out = {}
-    for m, n, k in SHAPES:
+    for m, n, k in args.shape or SHAPES:
         torch.manual_seed(0)
         a, b = bf16(m, k), bf16(n, k, scale=k ** -0.5)
         acc = a.float() @ b.float().T
         y = bf16(m, n)
         fns = {"plain": lambda: prims.launch(plain, [a, b, y], stream),
                "cublas": lambda: torch.matmul(a, b.T)}
-        for name in CASES:
+        for name in args.cases:
             kernel_args, checks = case(name, m, n, k, a, b, acc)
             (kernel,) = epis.kernels_of(name)
             epis.launch(kernel, kernel_args, stream)
