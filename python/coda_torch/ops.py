@@ -1200,9 +1200,15 @@ def linear_norm_qkv_rope(x: torch.Tensor, rs: torch.Tensor, w: torch.Tensor,
     the attention leaves them, without being concatenated."""
     if split is None:
         return _linear_norm_qkv_rope_op(x, rs, w, gamma, cos, sin, rotated, bias)[0]
+    split = [int(columns) for columns in split]
+    head_dim = cos.shape[-1]
+    if (sum(split) != w.shape[0] or any(columns <= 0 for columns in split)
+            or any(sum(split[:i]) % head_dim for i in range(len(split)))):
+        raise ValueError(f"linear_norm_qkv_rope: split must be positive column counts "
+                         f"summing to {w.shape[0]}, each segment starting on a head of "
+                         f"{head_dim} columns, got {split}")
     if torch.compiler.is_compiling():
         # Inductor fuses the views' backward into one kernel.
         return tuple(_linear_norm_qkv_rope_op(x, rs, w, gamma, cos, sin, rotated, bias)[0]
                      .split(split, dim=1))
-    return _LinearNormQkvRopeSegments.apply(x, rs, w, gamma, cos, sin, rotated, bias,
-                                            list(split))
+    return _LinearNormQkvRopeSegments.apply(x, rs, w, gamma, cos, sin, rotated, bias, split)

@@ -900,10 +900,15 @@ def test_linear_norm_qkv_rope_segments(t, h, heads, head_dim, biased, unused):
 
 def test_linear_norm_qkv_rope_segments_refused():
     # Segments that miss the weight's rows or a head boundary are refused
-    # before anything runs.
+    # before anything runs: a split when the op is called, gradient
+    # segments in the backward.
     from coda_torch import ops
     x, w, cos, sin, rotated, dy = rope_inputs(64, 256, (2, 1, 1), seed=17)
     rs, gamma = row_scale(x), torch.ones(256, device="cuda").bfloat16()
+    for split in ([256, 128], [192, 320], [512, 0]):
+        with pytest.raises(ValueError, match=r"split must be positive column counts summing "
+                                             r"to 512, each segment starting on a head of 128"):
+            coda_torch.linear_norm_qkv_rope(x, rs, w, gamma, cos, sin, rotated, split=split)
     folded = w * gamma
     with pytest.raises(ValueError, match=r"segments have \[256, 128\] columns, not 512"):
         ops._norm_rope_backward_parts([(256, dy[:, :256]), (128, None)], x, rs, w, gamma,
