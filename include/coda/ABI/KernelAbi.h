@@ -22,13 +22,15 @@
 namespace coda::abi {
 
 /// manifest.json's "format" and the "version" this vocabulary describes
-/// (4: batched GEMM kernels, which take the batch count B after K; 3: the
+/// (5: a GEMM's variants may be chosen at launch by waves, `wave_cost`,
+/// which a reader of version 4 would not honour; 4: batched GEMM kernels,
+/// which take the batch count B after K; 3: the
 /// manifest also holds each host function's program and the loop
 /// kernels it launches; 2: TMA descriptors are kernel parameters of 128
 /// bytes, passed by value; 1 passed the address of a descriptor in device
 /// memory).
 inline constexpr std::string_view kFormat = "coda-kernels";
-inline constexpr int kVersion = 4;
+inline constexpr int kVersion = 5;
 
 /// A kernel: a GEMM with its epilogue, the finish of block-reduction
 /// partials, or a loop nest outlined from the rest of a function (launched
