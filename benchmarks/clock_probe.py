@@ -22,7 +22,7 @@ import time
 import coda_runtime
 import torch
 
-from epilogues import BUILD, bf16, case, check
+from epilogues import BUILD, bf16, case, checked_launcher
 
 SHAPES = [(16384, 6144, 2048), (16384, 12288, 4096)]
 CASES = ["residual", "residual_norm", "col_bias", "row_sumsq"]
@@ -79,12 +79,7 @@ def main():
                "cublas": lambda: torch.matmul(a, b.T)}
         for name in args.cases:
             kernel_args, checks = case(name, m, n, k, a, b, acc)
-            (kernel,) = epis.kernels_of(name)
-            epis.launch(kernel, kernel_args, stream)
-            torch.cuda.synchronize()
-            check(checks)
-            fns[name] = lambda kernel=kernel, kernel_args=kernel_args: epis.launch(
-                kernel, kernel_args, stream)
+            fns[name] = checked_launcher(epis, name, kernel_args, checks, stream)
         for rep in range(2):
             for name, fn in fns.items():
                 ms, mhz, watts = steady(fn, flush)

@@ -90,6 +90,17 @@ def check(checks):
                                    atol=2e-2 * want.abs().max().item())
 
 
+def checked_launcher(module, name, kernel_args, checks, stream):
+    """Launches epilogue kernel `name` of `module` once, checks its outputs
+    against their float32 references (`case`'s checks), and returns a
+    function that launches it again."""
+    (kernel,) = module.kernels_of(name)
+    module.launch(kernel, kernel_args, stream)
+    torch.cuda.synchronize()
+    check(checks)
+    return lambda: module.launch(kernel, kernel_args, stream)
+
+
 def vendor(name, a, b, coda_args):
     """cuBLAS with its own epilogue for the primitives it has one for
     (addmm's beta = 1 input and its bias), or None."""
@@ -139,11 +150,7 @@ def main():
             if fused:
                 fns["cublas_epilogue"] = fused
             for variant, mod in [("epilogue", epis)] + list(others.items()):
-                (kernel,) = mod.kernels_of(name)
-                mod.launch(kernel, coda_args, stream)
-                torch.cuda.synchronize()
-                check(checks)
-                fns[variant] = lambda mod=mod, kernel=kernel: mod.launch(kernel, coda_args, stream)
+                fns[variant] = checked_launcher(mod, name, coda_args, checks, stream)
             times = interleaved_ms(fns)
             row = {"case": "epilogue", "epilogue": name, "shape": {"M": m, "N": n, "K": k},
                    "coda_ms": statistics.median(times["epilogue"]),

@@ -19,7 +19,7 @@ import argparse
 import coda_runtime
 import torch
 
-from epilogues import NAMES, case, check, vendor
+from epilogues import NAMES, case, checked_launcher, vendor
 
 
 def main():
@@ -58,10 +58,7 @@ def main():
         module = coda_runtime.Module(args.epilogues)
         for name in args.case:
             coda_args, checks = case(name, m, n, k, a, b, want)
-            (kernel,) = module.kernels_of(name)
-            module.launch(kernel, coda_args, stream)
-            torch.cuda.synchronize()
-            check(checks)
+            checked_launcher(module, name, coda_args, checks, stream)
             fused = vendor(name, a, b, coda_args)
             if fused:
                 fused()
