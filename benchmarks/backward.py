@@ -1,7 +1,10 @@
 """Forward + backward of coda_torch's ops, and of a whole Llama decoder
 layer with coda_torch.llama.apply's ops in it, against the same computation
 in torch eager and torch.compile, side by side in one process (bf16, L2
-flushed, medians of CUDA-event timings; see bench.py).
+flushed, medians of CUDA-event timings; see bench.py). The decoder layers
+are timed twice: synchronized per call, and queued behind a sleep so that
+the host has launched the whole step before the GPU starts it (as in a
+training step, whose host runs ahead): the GPU's own time.
 
   python3 benchmarks/backward.py --kernels build/torch-kernels --out X.json
 """
@@ -17,7 +20,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 import coda_torch  # noqa: E402
-from timing import interleaved_ms  # noqa: E402
+from timing import QUEUE_LEAD_MS, interleaved_ms, queued_ms  # noqa: E402
 
 TOKENS, VOCAB, SEQ = 16384, 32768, 2048
 SIZES = {2048: 5632, 4096: 11008}
@@ -97,21 +100,33 @@ def measure(kernels, hidden_sizes, record, head_dim=128, cases=None):
     torch.backends.cuda.matmul.allow_tf32 = False
     coda_torch.load(kernels)
 
-    def compare(case, shape, ops, make_step):
+    def compare(case, shape, ops, make_step, queued=False):
         if cases and not any(case.startswith(c) for c in cases):
             return
         # In interleaved rounds, so that clock and power drift reach every
         # side alike.
-        times = interleaved_ms({side: make_step(op) for side, op in
-                                zip(("coda", "torch_eager", "torch_compile"), ops)})
+        steps = {side: make_step(op) for side, op in
+                 zip(("coda", "torch_eager", "torch_compile"), ops)}
+        times = interleaved_ms(steps)
         ms = {side: statistics.median(t) for side, t in times.items()}
         row = {"case": case, "shape": shape, "coda_ms": ms["coda"],
                "baselines": {"torch_eager": ms["torch_eager"],
                              "torch_compile": ms["torch_compile"]}}
-        record(row)
         print(f"{case} {shape}: coda {row['coda_ms']:.3f} ms; " + ", ".join(
             f"{k} {v:.3f} ms ({v / row['coda_ms']:.2f}x)" for k, v in row["baselines"].items()),
             flush=True)
+        if queued:
+            # Each step queued behind a sleep, the host ahead as in
+            # training: the GPU's time, without the host's launches.
+            gpu = queued_ms(steps, reps=20, lead_ms=QUEUE_LEAD_MS)
+            row["queued"] = {"coda_ms": gpu["coda"][0],
+                             "baselines": {side: gpu[side][0] for side in row["baselines"]},
+                             "host_ms": {side: host for side, (_, host) in gpu.items()}}
+            print(f"  queued (host ahead): coda {gpu['coda'][0]:.3f} ms; " + ", ".join(
+                f"{k} {v:.3f} ms ({v / gpu['coda'][0]:.2f}x)"
+                for k, v in row["queued"]["baselines"].items()) + "; host " + ", ".join(
+                f"{k} {v:.2f}" for k, v in row["queued"]["host_ms"].items()), flush=True)
+        record(row)
 
     swiglu = (coda_torch.linear_swiglu, eager_swiglu, torch.compile(eager_swiglu))
     ce = (coda_torch.linear_cross_entropy, eager_ce, torch.compile(eager_ce))
@@ -207,7 +222,7 @@ def measure(kernels, hidden_sizes, record, head_dim=128, cases=None):
 
         compare("llama_decoder_layer_fwd_bwd",
                 {"M": TOKENS, "batch": TOKENS // SEQ, "seq": SEQ, "hidden": hidden, "mlp": mlp,
-                 **heads}, (coda, eager, compiled), layer_step)
+                 **heads}, (coda, eager, compiled), layer_step, queued=True)
         # A layer inside a model: its input's row sums of squares come from
         # the previous layer's down-projection epilogue (carried on the
         # tensor, as coda_torch.llama's layers hand them on), so coda's layer
@@ -225,12 +240,12 @@ def measure(kernels, hidden_sizes, record, head_dim=128, cases=None):
 
         compare("llama_decoder_layer_inner_fwd_bwd",
                 {"M": TOKENS, "batch": TOKENS // SEQ, "seq": SEQ, "hidden": hidden, "mlp": mlp,
-                 **heads}, (coda, eager, compiled), inner_layer_step)
+                 **heads}, (coda, eager, compiled), inner_layer_step, queued=True)
         # The same with torch.compile around coda's (opaque) ops, fusing the
         # norms, residuals and attention glue as it does for eager's layer.
         compare("llama_decoder_layer_compiled_fwd_bwd",
                 {"M": TOKENS, "batch": TOKENS // SEQ, "seq": SEQ, "hidden": hidden, "mlp": mlp,
-                 **heads}, (torch.compile(coda), eager, compiled), layer_step)
+                 **heads}, (torch.compile(coda), eager, compiled), layer_step, queued=True)
         for name, layer in (("llama_decoder_layer_ops_fwd_bwd", ops),
                             ("llama_decoder_layer_ops_compiled_fwd_bwd", torch.compile(ops))):
             compare(name,

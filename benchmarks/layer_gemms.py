@@ -10,9 +10,11 @@ model, whose input's sums of squares the previous layer hands on.
 
 --plain is the GPU suite's primitives (plain_nt: x W^T); the layouts of the
 backward come from coda_torch's swiglu_mlp program (dX = dAcc W, dW =
-dAcc^T x, plain epilogues). --profile adds the layer's kernels, first and
-inside a model, each under the operator that launched it (torch.profiler),
-per step.
+dAcc^T x, plain epilogues). Each layer step is timed twice: synchronized
+(the host launches it while the GPU waits) and queued behind a sleep (the
+host ahead, as in training: its kernels and the gaps between them).
+--profile adds the layer's kernels, first and inside a model, each under
+the operator that launched it (torch.profiler), per step.
 """
 
 import argparse
@@ -29,7 +31,7 @@ import coda_runtime  # noqa: E402
 import coda_torch  # noqa: E402
 from coda_torch import ops  # noqa: E402
 from host_gaps import trace_events  # noqa: E402
-from timing import interleaved_ms, median_ms  # noqa: E402
+from timing import QUEUE_LEAD_MS, interleaved_ms, median_ms, queued_ms  # noqa: E402
 
 
 def layer_gemms(hidden, mlp):
@@ -126,6 +128,10 @@ def main():
         coda_torch.llama._hand_on_sum_sq(
             xi, xi.detach().reshape(-1, hidden).float().square().sum(-1))
         inner_ms = median_ms(lambda: layer_step(xi))
+        # The same with the host ahead, as a training step runs: each step
+        # queued behind a sleep before its first kernel starts.
+        queued = queued_ms({"layer": layer_step, "inner": lambda: layer_step(xi)}, reps=20,
+                           lead_ms=QUEUE_LEAD_MS)
         profile = kernels_by_operator(layer_step) if args.profile else []
         inner_profile = kernels_by_operator(lambda: layer_step(xi)) if args.profile else []
         heads = hidden // 128
@@ -139,6 +145,8 @@ def main():
             torch.nn.functional.scaled_dot_product_attention(
                 q, *kv, is_causal=True, enable_gqa=True).backward(do)
         attention_ms = median_ms(attention_step)
+        queued_attention_ms = queued_ms({"attention": attention_step}, reps=20,
+                                        lead_ms=QUEUE_LEAD_MS)["attention"][0]
         coda_gemms = sum(g["coda_ms"] for g in gemms)
         cublas_gemms = sum(g["cublas_ms"] for g in gemms)
         row = {"hidden": hidden, "mlp": mlp, "tokens": TOKENS, "layer_ms": layer_ms,
@@ -148,6 +156,13 @@ def main():
                "outside_over_cublas_gemms": (layer_ms - attention_ms) / cublas_gemms,
                "inner_layer_ms": inner_ms,
                "inner_outside_over_coda_gemms": (inner_ms - attention_ms) / coda_gemms,
+               "queued_layer_ms": queued["layer"][0], "queued_inner_layer_ms": queued["inner"][0],
+               "queued_attention_ms": queued_attention_ms,
+               "queued_host_ms": max(queued["layer"][1], queued["inner"][1]),
+               "queued_outside_over_coda_gemms":
+                   (queued["layer"][0] - queued_attention_ms) / coda_gemms,
+               "queued_inner_outside_over_coda_gemms":
+                   (queued["inner"][0] - queued_attention_ms) / coda_gemms,
                "gemms": gemms, "layer_kernels": profile,
                "inner_layer_kernels": inner_profile}
         rows.append(row)
@@ -156,6 +171,12 @@ def main():
               f"attention) / GEMMs: {row['outside_over_coda_gemms']:.3f} / "
               f"{row['outside_over_cublas_gemms']:.3f}; a layer inside a model {inner_ms:.3f} ms, "
               f"{row['inner_outside_over_coda_gemms']:.3f}", flush=True)
+        print(f"  host ahead (queued behind {QUEUE_LEAD_MS} ms; the host's step "
+              f"{row['queued_host_ms']:.3f} ms): layer {row['queued_layer_ms']:.3f} ms, "
+              f"attention {queued_attention_ms:.3f}, (layer - attention) / coda's GEMMs "
+              f"{row['queued_outside_over_coda_gemms']:.3f}; inside a model "
+              f"{row['queued_inner_layer_ms']:.3f} ms, "
+              f"{row['queued_inner_outside_over_coda_gemms']:.3f}", flush=True)
         for g in gemms:
             print(f"  {g['gemm']:>11} {g['layout']} {g['M']} x {g['N']} x {g['K']}: "
                   f"coda {g['coda_ms']:.3f} ms, cuBLAS {g['cublas_ms']:.3f}", flush=True)

@@ -15,50 +15,17 @@ beside them.
 """
 
 import os
-import statistics
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 import coda_torch  # noqa: E402
 from coda_torch import ops  # noqa: E402
+from timing import queued_ms  # noqa: E402
 
 
 TOKENS = 8192
-
-
-def gpu_ms(fns, reps=30, lead_ms=0.5):
-    """interleaved_ms's rounds (L2 flushed before each call, the order
-    rotating), each call queued behind a sleep of lead_ms on the GPU:
-    name -> (median GPU ms, median host ms per call)."""
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    begin.record()
-    torch.cuda._sleep(1 << 20)
-    end.record()
-    end.synchronize()
-    cycles = int((1 << 20) * lead_ms / begin.elapsed_time(end))
-    names = list(fns)
-    for name in names:
-        fns[name]()
-    gpu, host = {name: [] for name in names}, {name: [] for name in names}
-    for r in range(reps):
-        for i in range(len(names)):
-            name = names[(i + r) % len(names)]
-            flush.zero_()
-            torch.cuda._sleep(cycles)
-            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            begin.record()
-            start = time.perf_counter()
-            fns[name]()
-            host[name].append((time.perf_counter() - start) * 1000)
-            end.record()
-            end.synchronize()
-            gpu[name].append(begin.elapsed_time(end))
-    return {name: (statistics.median(gpu[name]), statistics.median(host[name]))
-            for name in names}
 
 
 def main():
@@ -93,7 +60,7 @@ def main():
         concatenated = ops._norm_rope_backward_parts([(n, torch.cat(grads, 1))], *tail)
         split = ops._norm_rope_backward_parts(list(zip(sizes, grads)), *tail)
         assert all(torch.equal(a, b) for a, b in zip(concatenated, split))
-        times = gpu_ms({
+        times = queued_ms({
             "cat": lambda: torch.cat(grads, 1), "adjoint": whole,
             "cat + adjoint": lambda: (torch.cat(grads, 1), whole()), "segments": segments,
             "backward, concatenated": lambda: ops._norm_rope_backward_parts(

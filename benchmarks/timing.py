@@ -3,10 +3,15 @@ L2 flushed before every repetition."""
 
 import json
 import statistics
+import time
 
 import torch
 
 _flush = None
+
+# A lead for queued_ms longer than the host takes to launch a decoder
+# layer's forward + backward (about 4 ms at 16384 tokens).
+QUEUE_LEAD_MS = 15.0
 
 
 def median_ms(fn, reps=20, warmup=3):
@@ -53,6 +58,43 @@ def interleaved_ms(fns, reps=20, warmup=3):
             end.synchronize()
             times[name].append(start.elapsed_time(end))
     return times
+
+
+def queued_ms(fns, reps=30, lead_ms=0.5):
+    """interleaved_ms's rounds (L2 flushed before each call, the order
+    rotating), each call queued behind a sleep of lead_ms on the GPU, so
+    that the host has launched it whole before its first kernel starts (as
+    in a training step, whose host runs ahead; lead_ms must exceed the
+    host's time per call, which is returned to check): name -> (median GPU
+    ms, median host ms per call)."""
+    global _flush
+    if _flush is None:
+        _flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    begin.record()
+    torch.cuda._sleep(1 << 20)
+    end.record()
+    end.synchronize()
+    cycles = int((1 << 20) * lead_ms / begin.elapsed_time(end))
+    names = list(fns)
+    for name in names:
+        fns[name]()
+    gpu, host = {name: [] for name in names}, {name: [] for name in names}
+    for r in range(reps):
+        for i in range(len(names)):
+            name = names[(i + r) % len(names)]
+            _flush.zero_()
+            torch.cuda._sleep(cycles)
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin.record()
+            start = time.perf_counter()
+            fns[name]()
+            host[name].append((time.perf_counter() - start) * 1000)
+            end.record()
+            end.synchronize()
+            gpu[name].append(begin.elapsed_time(end))
+    return {name: (statistics.median(gpu[name]), statistics.median(host[name]))
+            for name in names}
 
 
 def median_ratio(base, times):
