@@ -179,6 +179,9 @@ def main():
                         "alone (default: the host runs ahead, losses read at the end)")
     parser.add_argument("--fsdp", action="store_true",
                         help="shard with FSDP2 (under torchrun, one or more processes)")
+    parser.add_argument("--dependent-launch", action="store_true",
+                        help="launch coda's kernels with programmatic stream serialization "
+                        "(coda_torch.set_dependent_launch(True))")
     args = parser.parse_args()
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
@@ -191,6 +194,7 @@ def main():
             raise SystemExit(f"--batch {args.batch} must divide among {world} GPUs")
     torch.backends.cuda.matmul.allow_tf32 = False
     coda_torch.load(args.kernels)
+    coda_torch.set_dependent_launch(args.dependent_launch)
     # No KV cache: training reads none, and building one concatenates each
     # layer's keys and values every step.
     config = getattr(transformers, f"{args.family}Config")(

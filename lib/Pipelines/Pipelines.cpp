@@ -20,6 +20,13 @@
 
 using namespace mlir;
 
+/// Whether `chip` (sm_NN[a]) has griddepcontrol: sm_90 and later.
+static bool hasGridDependencyControl(StringRef chip) {
+  unsigned arch = 0;
+  return chip.consume_front("sm_") &&
+         !chip.take_while(llvm::isDigit).getAsInteger(10, arch) && arch >= 90;
+}
+
 void mlir::coda::buildCodaToLLVMCPUPipeline(OpPassManager &pm) {
   pm.addPass(createCodaSimplifyMath());
   pm.addPass(createCodaLowerToLinalg());
@@ -102,6 +109,8 @@ void mlir::coda::buildCodaToGPUBinaryPipeline(
   // after the kernels' conversion to NVVM: the GEMM kernels take their TMA
   // descriptors by value.
   pm.addPass(createGpuKernelOutliningPass());
+  if (hasGridDependencyControl(kernels.chip))
+    pm.addNestedPass<gpu::GPUModuleOp>(createCodaDependentLaunch());
   if (!manifest.empty()) {
     CodaExportKernelManifestOptions exported;
     exported.path = manifest.str();

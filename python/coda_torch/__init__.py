@@ -20,9 +20,10 @@ in its program). Needs the `coda_runtime` extension
 from . import llama
 from .ops import (linear_cross_entropy, linear_norm_cross_entropy, linear_norm_qkv_rope,
                   linear_qkv_rope, linear_residual_norm, linear_swiglu, load, norm_swiglu_mlp,
-                  quantize_rows, scale_columns, sum_squares, swiglu_mlp, swiglu_mlp_fp8)
+                  quantize_rows, scale_columns, set_dependent_launch, sum_squares, swiglu_mlp,
+                  swiglu_mlp_fp8)
 
 __all__ = ["linear_cross_entropy", "linear_norm_cross_entropy", "linear_norm_qkv_rope",
            "linear_qkv_rope", "linear_residual_norm", "linear_swiglu", "llama", "load",
-           "norm_swiglu_mlp", "quantize_rows", "scale_columns", "sum_squares", "swiglu_mlp",
-           "swiglu_mlp_fp8"]
+           "norm_swiglu_mlp", "quantize_rows", "scale_columns", "set_dependent_launch",
+           "sum_squares", "swiglu_mlp", "swiglu_mlp_fp8"]

@@ -7,6 +7,8 @@ import coda_runtime
 import torch
 
 _modules = {}
+# set_dependent_launch's setting, which load gives each module it loads.
+_dependent_launch = False
 
 
 def load(directory):
@@ -16,6 +18,19 @@ def load(directory):
         path = os.path.join(directory, name)
         if os.path.isfile(os.path.join(path, "manifest.json")):
             _modules[name] = coda_runtime.Module(path)
+            _modules[name].dependent_launch = _dependent_launch
+
+
+def set_dependent_launch(enabled: bool) -> None:
+    """Whether coda's kernels are launched with programmatic stream
+    serialization, each scheduled as the kernel before it in the stream
+    exits (it waits for that kernel before touching memory;
+    docs/KernelABI.md, dependent_launch). Off by default: each is launched
+    after the one before has ended."""
+    global _dependent_launch
+    _dependent_launch = bool(enabled)
+    for module in _modules.values():
+        module.dependent_launch = _dependent_launch
 
 
 def _kernels(program, function, *roles):

@@ -51,13 +51,26 @@ enum : int {
   CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
 };
 
-/// CUlaunchConfig (cuda.h); the runtime passes no launch attributes.
+/// CUlaunchAttribute (cuda.h): an id and a 64-byte value, of which the
+/// runtime sets one: programmatic stream serialization (an int).
+enum : int { CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6 };
+struct alignas(8) CUlaunchAttribute {
+  int id;
+  char pad[4];
+  union {
+    char bytes[64];
+    int programmaticStreamSerializationAllowed;
+  } value;
+};
+static_assert(sizeof(CUlaunchAttribute) == 72, "CUlaunchAttribute's layout");
+
+/// CUlaunchConfig (cuda.h).
 struct CUlaunchConfig {
   unsigned gridDimX, gridDimY, gridDimZ;
   unsigned blockDimX, blockDimY, blockDimZ;
   unsigned sharedMemBytes;
   CUstream hStream;
-  void *attrs;
+  CUlaunchAttribute *attrs;
   unsigned numAttrs;
 };
 
@@ -76,6 +89,8 @@ struct Driver {
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned,
                              unsigned, unsigned, unsigned, CUstream, void **,
                              void **);
+  CUresult (*cuLaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **,
+                               void **);
   CUresult (*cuGetErrorName)(CUresult, const char **);
   CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);
   CUresult (*cuMemFree)(CUdeviceptr);

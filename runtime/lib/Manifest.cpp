@@ -463,6 +463,9 @@ Manifest Manifest::parse(const std::string &text) {
         kernel.cluster[0] = dims[0];
       }
     }
+    const std::string dependentLaunch(abi::kDependentLaunch);
+    if (const Json *dependent = optional(k, dependentLaunch.c_str()))
+      kernel.dependentLaunch = boolean(*dependent, ctx + " " + dependentLaunch);
     std::vector<int64_t> block =
         intList(member(k, "block", ctx), ctx + " block");
     if (block.size() != 3)

@@ -155,6 +155,9 @@ struct Module::Impl {
   /// The workspace launchFunction uses when given none (allocated at the
   /// first such call, for the largest of the module's functions).
   CUdeviceptr workspace = 0;
+  /// Whether kernels marked dependent_launch are launched with programmatic
+  /// stream serialization (setDependentLaunch).
+  bool dependentLaunch = false;
 };
 
 std::unique_ptr<Module> Module::load(const std::string &directory,
@@ -327,6 +330,26 @@ void Module::launchSpec(const KernelSpec &kernel, const GemmSizes &sizes,
     }
     }
   }
+  if (kernel.dependentLaunch && impl_->dependentLaunch) {
+    // The kernel waits for the grid before it (griddepcontrol.wait), so it
+    // may be scheduled as that grid exits.
+    CUlaunchAttribute attribute{};
+    attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attribute.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig config{unsigned(grid[0]),
+                          unsigned(grid[1]),
+                          unsigned(grid[2]),
+                          unsigned(kernel.block[0]),
+                          unsigned(kernel.block[1]),
+                          unsigned(kernel.block[2]),
+                          unsigned(kernel.sharedMemoryBytes),
+                          reinterpret_cast<CUstream>(stream),
+                          &attribute,
+                          1};
+    check(d.cuLaunchKernelEx(&config, function, params.data(), nullptr),
+          [&] { return "launching " + name; });
+    return;
+  }
   check(d.cuLaunchKernel(
             function, unsigned(grid[0]), unsigned(grid[1]), unsigned(grid[2]),
             unsigned(kernel.block[0]), unsigned(kernel.block[1]),
@@ -334,6 +357,12 @@ void Module::launchSpec(const KernelSpec &kernel, const GemmSizes &sizes,
             reinterpret_cast<CUstream>(stream), params.data(), nullptr),
         [&] { return "launching " + name; });
 }
+
+void Module::setDependentLaunch(bool enabled) {
+  impl_->dependentLaunch = enabled;
+}
+
+bool Module::dependentLaunch() const { return impl_->dependentLaunch; }
 
 void Module::setCallback(const std::string &name, Callback callback) {
   impl_->callbacks[name] = std::move(callback);

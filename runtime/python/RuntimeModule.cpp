@@ -112,6 +112,12 @@ PYBIND11_MODULE(_coda_runtime, m) {
              return Module::load(directory, device);
            }),
            py::arg("directory"), py::arg("device") = 0)
+      .def_property("dependent_launch", &Module::dependentLaunch,
+                    &Module::setDependentLaunch,
+                    "Whether kernels marked dependent_launch in the manifest "
+                    "are launched with programmatic stream serialization, "
+                    "scheduled as the kernel before them exits (False by "
+                    "default).")
       .def_property_readonly("kernels",
                              [](const Module &self) {
                                std::vector<std::string> names;

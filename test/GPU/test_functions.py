@@ -167,9 +167,13 @@ def test_block_arguments_are_checked(block):
 
 
 @SMALL_BLOCKS
-def test_block_replays_in_a_cuda_graph(block):
+@pytest.mark.parametrize("dependent", [False, True], ids=["", "dependent_launch"])
+def test_block_replays_in_a_cuda_graph(block, dependent):
+    # Also with the kernels launched with programmatic stream serialization
+    # (dependent_launch): captured, the graph keeps their dependencies.
     name, tokens, hidden, heads, mlp = block
     module = coda_runtime.Module(os.path.join(BUILD, name))
+    module.dependent_launch = dependent
     module.set_callback("attention", attention_callback(heads))
     inputs = make_inputs(tokens, hidden, heads, mlp, seed=1)
     # NaN temporaries, as in test_block_matches_pytorch: an element read

@@ -394,6 +394,30 @@ def test_llama_patch_reads_nothing_back():
         torch.cuda.set_sync_debug_mode("default")
 
 
+def test_llama_patch_dependent_launch():
+    # With coda's kernels launched with programmatic stream serialization
+    # (each waits for the kernel before it before touching memory), a
+    # training step's loss and gradients are those of the plain launches,
+    # bit for bit (Hugging Face's eager attention: cuDNN's backward
+    # accumulates dQ in an order of its own).
+    _, patched = llama_pair("Llama", use_cache=False, attn_implementation="eager")
+    coda_torch.llama.apply(patched)
+    ids = torch.randint(0, 1000, (2, 128), device="cuda")
+    results = []
+    try:
+        for dependent in (False, True):
+            coda_torch.set_dependent_launch(dependent)
+            patched.zero_grad(set_to_none=True)
+            loss = patched(input_ids=ids, labels=ids).loss
+            loss.backward()
+            results.append((loss.detach(), [p.grad.clone() for p in patched.parameters()]))
+    finally:
+        coda_torch.set_dependent_launch(False)
+    assert torch.equal(results[0][0], results[1][0])
+    for off, on in zip(results[0][1], results[1][1]):
+        assert torch.equal(off, on)
+
+
 def test_llama_patch_keeps_packed_sequences():
     # Given position ids (two sequences packed in each row), the mask
     # builder still finds the packing: the patched model masks attention

@@ -22,6 +22,7 @@ def edited(change):
 write("escaped", text.replace('"name": "norm_gemm0"', '"name": "norm\\u005fgemm0"', 1))
 write("fraction", edited(lambda k: k.update(stages=4.5)))
 write("flag", edited(lambda k: k.update(transpose_b="yes")))
+write("dependent", edited(lambda k: k.update(dependent_launch="yes")))
 write("source", edited(lambda k: k["params"][0].update(source="host")))
 write("truncated", text[: len(text) // 2])
 write("missing", edited(lambda k: k.pop("shared_memory_bytes")))

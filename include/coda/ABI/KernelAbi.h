@@ -32,6 +32,12 @@ namespace coda::abi {
 inline constexpr std::string_view kFormat = "coda-kernels";
 inline constexpr int kVersion = 5;
 
+/// A kernel's optional flag: it waits for the grids before it in its stream
+/// (griddepcontrol.wait) before it touches memory, so it may be launched
+/// with programmatic stream serialization, to start while the kernel before
+/// it finishes. A reader that ignores it launches the kernel as before.
+inline constexpr std::string_view kDependentLaunch = "dependent_launch";
+
 /// A kernel: a GEMM with its epilogue, the finish of block-reduction
 /// partials, or a loop nest outlined from the rest of a function (launched
 /// with the grid and block its function's program gives).

@@ -435,4 +435,32 @@ def CodaFastMathToNVVM : Pass<"coda-fast-math-to-nvvm", "gpu::GPUModuleOp"> {
   ];
 }
 
+def CodaDependentLaunch : Pass<"coda-dependent-launch", "gpu::GPUModuleOp"> {
+  let summary = "make each kernel wait for the grid before it in its "
+                "stream, so that it may be launched before that grid has "
+                "finished (programmatic dependent launch)";
+  let description = [{
+    Every kernel of the `gpu.module` begins with `griddepcontrol.wait`: it
+    touches no memory before the grids launched ahead of it in the stream
+    have completed and their writes are visible (it reads nothing they
+    write and overwrites nothing they read any earlier than it would
+    otherwise). Each kernel is marked `coda.dependent_launch`, which the
+    kernel manifest records (`dependent_launch`): such a kernel may be
+    launched with programmatic stream serialization (the runtime's
+    `setDependentLaunch`), to be scheduled as the kernel before it exits
+    rather than after its end. No kernel signals its dependents early
+    (`griddepcontrol.launch_dependents`); launched without the attribute
+    (by a reader of older manifests, or after a kernel that is not a coda
+    kernel) the wait returns at once and the kernel runs as before.
+
+    ```mlir
+    gpu.func @k(...) kernel {
+      nvvm.griddepcontrol wait
+      ...
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::NVVM::NVVMDialect"];
+}
+
 #endif // CODA_CONVERSION_PASSES_TD

@@ -15,6 +15,7 @@
 #include "GemmKernel.h"
 
 #include "coda/ABI/KernelAbi.h"
+#include "coda/Conversion/CodaToGPU/CodaToGPU.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -288,15 +289,18 @@ private:
       gridJson.push_back(std::to_string(grid[i]));
       blockJson.push_back(block[i]);
     }
-    kernels.push_back(json::Object{{"kind", abiName(abi::KernelKind::loop)},
-                                   {"name", name},
-                                   {"symbol", kernel.getName().str()},
-                                   {"module", name},
-                                   {"function", function.getSymName().str()},
-                                   {"grid", std::move(gridJson)},
-                                   {"block", std::move(blockJson)},
-                                   {"shared_memory_bytes", 0},
-                                   {"params", std::move(params)}});
+    json::Object entry{{"kind", abiName(abi::KernelKind::loop)},
+                       {"name", name},
+                       {"symbol", kernel.getName().str()},
+                       {"module", name},
+                       {"function", function.getSymName().str()},
+                       {"grid", std::move(gridJson)},
+                       {"block", std::move(blockJson)},
+                       {"shared_memory_bytes", 0},
+                       {"params", std::move(params)}};
+    if (kernel->hasAttr(kDependentLaunchAttrName))
+      entry[std::string(::coda::abi::kDependentLaunch)] = true;
+    kernels.push_back(std::move(entry));
     addStep(json::Object{{"launch", name}, {"args", std::move(args)}});
     return success();
   }

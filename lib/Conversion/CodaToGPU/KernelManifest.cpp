@@ -61,6 +61,8 @@ struct CodaExportKernelManifestPass
       entry["name"] = kernel.getName().str();
       entry["module"] =
           kernel->getParentOfType<gpu::GPUModuleOp>().getName().str();
+      if (kernel->hasAttr(mlir::coda::kDependentLaunchAttrName))
+        entry[std::string(::coda::abi::kDependentLaunch)] = true;
       kernels.push_back(std::move(entry));
     });
     llvm::json::Array functions;

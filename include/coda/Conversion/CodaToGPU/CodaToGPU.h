@@ -22,7 +22,15 @@ namespace coda {
 #define GEN_PASS_DECL_CODATENSORMAPPARAMS
 #define GEN_PASS_DECL_CODAFP8TONVVM
 #define GEN_PASS_DECL_CODAFASTMATHTONVVM
+#define GEN_PASS_DECL_CODADEPENDENTLAUNCH
 #include "coda/Conversion/Passes.h.inc"
+
+/// A kernel that waits for the grids before it in its stream before it
+/// touches memory (--coda-dependent-launch): the manifest's
+/// `dependent_launch`, on which the runtime launches it with programmatic
+/// stream serialization.
+inline constexpr llvm::StringLiteral kDependentLaunchAttrName =
+    "coda.dependent_launch";
 
 /// The patterns of --coda-to-gpu: every coda.gemm on memrefs inside a
 /// function becomes a kernel in the `coda_kernels` gpu.module (configured by

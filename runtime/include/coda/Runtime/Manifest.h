@@ -97,6 +97,10 @@ struct KernelSpec {
   /// loop: the grid its launch was compiled with.
   int64_t grid[3] = {1, 1, 1};
   int64_t sharedMemoryBytes = 0;
+  /// The kernel waits for the grids before it in its stream before it
+  /// touches memory (`dependent_launch`): it is launched with programmatic
+  /// stream serialization, its start overlapping the previous kernel's end.
+  bool dependentLaunch = false;
   /// A GEMM compiled once per configuration and dispatched by K or by
   /// waves: every variant names the kernel launched for it (`variantOf`:
   /// the variant for the largest K, or the first weighed) and, dispatched

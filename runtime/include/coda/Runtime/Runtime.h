@@ -45,6 +45,13 @@ public:
       std::function<void(const std::vector<Argument> &, uint64_t stream)>;
   void setCallback(const std::string &name, Callback callback);
 
+  /// On, kernels marked `dependent_launch` (they wait for the grids before
+  /// them before touching memory) are launched with programmatic stream
+  /// serialization: each may be scheduled as the kernel before it in the
+  /// stream exits. Off (the default), they are launched as any other.
+  void setDependentLaunch(bool enabled);
+  bool dependentLaunch() const;
+
   /// Runs `function` whole as its program in the manifest says: checks
   /// `args` (its arguments, outputs last), the callbacks its calls need,
   /// `workspace` and every step's launch (validateFunctionLaunch,
