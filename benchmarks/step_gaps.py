@@ -8,7 +8,6 @@ launched the kernel after each such gap.
 
   PYTHONPATH=<runtime> python3 benchmarks/step_gaps.py <torch kernels> [coda|torch_compile] [2048|4096]
 """
-import bisect
 import collections
 import os
 import sys
@@ -17,7 +16,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 import coda_torch  # noqa: E402
-from host_gaps import trace_events, training_step  # noqa: E402
+from host_gaps import innermost, trace_events, training_step  # noqa: E402
 
 STEPS = 6
 
@@ -48,11 +47,7 @@ def main():
 
     def operator(t):
         """The innermost operator running on the host at time t."""
-        best = None
-        i = bisect.bisect_right(starts, t)
-        for e in ops[max(0, i - 2000):i]:
-            if e["ts"] + e["dur"] >= t and (best is None or e["dur"] < best["dur"]):
-                best = e
+        best = innermost(ops, starts, t, lambda e: True)
         return best["name"] if best else "-"
 
     first, last = marks[2] + 1, marks[5]

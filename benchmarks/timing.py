@@ -15,22 +15,48 @@ QUEUE_LEAD_MS = 15.0
 
 
 def median_ms(fn, reps=20, warmup=3):
+    """The median GPU ms of `fn` over `reps` calls, L2 flushed before each."""
+    return statistics.median(_rounds({"fn": fn}, reps, warmup)[0]["fn"])
+
+
+def _rounds(fns, reps, warmup, lead_ms=0.0):
+    """Times every function of `fns` (name -> callable) in rounds: each
+    round runs each function once (L2 flushed before each, then queued
+    behind a sleep of lead_ms on the GPU if given), in an order that
+    rotates from round to round. Returns name -> list of per-round GPU ms
+    and name -> list of per-round host ms (the call's own)."""
     global _flush
     if _flush is None:
         _flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        _flush.zero_()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
+    cycles = 0
+    if lead_ms:
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
+        torch.cuda._sleep(1 << 20)
         end.record()
         end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+        cycles = int((1 << 20) * lead_ms / begin.elapsed_time(end))
+    names = list(fns)
+    for name in names:
+        for _ in range(warmup):
+            fns[name]()
+    torch.cuda.synchronize()
+    gpu, host = {name: [] for name in names}, {name: [] for name in names}
+    for r in range(reps):
+        for i in range(len(names)):
+            name = names[(i + r) % len(names)]
+            _flush.zero_()
+            if cycles:
+                torch.cuda._sleep(cycles)
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin.record()
+            start = time.perf_counter()
+            fns[name]()
+            host[name].append((time.perf_counter() - start) * 1000)
+            end.record()
+            end.synchronize()
+            gpu[name].append(begin.elapsed_time(end))
+    return gpu, host
 
 
 def interleaved_ms(fns, reps=20, warmup=3):
@@ -38,26 +64,7 @@ def interleaved_ms(fns, reps=20, warmup=3):
     round runs each function once (L2 flushed before each), in an order that
     rotates from round to round, so that clock and thermal drift reach all of
     them alike. Returns name -> list of per-round milliseconds."""
-    global _flush
-    if _flush is None:
-        _flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-    names = list(fns)
-    for name in names:
-        for _ in range(warmup):
-            fns[name]()
-    torch.cuda.synchronize()
-    times = {name: [] for name in names}
-    for r in range(reps):
-        for i in range(len(names)):
-            name = names[(i + r) % len(names)]
-            _flush.zero_()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fns[name]()
-            end.record()
-            end.synchronize()
-            times[name].append(start.elapsed_time(end))
-    return times
+    return _rounds(fns, reps, warmup)[0]
 
 
 def queued_ms(fns, reps=30, lead_ms=0.5):
@@ -67,34 +74,9 @@ def queued_ms(fns, reps=30, lead_ms=0.5):
     in a training step, whose host runs ahead; lead_ms must exceed the
     host's time per call, which is returned to check): name -> (median GPU
     ms, median host ms per call)."""
-    global _flush
-    if _flush is None:
-        _flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    begin.record()
-    torch.cuda._sleep(1 << 20)
-    end.record()
-    end.synchronize()
-    cycles = int((1 << 20) * lead_ms / begin.elapsed_time(end))
-    names = list(fns)
-    for name in names:
-        fns[name]()
-    gpu, host = {name: [] for name in names}, {name: [] for name in names}
-    for r in range(reps):
-        for i in range(len(names)):
-            name = names[(i + r) % len(names)]
-            _flush.zero_()
-            torch.cuda._sleep(cycles)
-            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            begin.record()
-            start = time.perf_counter()
-            fns[name]()
-            host[name].append((time.perf_counter() - start) * 1000)
-            end.record()
-            end.synchronize()
-            gpu[name].append(begin.elapsed_time(end))
+    gpu, host = _rounds(fns, reps, 1, lead_ms)
     return {name: (statistics.median(gpu[name]), statistics.median(host[name]))
-            for name in names}
+            for name in fns}
 
 
 def median_ratio(base, times):
