@@ -13,7 +13,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 import coda_torch  # noqa: E402
-from backward import SEQ, SIZES, TOKENS, decoder_layers  # noqa: E402
+from backward import SEQ, SIZES, TOKENS, decoder_layers, inside_a_model, layer_step  # noqa: E402
 from timing import QUEUE_LEAD_MS, queued_ms  # noqa: E402
 
 
@@ -23,17 +23,14 @@ def main():
         _, coda, _, tables = decoder_layers(hidden, SIZES[hidden])
         xb = torch.randn(TOKENS // SEQ, SEQ, hidden, device="cuda").bfloat16().requires_grad_()
         dyb = torch.randn_like(xb)
-        # Inside a model: the input's sums of squares handed on.
-        xi = xb.detach().clone().requires_grad_()
-        coda_torch.llama._hand_on_sum_sq(
-            xi, xi.detach().reshape(-1, hidden).float().square().sum(-1))
+        xi = inside_a_model(xb)
 
         def step(dependent, x):
+            layer = layer_step(coda, x, dyb, tables)
+
             def run():
                 coda_torch.set_dependent_launch(dependent)
-                x.grad = None
-                coda.zero_grad(set_to_none=True)
-                coda(x, position_embeddings=tables).backward(dyb)
+                layer()
             return run
         steps = {"on": step(True, xb), "off": step(False, xb),
                  "inner on": step(True, xi), "inner off": step(False, xi)}
@@ -43,7 +40,7 @@ def main():
                 f"{name} {ms:.3f} ms" for name, (ms, _) in t.items())
                 + f"; off / on {t['off'][0] / t['on'][0]:.4f}, inside a model "
                 f"{t['inner off'][0] / t['inner on'][0]:.4f}", flush=True)
-        coda_torch.set_dependent_launch(False)
+        coda_torch.set_dependent_launch(True)
         del coda
         torch.cuda.empty_cache()
 

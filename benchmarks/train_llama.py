@@ -179,9 +179,10 @@ def main():
                         "alone (default: the host runs ahead, losses read at the end)")
     parser.add_argument("--fsdp", action="store_true",
                         help="shard with FSDP2 (under torchrun, one or more processes)")
-    parser.add_argument("--dependent-launch", action="store_true",
+    parser.add_argument("--dependent-launch", action=argparse.BooleanOptionalAction,
+                        default=True,
                         help="launch coda's kernels with programmatic stream serialization "
-                        "(coda_torch.set_dependent_launch(True))")
+                        "(coda_torch.set_dependent_launch; on by default)")
     args = parser.parse_args()
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))

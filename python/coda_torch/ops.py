@@ -8,7 +8,7 @@ import torch
 
 _modules = {}
 # set_dependent_launch's setting, which load gives each module it loads.
-_dependent_launch = False
+_dependent_launch = True
 
 
 def load(directory):
@@ -25,8 +25,8 @@ def set_dependent_launch(enabled: bool) -> None:
     """Whether coda's kernels are launched with programmatic stream
     serialization, each scheduled as the kernel before it in the stream
     exits (it waits for that kernel before touching memory;
-    docs/KernelABI.md, dependent_launch). Off by default: each is launched
-    after the one before has ended."""
+    docs/KernelABI.md, dependent_launch). On by default; off, each is
+    launched after the one before has ended."""
     global _dependent_launch
     _dependent_launch = bool(enabled)
     for module in _modules.values():

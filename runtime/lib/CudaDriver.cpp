@@ -36,7 +36,6 @@ Driver loadDriver() {
   lookup(library, d.cuModuleUnload, "cuModuleUnload");
   lookup(library, d.cuModuleGetFunction, "cuModuleGetFunction");
   lookup(library, d.cuFuncSetAttribute, "cuFuncSetAttribute");
-  lookup(library, d.cuLaunchKernel, "cuLaunchKernel");
   lookup(library, d.cuLaunchKernelEx, "cuLaunchKernelEx");
   lookup(library, d.cuGetErrorName, "cuGetErrorName");
   lookup(library, d.cuMemAlloc, "cuMemAlloc_v2");

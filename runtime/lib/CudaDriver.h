@@ -86,9 +86,6 @@ struct Driver {
   CUresult (*cuModuleUnload)(CUmodule);
   CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
   CUresult (*cuFuncSetAttribute)(CUfunction, int, int);
-  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned,
-                             unsigned, unsigned, unsigned, CUstream, void **,
-                             void **);
   CUresult (*cuLaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **,
                                void **);
   CUresult (*cuGetErrorName)(CUresult, const char **);

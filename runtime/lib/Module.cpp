@@ -81,9 +81,9 @@ CUtensorMap descriptor(const ParamSpec &p, const TensorRef &t) {
   return map;
 }
 
-/// Kernel parameter bytes, and the pointers cuLaunchKernel wants, in
+/// Kernel parameter bytes, and the pointers cuLaunchKernelEx wants, in
 /// storage of fixed size: a launch allocates nothing. Each value is placed
-/// at its alignment (a TMA descriptor's is 64 bytes); cuLaunchKernel copies
+/// at its alignment (a TMA descriptor's is 64 bytes); cuLaunchKernelEx copies
 /// each parameter from its pointer into the kernel's parameter space.
 class ParamBuffer {
 public:
@@ -156,8 +156,8 @@ struct Module::Impl {
   /// first such call, for the largest of the module's functions).
   CUdeviceptr workspace = 0;
   /// Whether kernels marked dependent_launch are launched with programmatic
-  /// stream serialization (setDependentLaunch).
-  bool dependentLaunch = false;
+  /// stream serialization (setDependentLaunch; on unless turned off).
+  bool dependentLaunch = true;
 };
 
 std::unique_ptr<Module> Module::load(const std::string &directory,
@@ -330,31 +330,23 @@ void Module::launchSpec(const KernelSpec &kernel, const GemmSizes &sizes,
     }
     }
   }
-  if (kernel.dependentLaunch && impl_->dependentLaunch) {
-    // The kernel waits for the grid before it (griddepcontrol.wait), so it
-    // may be scheduled as that grid exits.
-    CUlaunchAttribute attribute{};
-    attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attribute.value.programmaticStreamSerializationAllowed = 1;
-    CUlaunchConfig config{unsigned(grid[0]),
-                          unsigned(grid[1]),
-                          unsigned(grid[2]),
-                          unsigned(kernel.block[0]),
-                          unsigned(kernel.block[1]),
-                          unsigned(kernel.block[2]),
-                          unsigned(kernel.sharedMemoryBytes),
-                          reinterpret_cast<CUstream>(stream),
-                          &attribute,
-                          1};
-    check(d.cuLaunchKernelEx(&config, function, params.data(), nullptr),
-          [&] { return "launching " + name; });
-    return;
-  }
-  check(d.cuLaunchKernel(
-            function, unsigned(grid[0]), unsigned(grid[1]), unsigned(grid[2]),
-            unsigned(kernel.block[0]), unsigned(kernel.block[1]),
-            unsigned(kernel.block[2]), unsigned(kernel.sharedMemoryBytes),
-            reinterpret_cast<CUstream>(stream), params.data(), nullptr),
+  // A kernel that waits for the grid before it (griddepcontrol.wait) may be
+  // scheduled as that grid exits, where the module asks for it.
+  CUlaunchAttribute dependent{};
+  dependent.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  dependent.value.programmaticStreamSerializationAllowed = 1;
+  bool isDependent = kernel.dependentLaunch && impl_->dependentLaunch;
+  CUlaunchConfig config{unsigned(grid[0]),
+                        unsigned(grid[1]),
+                        unsigned(grid[2]),
+                        unsigned(kernel.block[0]),
+                        unsigned(kernel.block[1]),
+                        unsigned(kernel.block[2]),
+                        unsigned(kernel.sharedMemoryBytes),
+                        reinterpret_cast<CUstream>(stream),
+                        isDependent ? &dependent : nullptr,
+                        isDependent ? 1u : 0u};
+  check(d.cuLaunchKernelEx(&config, function, params.data(), nullptr),
         [&] { return "launching " + name; });
 }
 

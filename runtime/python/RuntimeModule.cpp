@@ -116,7 +116,7 @@ PYBIND11_MODULE(_coda_runtime, m) {
                     &Module::setDependentLaunch,
                     "Whether kernels marked dependent_launch in the manifest "
                     "are launched with programmatic stream serialization, "
-                    "scheduled as the kernel before them exits (False by "
+                    "scheduled as the kernel before them exits (True by "
                     "default).")
       .def_property_readonly("kernels",
                              [](const Module &self) {

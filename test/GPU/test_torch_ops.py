@@ -412,7 +412,7 @@ def test_llama_patch_dependent_launch():
             loss.backward()
             results.append((loss.detach(), [p.grad.clone() for p in patched.parameters()]))
     finally:
-        coda_torch.set_dependent_launch(False)
+        coda_torch.set_dependent_launch(True)
     assert torch.equal(results[0][0], results[1][0])
     for off, on in zip(results[0][1], results[1][1]):
         assert torch.equal(off, on)

@@ -48,7 +48,7 @@ public:
   /// On, kernels marked `dependent_launch` (they wait for the grids before
   /// them before touching memory) are launched with programmatic stream
   /// serialization: each may be scheduled as the kernel before it in the
-  /// stream exits. Off (the default), they are launched as any other.
+  /// stream exits (the default). Off, they are launched as any other.
   void setDependentLaunch(bool enabled);
   bool dependentLaunch() const;
 
