@@ -78,6 +78,29 @@ def decoder_layers(hidden, mlp, head_dim=128):
     return eager, coda, ops, tables
 
 
+def inside_a_model(x):
+    """A copy of the layer input `x` that carries its row sums of squares,
+    as the previous patched layer hands them on: coda's layer inside a model
+    takes them instead of computing them (torch's layers compute their
+    input norm in every layer)."""
+    xi = x.detach().clone().requires_grad_()
+    coda_torch.llama._hand_on_sum_sq(
+        xi, xi.detach().reshape(-1, xi.shape[-1]).float().square().sum(-1))
+    return xi
+
+
+def layer_step(layer, x, dy, tables):
+    """One forward + backward of a decoder layer on `x` with the upstream
+    gradient `dy`, its gradients cleared first."""
+    module = getattr(layer, "_orig_mod", layer)
+
+    def run():
+        x.grad = None
+        module.zero_grad(set_to_none=True)
+        layer(x, position_embeddings=tables).backward(dy)
+    return run
+
+
 def qkv_rope_inputs(hidden, head_dim=128):
     """Q/K/V with RoPE: hidden / head_dim query heads, a quarter of that for
     K and V, RoPE on the Q and K columns. Returns w (N x hidden, requiring
@@ -211,18 +234,12 @@ def measure(kernels, hidden_sizes, record, head_dim=128, cases=None):
         xb = torch.randn(TOKENS // SEQ, SEQ, hidden, device="cuda").bfloat16().requires_grad_()
         dyb = torch.randn_like(xb)
 
-        def layer_step(layer, x=xb):
-            module = getattr(layer, "_orig_mod", layer)
-
-            def run():
-                x.grad = None
-                module.zero_grad(set_to_none=True)
-                layer(x, position_embeddings=tables).backward(dyb)
-            return run
+        def first_layer_step(layer):
+            return layer_step(layer, xb, dyb, tables)
 
         compare("llama_decoder_layer_fwd_bwd",
                 {"M": TOKENS, "batch": TOKENS // SEQ, "seq": SEQ, "hidden": hidden, "mlp": mlp,
-                 **heads}, (coda, eager, compiled), layer_step, queued=True)
+                 **heads}, (coda, eager, compiled), first_layer_step, queued=True)
         # A layer inside a model: its input's row sums of squares come from
         # the previous layer's down-projection epilogue (carried on the
         # tensor, as coda_torch.llama's layers hand them on), so coda's layer
@@ -231,12 +248,10 @@ def measure(kernels, hidden_sizes, record, head_dim=128, cases=None):
         # adjoint takes it in an epilogue it runs anyway.)
         # Only coda's layer gets them, on a copy of the input (an attribute
         # on torch.compile's input would change what it guards on).
-        xi = xb.detach().clone().requires_grad_()
-        coda_torch.llama._hand_on_sum_sq(
-            xi, xi.detach().reshape(-1, hidden).float().square().sum(-1))
+        xi = inside_a_model(xb)
 
         def inner_layer_step(layer):
-            return layer_step(layer, xi if layer is coda else xb)
+            return layer_step(layer, xi if layer is coda else xb, dyb, tables)
 
         compare("llama_decoder_layer_inner_fwd_bwd",
                 {"M": TOKENS, "batch": TOKENS // SEQ, "seq": SEQ, "hidden": hidden, "mlp": mlp,
@@ -245,12 +260,12 @@ def measure(kernels, hidden_sizes, record, head_dim=128, cases=None):
         # norms, residuals and attention glue as it does for eager's layer.
         compare("llama_decoder_layer_compiled_fwd_bwd",
                 {"M": TOKENS, "batch": TOKENS // SEQ, "seq": SEQ, "hidden": hidden, "mlp": mlp,
-                 **heads}, (torch.compile(coda), eager, compiled), layer_step, queued=True)
+                 **heads}, (torch.compile(coda), eager, compiled), first_layer_step, queued=True)
         for name, layer in (("llama_decoder_layer_ops_fwd_bwd", ops),
                             ("llama_decoder_layer_ops_compiled_fwd_bwd", torch.compile(ops))):
             compare(name,
                     {"M": TOKENS, "batch": TOKENS // SEQ, "seq": SEQ, "hidden": hidden,
-                     "mlp": mlp, **heads}, (layer, eager, compiled), layer_step)
+                     "mlp": mlp, **heads}, (layer, eager, compiled), first_layer_step)
         del eager, coda, ops, compiled, xb, xi, dyb
         torch.cuda.empty_cache()
 

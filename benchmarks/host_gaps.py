@@ -101,24 +101,19 @@ def report(mode, trace, steps):
 
 
 def layers(hidden_sizes):
-    from backward import SEQ, SIZES, TOKENS, decoder_layers
+    from backward import SEQ, SIZES, TOKENS, decoder_layers, inside_a_model, layer_step
     for hidden in hidden_sizes:
         eager, coda, _, tables = decoder_layers(hidden, SIZES[hidden])
         compiled = torch.compile(eager)
         xb = torch.randn(TOKENS // SEQ, SEQ, hidden, device="cuda").bfloat16().requires_grad_()
         dyb = torch.randn_like(xb)
-        xi = xb.detach().clone().requires_grad_()
-        coda_torch.llama._hand_on_sum_sq(
-            xi, xi.detach().reshape(-1, hidden).float().square().sum(-1))
         flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-        for name, layer, x in (("coda", coda, xi), ("torch_compile", compiled, xb)):
-            module = getattr(layer, "_orig_mod", layer)
+        for name, layer, x in (("coda", coda, inside_a_model(xb)), ("torch_compile", compiled, xb)):
+            layer_run = layer_step(layer, x, dyb, tables)
 
             def step():
                 flush.fill_(7)
-                x.grad = None
-                module.zero_grad(set_to_none=True)
-                layer(x, position_embeddings=tables).backward(dyb)
+                layer_run()
                 torch.cuda.synchronize()
             for _ in range(5):
                 step()

@@ -26,7 +26,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from backward import SEQ, SIZES, TOKENS, decoder_layers  # noqa: E402
+from backward import SEQ, SIZES, TOKENS, decoder_layers, inside_a_model, layer_step  # noqa: E402
 import coda_runtime  # noqa: E402
 import coda_torch  # noqa: E402
 from coda_torch import ops  # noqa: E402
@@ -117,23 +117,17 @@ def main():
         xb = torch.randn(TOKENS // SEQ, SEQ, hidden, device="cuda").bfloat16().requires_grad_()
         dyb = torch.randn_like(xb)
 
-        def layer_step(x=xb):
-            x.grad = None
-            coda.zero_grad(set_to_none=True)
-            coda(x, position_embeddings=tables).backward(dyb)
-        layer_ms = median_ms(layer_step)
+        first = layer_step(coda, xb, dyb, tables)
+        layer_ms = median_ms(first)
         # A layer inside a model, its input's sums of squares handed on by
         # the previous layer (backward.py's llama_decoder_layer_inner).
-        xi = xb.detach().clone().requires_grad_()
-        coda_torch.llama._hand_on_sum_sq(
-            xi, xi.detach().reshape(-1, hidden).float().square().sum(-1))
-        inner_ms = median_ms(lambda: layer_step(xi))
+        inner = layer_step(coda, inside_a_model(xb), dyb, tables)
+        inner_ms = median_ms(inner)
         # The same with the host ahead, as a training step runs: each step
         # queued behind a sleep before its first kernel starts.
-        queued = queued_ms({"layer": layer_step, "inner": lambda: layer_step(xi)}, reps=20,
-                           lead_ms=QUEUE_LEAD_MS)
-        profile = kernels_by_operator(layer_step) if args.profile else []
-        inner_profile = kernels_by_operator(lambda: layer_step(xi)) if args.profile else []
+        queued = queued_ms({"layer": first, "inner": inner}, reps=20, lead_ms=QUEUE_LEAD_MS)
+        profile = kernels_by_operator(first) if args.profile else []
+        inner_profile = kernels_by_operator(inner) if args.profile else []
         heads = hidden // 128
         q = torch.randn(TOKENS // SEQ, heads, SEQ, 128, device="cuda").bfloat16().requires_grad_()
         kv = [torch.randn(TOKENS // SEQ, heads // 4, SEQ, 128, device="cuda").bfloat16()
