@@ -181,7 +181,7 @@ def main():
                       flush=True)
             for ms, n, op, kernel in launched:
                 print(f"  {ms:7.3f} ms x{n:2d}  {op[:36]:36}  {kernel[:80]}", flush=True)
-        del eager, coda, xb, xi, dyb, q, kv, do
+        del eager, coda, xb, first, inner, dyb, q, kv, do
         torch.cuda.empty_cache()
         with open(args.out, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "commit": args.commit,
