@@ -9,7 +9,8 @@ the same initial weights and batches for each, losses per step, median step
 time and peak memory, in one process. AdamW is fused, as Hugging Face's
 Trainer builds it (--optimizer foreach: PyTorch's default); the host runs
 ahead of the GPU and reads the losses at the end, as Trainer does between
-logging steps (--sync-steps: each step waits for the one before). Every
+logging steps (--sync-steps: each step waits for the one before); --freeze
+trains only some of the parameters. Every
 mode's attention is SDPA with is_causal (causal_attention; --attention hf:
 Hugging Face's mask building, which torch.compile's trace materializes).
 
@@ -87,6 +88,10 @@ def train(mode, args, config, rank, world):
         # residuals and o_proj torch's (llama.apply(layer=False)).
         coda_torch.llama.apply(model, layer=not mode.startswith("coda_ops"),
                                save_logits=not args.recompute_logits)
+    # Frozen parameters (--freeze): no gradient, no optimizer state.
+    for name, p in model.named_parameters():
+        if any(part in name for part in args.freeze):
+            p.requires_grad_(False)
     step_fn = model
     if args.fsdp:
         # After coda's patch: its fused parameters (qkv, gate_up) are sharded
@@ -104,7 +109,7 @@ def train(mode, args, config, rank, world):
     # AdamW as Hugging Face's Trainer builds it on PyTorch >= 2.8 (its
     # default `adamw_torch_fused`: one kernel over all parameters), or
     # PyTorch's default multi-tensor (foreach) implementation.
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0,
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0,
                             fused=args.optimizer == "fused",
                             foreach=args.optimizer == "foreach")
     torch.cuda.reset_peak_memory_stats()
@@ -177,6 +182,9 @@ def main():
     parser.add_argument("--sync-steps", action="store_true",
                         help="wait for each step before starting the next and time it "
                         "alone (default: the host runs ahead, losses read at the end)")
+    parser.add_argument("--freeze", nargs="+", default=[], metavar="PART",
+                        help="freeze every parameter whose name contains one of these "
+                        "(e.g. lm_head self_attn; after coda's patch: qkv, gate_up)")
     parser.add_argument("--fsdp", action="store_true",
                         help="shard with FSDP2 (under torchrun, one or more processes)")
     parser.add_argument("--dependent-launch", action=argparse.BooleanOptionalAction,

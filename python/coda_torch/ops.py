@@ -55,26 +55,44 @@ def _launch(module, kernel, *args):
     module.launch_kernel(kernel, list(args), stream)
 
 
-def _gemm_backward(module, kernels, x, w, *adjoint_inputs, extra_outputs=(), dacc=None):
+def _gemm_backward(module, kernels, x, w, *adjoint_inputs, extra_outputs=(), dacc=None,
+                   need_x=True, need_w=True):
     """The derived backward of a GEMM x W^T: the adjoint kernel writes dAcc
     (T x rows of w; into `dacc` if given), then `extra_outputs` (gradients
     of its tile inputs, partials of its row and column inputs'), from x, w
-    and `adjoint_inputs`; then dx = dAcc W and dW = dAcc^T x."""
+    and `adjoint_inputs`; then dx = dAcc W and dW = dAcc^T x, each only if
+    needed (else an empty tensor, _skipped_like)."""
     adjoint, data_grad, weight_grad = kernels
     x, w = x.contiguous(), w.contiguous()
     if dacc is None:
         dacc = x.new_empty(x.shape[0], w.shape[0])
     _launch(module, adjoint, x, w, *adjoint_inputs, dacc, *extra_outputs)
-    return _operand_grads(module, data_grad, weight_grad, dacc, x, w)
+    return _operand_grads(module, data_grad, weight_grad, dacc, x, w, need_x, need_w)
 
 
-def _operand_grads(module, data_grad, weight_grad, dacc, x, w):
-    """dx = dAcc W and dW = dAcc^T x of a GEMM x W^T (x, w contiguous)."""
-    dx = torch.empty_like(x)
-    _launch(module, data_grad, dacc, w, dx)
-    dw = torch.empty_like(w)
-    _launch(module, weight_grad, dacc, x, dw)
+def _operand_grads(module, data_grad, weight_grad, dacc, x, w, need_x=True, need_w=True):
+    """dx = dAcc W and dW = dAcc^T x of a GEMM x W^T (x, w contiguous), each
+    only if needed (else an empty tensor, _skipped_like)."""
+    dx, dw = _skipped_like(x, need_x), _skipped_like(w, need_w)
+    if need_x:
+        _launch(module, data_grad, dacc, w, dx)
+    if need_w:
+        _launch(module, weight_grad, dacc, x, dw)
     return dx, dw
+
+
+# A gradient nobody needs (of an input that does not require grad: a frozen
+# weight) is not computed: its GEMM is not launched, and the backward
+# kernels return an empty tensor in its place (a custom op returns
+# tensors), which the autograd formula turns into None (_needed).
+def _skipped_like(t, needed):
+    """The tensor a gradient shaped like `t` is written into, or the empty
+    tensor in its place where it is not needed (real and fake alike)."""
+    return torch.empty_like(t) if needed else t.new_empty(0)
+
+
+def _needed(grad, needed):
+    return grad if needed else None
 
 
 class _Op:
@@ -675,14 +693,15 @@ def _linear_norm_cross_entropy_forward_fake(x, rs, w, target, save_logits):
 
 def _linear_norm_cross_entropy_backward(dloss: torch.Tensor, x: torch.Tensor, rs: torch.Tensor,
                                         w: torch.Tensor, target: torch.Tensor, lse: torch.Tensor,
-                                        saved: torch.Tensor, in_place: bool
+                                        saved: torch.Tensor, in_place: bool, need_x: bool,
+                                        need_w: bool
                                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dx, drs, dW (the derived backward): the adjoint, which recomputes the
     product (or reads the saved one, `saved` not empty: an epilogue-only
     pass), writes dAcc = rs dloss (softmax - onehot(target)) and reduces
     rs's gradient, sum_v dloss (softmax - onehot) (x W^T), as row partials;
-    then dx = dAcc W, dW = dAcc^T x. With `in_place` dAcc is written over
-    the saved product, each tile after its own reads."""
+    then dx = dAcc W, dW = dAcc^T x where needed. With `in_place` dAcc is
+    written over the saved product, each tile after its own reads."""
     save_logits = saved.numel() > 0
     module, (*kernels, finish) = _kernels(
         _norm_ce_program(save_logits), "linear_norm_cross_entropy_backward", *_GEMM_BACKWARD,
@@ -694,7 +713,8 @@ def _linear_norm_cross_entropy_backward(dloss: torch.Tensor, x: torch.Tensor, rs
     # d(target logit) = -dloss and the saved product.
     dx, dw = _gemm_backward(module, kernels, x, w, rs.contiguous(), target.contiguous(), g,
                             lse.contiguous(), -g, *((saved,) if save_logits else ()),
-                            extra_outputs=(partials,), dacc=saved if in_place else None)
+                            extra_outputs=(partials,), dacc=saved if in_place else None,
+                            need_x=need_x, need_w=need_w)
     if in_place:
         # The saved product is gone: a second backward through this op
         # (retain_graph) raises PyTorch's in-place modification error
@@ -703,8 +723,9 @@ def _linear_norm_cross_entropy_backward(dloss: torch.Tensor, x: torch.Tensor, rs
     return dx, _finish_rows(module, finish, partials), dw
 
 
-def _linear_norm_cross_entropy_backward_fake(dloss, x, rs, w, target, lse, saved, in_place):
-    return torch.empty_like(x), torch.empty_like(rs), torch.empty_like(w)
+def _linear_norm_cross_entropy_backward_fake(dloss, x, rs, w, target, lse, saved, in_place,
+                                             need_x, need_w):
+    return _skipped_like(x, need_x), torch.empty_like(rs), _skipped_like(w, need_w)
 
 
 def _norm_ce_setup_context(ctx, inputs, output):
@@ -721,8 +742,9 @@ def _norm_ce_backward(ctx, run, dloss, dlse, dsaved):
     # In eager mode dAcc takes the saved logits' memory; the custom op
     # (torch.compile) declares no mutation, so there it gets its own.
     in_place = run is _linear_norm_cross_entropy_backward
-    dx, drs, dw = run(dloss, *ctx.saved_tensors, in_place)
-    return dx, drs, dw, None, None
+    need_x, _, need_w = ctx.needs_input_grad[:3]
+    dx, drs, dw = run(dloss, *ctx.saved_tensors, in_place, need_x, need_w)
+    return _needed(dx, need_x), drs, _needed(dw, need_w), None, None
 
 
 _linear_norm_cross_entropy = _Op("linear_norm_cross_entropy", _linear_norm_cross_entropy_forward,
@@ -880,23 +902,23 @@ def _linear_residual_norm_fake(x, w, residual):
 
 
 def _linear_residual_norm_backward(dh: torch.Tensor, dsum_sq: torch.Tensor, x: torch.Tensor,
-                                   w: torch.Tensor, h: torch.Tensor
+                                   w: torch.Tensor, h: torch.Tensor, need_x: bool, need_w: bool
                                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dx, dW, dresidual: the adjoint forms dAcc = dh + 2 h dsum_sq from the
     saved h (reading no product), which is also the residual's gradient;
-    then dx = dAcc W and dW = dAcc^T x."""
+    then dx = dAcc W and dW = dAcc^T x where needed."""
     module, (adjoint, data_grad, weight_grad) = _kernels(
         "linear_residual_norm", "linear_residual_norm_backward", *_GEMM_BACKWARD)
     x, w = x.contiguous(), w.contiguous()
     dacc = x.new_empty(x.shape[0], w.shape[0])
     _launch(module, adjoint, x, w, dh.contiguous().to(torch.bfloat16),
             dsum_sq.contiguous().float(), h, dacc)
-    dx, dw = _operand_grads(module, data_grad, weight_grad, dacc, x, w)
+    dx, dw = _operand_grads(module, data_grad, weight_grad, dacc, x, w, need_x, need_w)
     return dx, dw, dacc
 
 
-def _linear_residual_norm_backward_fake(dh, dsum_sq, x, w, h):
-    return torch.empty_like(x), torch.empty_like(w), torch.empty_like(h)
+def _linear_residual_norm_backward_fake(dh, dsum_sq, x, w, h, need_x, need_w):
+    return _skipped_like(x, need_x), _skipped_like(w, need_w), torch.empty_like(h)
 
 
 def _norm_setup_context(ctx, inputs, output):
@@ -916,7 +938,9 @@ def _norm_backward(ctx, run, dh, dsum_sq):
     x, w, h = ctx.saved_tensors
     dh = _zeros_if_none(dh, *h.shape, dtype=torch.bfloat16, like=h)
     dsum_sq = _zeros_if_none(dsum_sq, h.shape[0], dtype=torch.float32, like=h)
-    return run(dh, dsum_sq, x, w, h)
+    need_x, need_w = ctx.needs_input_grad[:2]
+    dx, dw, dresidual = run(dh, dsum_sq, x, w, h, need_x, need_w)
+    return _needed(dx, need_x), _needed(dw, need_w), dresidual
 
 
 linear_residual_norm = _Op("linear_residual_norm", _linear_residual_norm,
@@ -989,14 +1013,16 @@ def _norm_swiglu_mlp_forward_fake(x, rs, w_gate_up, gamma, w_down):
 def _norm_swiglu_mlp_backward(dz: torch.Tensor, dsum_sq: torch.Tensor, x: torch.Tensor,
                               rs: torch.Tensor, w_gate_up: torch.Tensor, gamma: torch.Tensor,
                               w_down: torch.Tensor, h: torch.Tensor, g: torch.Tensor,
-                              u: torch.Tensor, folded: torch.Tensor, z: torch.Tensor
+                              u: torch.Tensor, folded: torch.Tensor, z: torch.Tensor,
+                              need_x: bool, need_gate_up: bool, need_down: bool
                               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
                                          torch.Tensor, torch.Tensor]:
     """dx, drs, dW_gate_up, dgamma, dW_down, recomputing no GEMM: dAcc_down =
     dz + 2 z dsum_sq from the saved z (no product); dAcc_down W_down with the
     SwiGLU and row-scale derivatives in its epilogue (dgate / dup
     interleaved, rs's gradient as row partials); dx = dAcc W' + dAcc_down;
-    dW_gate_up with gamma's gradient in one GEMM (norm_weight_grad); dW_down."""
+    dW_gate_up with gamma's gradient in one GEMM (norm_weight_grad); dW_down.
+    dx, dW_gate_up and dgamma, dW_down only where needed."""
     module, (adjoint, swiglu, finish, data_grad, down_grad) = _kernels(
         "norm_swiglu_mlp", "norm_swiglu_mlp_backward", "adjoint:gemm1", "adjoint:gemm0",
         "grad:gemm0.input0", "grad:gemm0.lhs", "grad:gemm1.rhs")
@@ -1008,18 +1034,22 @@ def _norm_swiglu_mlp_backward(dz: torch.Tensor, dsum_sq: torch.Tensor, x: torch.
     partials = _row_partials(x, h.shape[1])
     _launch(module, swiglu, dacc_down, w_down, g, u, rs.contiguous(), dacc, partials)
     drs = _finish_rows(module, finish, partials)
-    dx = torch.empty_like(x)
-    _launch(module, data_grad, dacc, folded, dacc_down, dx)
-    dw_gate_up, dgamma = _norm_weight_grad(dacc, x, w_gate_up, gamma)
-    dw_down = torch.empty_like(w_down)
-    _launch(module, down_grad, dacc_down, h, dw_down)
+    dx = _skipped_like(x, need_x)
+    if need_x:
+        _launch(module, data_grad, dacc, folded, dacc_down, dx)
+    dw_gate_up, dgamma = (_norm_weight_grad(dacc, x, w_gate_up, gamma) if need_gate_up
+                          else (w_gate_up.new_empty(0), gamma.new_empty(0)))
+    dw_down = _skipped_like(w_down, need_down)
+    if need_down:
+        _launch(module, down_grad, dacc_down, h, dw_down)
     return dx, drs, dw_gate_up, dgamma, dw_down
 
 
 def _norm_swiglu_mlp_backward_fake(dz, dsum_sq, x, rs, w_gate_up, gamma, w_down, h, g, u,
-                                   folded, z):
-    return (torch.empty_like(x), torch.empty_like(rs), torch.empty_like(w_gate_up),
-            torch.empty_like(gamma), torch.empty_like(w_down))
+                                   folded, z, need_x, need_gate_up, need_down):
+    return (_skipped_like(x, need_x), torch.empty_like(rs),
+            _skipped_like(w_gate_up, need_gate_up), _skipped_like(gamma, need_gate_up),
+            _skipped_like(w_down, need_down))
 
 
 def _norm_mlp_setup_context(ctx, inputs, output):
@@ -1034,7 +1064,12 @@ def _norm_mlp_backward(ctx, run, dz, dsum_sq, dh, dg, du, dfolded):
         return None, None, None, None, None
     dz = _zeros_if_none(dz, *x.shape, dtype=torch.bfloat16, like=x)
     dsum_sq = _zeros_if_none(dsum_sq, x.shape[0], dtype=torch.float32, like=x)
-    return run(dz, dsum_sq, *ctx.saved_tensors)
+    need = ctx.needs_input_grad
+    need_gate_up = need[2] or need[3]
+    dx, drs, dw_gate_up, dgamma, dw_down = run(dz, dsum_sq, *ctx.saved_tensors, need[0],
+                                               need_gate_up, need[4])
+    return (_needed(dx, need[0]), drs, _needed(dw_gate_up, need[2]), _needed(dgamma, need[3]),
+            _needed(dw_down, need[4]))
 
 
 _norm_swiglu_mlp = _Op("norm_swiglu_mlp", _norm_swiglu_mlp_forward,
@@ -1087,7 +1122,7 @@ def _linear_norm_qkv_rope_fake(x, rs, w, gamma, cos, sin, rotated, bias):
 def _linear_norm_qkv_rope_backward(dy: torch.Tensor, x: torch.Tensor, rs: torch.Tensor,
                                    w: torch.Tensor, gamma: torch.Tensor, cos: torch.Tensor,
                                    sin: torch.Tensor, folded: torch.Tensor, rotated: int,
-                                   biased: bool
+                                   biased: bool, need_x: bool, need_w: bool
                                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
                                               torch.Tensor, torch.Tensor]:
     """dx, drs, dW, dgamma and (biased) db (the program's backward, written
@@ -1095,12 +1130,14 @@ def _linear_norm_qkv_rope_backward(dy: torch.Tensor, x: torch.Tensor, rs: torch.
     rs to dy (dAcc), reducing db as column partials; dx = dAcc W' reduces
     x * dx as row partials, whose sums over rs are rs's gradient; dW =
     (dAcc^T x) diag(gamma) with gamma's gradient in one GEMM
-    (norm_weight_grad). An empty db without a bias."""
+    (norm_weight_grad). An empty db without a bias; dx and drs only with
+    need_x, dW and dgamma only with need_w."""
     return _norm_rope_backward_parts([(w.shape[0], dy)], x, rs, w, gamma, cos, sin, folded,
-                                     rotated, biased)
+                                     rotated, biased, need_x, need_w)
 
 
-def _norm_rope_backward_parts(parts, x, rs, w, gamma, cos, sin, folded, rotated, biased):
+def _norm_rope_backward_parts(parts, x, rs, w, gamma, cos, sin, folded, rotated, biased,
+                              need_x=True, need_w=True):
     """_linear_norm_qkv_rope_backward with dy given as consecutive column
     segments, `parts` = [(columns, gradient or None for zero)], each
     gradient T x columns and each segment starting on a head: the adjoint
@@ -1140,19 +1177,22 @@ def _norm_rope_backward_parts(parts, x, rs, w, gamma, cos, sin, folded, rotated,
         # The segment's rotated heads, counted from its first column.
         heads = max(0, min(rotated - start, columns)) // head_dim
         _launch(module, adjoint, x, folded[start:end], rs, cos, sin, heads, dy, *outputs)
-    dx = torch.empty_like(x)
-    partials = _row_partials(x, x.shape[1])
-    _launch(module, data_grad, dacc, folded, x, dx, partials)
-    drs = _finish_rows(module, finish, partials) / rs
-    dw, dgamma = _norm_weight_grad(dacc, x, w, gamma)
+    dx, drs = _skipped_like(x, need_x), _skipped_like(rs, need_x)
+    if need_x:
+        partials = _row_partials(x, x.shape[1])
+        _launch(module, data_grad, dacc, folded, x, dx, partials)
+        drs = _finish_rows(module, finish, partials) / rs
+    dw, dgamma = (_norm_weight_grad(dacc, x, w, gamma) if need_w
+                  else (w.new_empty(0), gamma.new_empty(0)))
     db = (_finish_cols(module, bias_finish[0], bias_partials).to(torch.bfloat16) if biased
           else x.new_empty(0))
     return dx, drs, dw, dgamma, db
 
 
-def _linear_norm_qkv_rope_backward_fake(dy, x, rs, w, gamma, cos, sin, folded, rotated, biased):
-    return (torch.empty_like(x), torch.empty_like(rs), torch.empty_like(w),
-            torch.empty_like(gamma), x.new_empty(w.shape[0] if biased else 0))
+def _linear_norm_qkv_rope_backward_fake(dy, x, rs, w, gamma, cos, sin, folded, rotated, biased,
+                                        need_x, need_w):
+    return (_skipped_like(x, need_x), _skipped_like(rs, need_x), _skipped_like(w, need_w),
+            _skipped_like(gamma, need_w), x.new_empty(w.shape[0] if biased else 0))
 
 
 def _norm_rope_save(ctx, inputs, output):
@@ -1162,11 +1202,26 @@ def _norm_rope_save(ctx, inputs, output):
     ctx.set_materialize_grads(False)
 
 
+def _norm_rope_needs(ctx):
+    """Whether the backward forms dx and drs (the data-gradient GEMM), and
+    dW and dgamma (the weight gradient's)."""
+    need = ctx.needs_input_grad
+    return need[0] or need[1], need[2] or need[3]
+
+
+def _norm_rope_grads(ctx, dx, drs, dw, dgamma, db):
+    """The gradients of linear_norm_qkv_rope's inputs (x, rs, w, gamma, cos,
+    sin, rotated, bias): None for those that need none."""
+    need = ctx.needs_input_grad
+    return (_needed(dx, need[0]), _needed(drs, need[1]), _needed(dw, need[2]),
+            _needed(dgamma, need[3]), None, None, None, db if ctx.biased else None)
+
+
 def _norm_rope_backward(ctx, run, dy, dfolded):
     if dy is None:
         return None, None, None, None, None, None, None, None
-    dx, drs, dw, dgamma, db = run(dy, *ctx.saved_tensors, ctx.rotated, ctx.biased)
-    return dx, drs, dw, dgamma, None, None, None, db if ctx.biased else None
+    return _norm_rope_grads(ctx, *run(dy, *ctx.saved_tensors, ctx.rotated, ctx.biased,
+                                      *_norm_rope_needs(ctx)))
 
 
 _linear_norm_qkv_rope_op = _Op("linear_norm_qkv_rope", _linear_norm_qkv_rope,
@@ -1191,9 +1246,9 @@ class _LinearNormQkvRopeSegments(torch.autograd.Function):
     def backward(ctx, *dys):
         if all(dy is None for dy in dys):
             return (None,) * 9
-        dx, drs, dw, dgamma, db = _norm_rope_backward_parts(
-            list(zip(ctx.split, dys)), *ctx.saved_tensors, ctx.rotated, ctx.biased)
-        return dx, drs, dw, dgamma, None, None, None, db if ctx.biased else None, None
+        grads = _norm_rope_backward_parts(list(zip(ctx.split, dys)), *ctx.saved_tensors,
+                                          ctx.rotated, ctx.biased, *_norm_rope_needs(ctx))
+        return *_norm_rope_grads(ctx, *grads), None
 
 
 def linear_norm_qkv_rope(x: torch.Tensor, rs: torch.Tensor, w: torch.Tensor,

@@ -418,6 +418,69 @@ def test_llama_patch_dependent_launch():
         assert torch.equal(off, on)
 
 
+def weight_gradient_kernels():
+    """The names of the kernels that form a patched Llama's weight
+    gradients (each GEMM's dW; gamma's with the Q/K/V and gate/up ones),
+    each kernel's launch-time variants included."""
+    roles = [("norm_weight_grad", "norm_weight_grad", "forward:gemm0"),
+             ("linear_residual_norm", "linear_residual_norm_backward", "grad:gemm0.rhs"),
+             ("norm_swiglu_mlp", "norm_swiglu_mlp_backward", "grad:gemm1.rhs")]
+    roles += [(program, "linear_norm_cross_entropy_backward", "grad:gemm0.rhs")
+              for program in ("linear_norm_cross_entropy", "linear_norm_cross_entropy.saved")]
+    names = {}
+    for program, function, role in roles:
+        module, (name,) = coda_torch.ops._kernels(program, function, role)
+        names[name] = [k for k in module.kernels if k == name or k.startswith(name + "_")]
+    return names
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_llama_patch_skips_frozen_gradients(compiled):
+    # Frozen weights (the first layer's, the LM head's) get no gradient and
+    # no weight-gradient GEMM runs for them; every other gradient is what
+    # the model with nothing frozen computes (bit for bit in eager mode, with
+    # Hugging Face's eager attention: cuDNN's backward accumulates dQ in an
+    # order of its own).
+    _, trainable = llama_pair("Llama", use_cache=False, attn_implementation="eager")
+    coda_torch.llama.apply(trainable)
+    import copy
+    frozen = copy.deepcopy(trainable)
+    frozen.model.layers[0].requires_grad_(False)
+    frozen.lm_head.requires_grad_(False)
+    ids = torch.randint(0, 1000, (2, 128), device="cuda")
+    kernels = weight_gradient_kernels()
+    launched, losses = [], []
+    for model in (trainable, frozen):
+        step = torch.compile(model) if compiled else model
+        step(input_ids=ids, labels=ids).loss.backward()  # compiled: traced here
+        model.zero_grad(set_to_none=True)
+        loss = step(input_ids=ids, labels=ids).loss
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            loss.backward()
+            torch.cuda.synchronize()
+        names = [e.name for e in prof.events()
+                 if e.device_type == torch.autograd.DeviceType.CUDA]
+        launched.append({k: sum(n in variants for n in names)
+                         for k, variants in kernels.items()})
+        losses.append(loss.detach())
+    # Two layers: Q/K/V's and gate/up's weight gradients (with gamma's), o_proj's,
+    # down's; and the LM head's. Frozen, the first layer's and the LM head's
+    # are not launched.
+    assert sum(launched[0].values()) == 9, launched[0]
+    assert sum(launched[1].values()) == 4, launched[1]
+    if compiled:
+        close(losses[1], losses[0].float())
+    else:
+        assert torch.equal(losses[1], losses[0])
+    for (name, a), b in zip(trainable.named_parameters(), frozen.parameters()):
+        if not b.requires_grad:
+            assert b.grad is None, name
+        elif compiled:
+            close(b.grad, a.grad.float(), rtol=5e-2)
+        else:
+            assert torch.equal(a.grad, b.grad), name
+
+
 def test_llama_patch_keeps_packed_sequences():
     # Given position ids (two sequences packed in each row), the mask
     # builder still finds the packing: the patched model masks attention
