@@ -44,7 +44,7 @@ def main():
         grads = [torch.randn(TOKENS, s, device="cuda").bfloat16() for s in sizes]
         stacked = torch.cat(grads, 1)
         dacc = x.new_empty(TOKENS, n)
-        tail = (x, rs, w, gamma, cos, sin, folded, rotated, False)
+        tail = (x, rs, w, gamma, cos, sin, folded, rotated, False, True, True)
 
         def whole():
             ops._launch(module, adjoint, x, folded, rs, cos, sin, rotated // 128, stacked, dacc)

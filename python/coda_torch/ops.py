@@ -55,8 +55,8 @@ def _launch(module, kernel, *args):
     module.launch_kernel(kernel, list(args), stream)
 
 
-def _gemm_backward(module, kernels, x, w, *adjoint_inputs, extra_outputs=(), dacc=None,
-                   need_x=True, need_w=True):
+def _gemm_backward(module, kernels, x, w, *adjoint_inputs, need_x, need_w, extra_outputs=(),
+                   dacc=None):
     """The derived backward of a GEMM x W^T: the adjoint kernel writes dAcc
     (T x rows of w; into `dacc` if given), then `extra_outputs` (gradients
     of its tile inputs, partials of its row and column inputs'), from x, w
@@ -70,7 +70,7 @@ def _gemm_backward(module, kernels, x, w, *adjoint_inputs, extra_outputs=(), dac
     return _operand_grads(module, data_grad, weight_grad, dacc, x, w, need_x, need_w)
 
 
-def _operand_grads(module, data_grad, weight_grad, dacc, x, w, need_x=True, need_w=True):
+def _operand_grads(module, data_grad, weight_grad, dacc, x, w, need_x, need_w):
     """dx = dAcc W and dW = dAcc^T x of a GEMM x W^T (x, w contiguous), each
     only if needed (else an empty tensor, _skipped_like)."""
     dx, dw = _skipped_like(x, need_x), _skipped_like(w, need_w)
@@ -192,22 +192,28 @@ def _linear_swiglu_fake(x, w):
     return x.new_empty(x.shape[0], w.shape[0] // 2)
 
 
-def _linear_swiglu_backward(dy: torch.Tensor, x: torch.Tensor,
-                            w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _linear_swiglu_backward(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor,
+                            need_x: bool, need_w: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """dx, dW of linear_swiglu: the adjoint GEMM recomputes x W^T and writes
-    dgate / dup interleaved (dAcc), then dx = dAcc W and dW = dAcc^T x."""
+    dgate / dup interleaved (dAcc), then dx = dAcc W and dW = dAcc^T x where
+    needed."""
     module, kernels = _kernels("linear_swiglu", "linear_swiglu_backward", *_GEMM_BACKWARD)
-    return _gemm_backward(module, kernels, x, w,
-                          dy.contiguous().to(torch.bfloat16))
+    return _gemm_backward(module, kernels, x, w, dy.contiguous().to(torch.bfloat16),
+                          need_x=need_x, need_w=need_w)
 
 
 def _operand_grads_fake(dy, x, w, *rest):
-    return torch.empty_like(x), torch.empty_like(w)
+    """dx and dW of a backward whose last two arguments say which are
+    needed."""
+    need_x, need_w = rest[-2:]
+    return _skipped_like(x, need_x), _skipped_like(w, need_w)
 
 
 def _swiglu_backward(ctx, run, dy):
     x, w = ctx.saved_tensors
-    return run(dy, x, w)
+    need_x, need_w = ctx.needs_input_grad
+    dx, dw = run(dy, x, w, need_x, need_w)
+    return _needed(dx, need_x), _needed(dw, need_w)
 
 
 linear_swiglu = _Op("linear_swiglu", _linear_swiglu, _linear_swiglu_fake,
@@ -255,26 +261,33 @@ def _swiglu_mlp_forward_fake(x, w_gate_up, w_down):
 
 def _swiglu_mlp_backward(dz: torch.Tensor, x: torch.Tensor, w_gate_up: torch.Tensor,
                          w_down: torch.Tensor, h: torch.Tensor, g: torch.Tensor,
-                         u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """dx, dW_gate_up, dW_down in four GEMMs: dz W_down with the SwiGLU
-    derivative (from the saved g, u) in its epilogue, writing dgate / dup
-    interleaved (dAcc); dx = dAcc W_gate_up; dW_gate_up = dAcc^T x;
-    dW_down = dz^T h."""
+                         u: torch.Tensor, need_x: bool, need_gate_up: bool, need_down: bool
+                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dx, dW_gate_up, dW_down in four GEMMs, each where needed: dz W_down
+    with the SwiGLU derivative (from the saved g, u) in its epilogue, writing
+    dgate / dup interleaved (dAcc; for dx or dW_gate_up); dx = dAcc
+    W_gate_up; dW_gate_up = dAcc^T x; dW_down = dz^T h."""
     module, (adjoint, data_grad, gate_up_grad, down_grad) = _kernels(
         "swiglu_mlp", "swiglu_mlp_backward", "adjoint:gemm0", "grad:gemm0.lhs",
         "grad:gemm0.rhs", "grad:gemm1.rhs")
     dz = dz.contiguous().to(torch.bfloat16)
     x, w_gate_up, w_down = x.contiguous(), w_gate_up.contiguous(), w_down.contiguous()
-    dacc = x.new_empty(x.shape[0], w_gate_up.shape[0])
-    _launch(module, adjoint, dz, w_down, g, u, dacc)
-    dx, dw_gate_up = _operand_grads(module, data_grad, gate_up_grad, dacc, x, w_gate_up)
-    dw_down = torch.empty_like(w_down)
-    _launch(module, down_grad, dz, h, dw_down)
+    dx, dw_gate_up = _skipped_like(x, need_x), _skipped_like(w_gate_up, need_gate_up)
+    if need_x or need_gate_up:
+        dacc = x.new_empty(x.shape[0], w_gate_up.shape[0])
+        _launch(module, adjoint, dz, w_down, g, u, dacc)
+        dx, dw_gate_up = _operand_grads(module, data_grad, gate_up_grad, dacc, x, w_gate_up,
+                                        need_x, need_gate_up)
+    dw_down = _skipped_like(w_down, need_down)
+    if need_down:
+        _launch(module, down_grad, dz, h, dw_down)
     return dx, dw_gate_up, dw_down
 
 
-def _swiglu_mlp_backward_fake(dz, x, w_gate_up, w_down, h, g, u):
-    return torch.empty_like(x), torch.empty_like(w_gate_up), torch.empty_like(w_down)
+def _swiglu_mlp_backward_fake(dz, x, w_gate_up, w_down, h, g, u, need_x, need_gate_up,
+                              need_down):
+    return (_skipped_like(x, need_x), _skipped_like(w_gate_up, need_gate_up),
+            _skipped_like(w_down, need_down))
 
 
 def _mlp_setup_context(ctx, inputs, output):
@@ -287,7 +300,9 @@ def _mlp_setup_context(ctx, inputs, output):
 def _mlp_backward(ctx, run, dz, dh, dg, du):
     if dz is None:
         return None, None, None
-    return run(dz, *ctx.saved_tensors)
+    need = ctx.needs_input_grad
+    return tuple(_needed(grad, needed)
+                 for grad, needed in zip(run(dz, *ctx.saved_tensors, *need), need))
 
 
 _swiglu_mlp = _Op("swiglu_mlp", _swiglu_mlp_forward, _swiglu_mlp_forward_fake,
@@ -543,24 +558,31 @@ def _swiglu_mlp_fp8_forward(x: torch.Tensor, w_gate_up: torch.Tensor, w_down: to
 
 def _swiglu_mlp_fp8_backward(dz: torch.Tensor, x: torch.Tensor, w_gate_up: torch.Tensor,
                              w_down: torch.Tensor, h: torch.Tensor, g: torch.Tensor,
-                             u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                             u: torch.Tensor, need_x: bool, need_gate_up: bool,
+                             need_down: bool
+                             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dx (FP8: dz Wd with the SwiGLU derivative in its epilogue, then
-    dAcc Wgu), dW_gate_up = dAcc^T x and dW_down = dz^T h (bf16)."""
+    dAcc Wgu), dW_gate_up = dAcc^T x and dW_down = dz^T h (bf16), each where
+    needed."""
     module, (adjoint,) = _kernels("swiglu_mlp_fp8", "swiglu_mlp_fp8_backward", "adjoint:gemm0")
     bf16, (gate_up_grad, down_grad) = _kernels("swiglu_mlp", "swiglu_mlp_backward",
                                                "grad:gemm0.rhs", "grad:gemm1.rhs")
     dz = dz.contiguous().to(torch.bfloat16)
-    dzq, sdz = quantize_rows(dz)
-    wdtq, swdt = quantize_rows(w_down.t())
-    dacc = x.new_empty(x.shape[0], w_gate_up.shape[0])
-    _launch(module, adjoint, dzq, wdtq, sdz, swdt, g, u, dacc)
-    dq, sd = quantize_rows(dacc)
-    wgutq, swgut = quantize_rows(w_gate_up.t())
-    dx = _linear_fp8(module, dq, sd, wgutq, swgut)
-    dw_gate_up = torch.empty_like(w_gate_up)
-    _launch(bf16, gate_up_grad, dacc, x.contiguous(), dw_gate_up)
-    dw_down = torch.empty_like(w_down)
-    _launch(bf16, down_grad, dz, h, dw_down)
+    dx, dw_gate_up = _skipped_like(x, need_x), _skipped_like(w_gate_up, need_gate_up)
+    if need_x or need_gate_up:
+        dzq, sdz = quantize_rows(dz)
+        wdtq, swdt = quantize_rows(w_down.t())
+        dacc = x.new_empty(x.shape[0], w_gate_up.shape[0])
+        _launch(module, adjoint, dzq, wdtq, sdz, swdt, g, u, dacc)
+    if need_x:
+        dq, sd = quantize_rows(dacc)
+        wgutq, swgut = quantize_rows(w_gate_up.t())
+        dx = _linear_fp8(module, dq, sd, wgutq, swgut)
+    if need_gate_up:
+        _launch(bf16, gate_up_grad, dacc, x.contiguous(), dw_gate_up)
+    dw_down = _skipped_like(w_down, need_down)
+    if need_down:
+        _launch(bf16, down_grad, dz, h, dw_down)
     return dx, dw_gate_up, dw_down
 
 
@@ -625,10 +647,11 @@ def _linear_cross_entropy_forward_fake(x, w, target):
 
 
 def _linear_cross_entropy_backward(dloss: torch.Tensor, x: torch.Tensor, w: torch.Tensor,
-                                   target: torch.Tensor,
-                                   lse: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                                   target: torch.Tensor, lse: torch.Tensor, need_x: bool,
+                                   need_w: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """dx, dW: the adjoint GEMM recomputes the logits and writes
-    dloss (softmax - onehot(target)) as dAcc; then dx = dAcc W, dW = dAcc^T x.
+    dloss (softmax - onehot(target)) as dAcc; then dx = dAcc W, dW = dAcc^T x
+    where needed.
     (The derived backward program also recomputes the log-sum-exp, its
     forward:gemm0 and forward:finish0, which the forward saved: those are
     not run.)"""
@@ -638,7 +661,7 @@ def _linear_cross_entropy_backward(dloss: torch.Tensor, x: torch.Tensor, w: torc
     # The adjoint reads the target, d(log-sum-exp), log-sum-exp and
     # d(target logit) = -dloss.
     return _gemm_backward(module, kernels, x, w, target.contiguous(), g,
-                          lse.contiguous(), -g)
+                          lse.contiguous(), -g, need_x=need_x, need_w=need_w)
 
 
 def _ce_setup_context(ctx, inputs, output):
@@ -648,8 +671,9 @@ def _ce_setup_context(ctx, inputs, output):
 
 def _ce_backward(ctx, run, dloss, dlse):
     x, w, target, lse = ctx.saved_tensors
-    dx, dw = run(dloss, x, w, target, lse)
-    return dx, dw, None
+    need_x, need_w = ctx.needs_input_grad[:2]
+    dx, dw = run(dloss, x, w, target, lse, need_x, need_w)
+    return _needed(dx, need_x), _needed(dw, need_w), None
 
 
 _linear_cross_entropy = _Op("linear_cross_entropy", _linear_cross_entropy_forward,
@@ -830,27 +854,29 @@ def _linear_qkv_rope_fake(x, w, cos, sin, rotated, bias):
 
 def _linear_qkv_rope_backward(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor,
                               cos: torch.Tensor, sin: torch.Tensor, rotated: int,
-                              biased: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """dx, dW and (biased) db: the adjoint GEMM applies the transposed
-    rotation to dy (dAcc), reducing db as column partials; an empty db
-    without a bias."""
+                              biased: bool, need_x: bool, need_w: bool
+                              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dx, dW (where needed) and (biased) db: the adjoint GEMM applies the
+    transposed rotation to dy (dAcc), reducing db as column partials; an
+    empty db without a bias."""
     program, head_dim = _rope_program("linear_qkv_rope", cos)
     args = (cos.contiguous(), sin.contiguous(), rotated // head_dim,
             dy.contiguous().to(torch.bfloat16))
     if not biased:
         module, kernels = _kernels(program, "linear_qkv_rope_backward", *_GEMM_BACKWARD)
-        return (*_gemm_backward(module, kernels, x, w, *args), x.new_empty(0))
+        return (*_gemm_backward(module, kernels, x, w, *args, need_x=need_x, need_w=need_w),
+                x.new_empty(0))
     module, (adjoint, finish, *operands) = _kernels(
         program, "linear_qkv_rope_bias_backward", "adjoint:gemm0", "grad:gemm0.input0",
         "grad:gemm0.lhs", "grad:gemm0.rhs")
     partials = _col_partials(x.shape[0], w.shape[0], x.device)
     dx, dw = _gemm_backward(module, (adjoint, *operands), x, w, *args,
-                            extra_outputs=(partials,))
+                            extra_outputs=(partials,), need_x=need_x, need_w=need_w)
     return dx, dw, _finish_cols(module, finish, partials).to(torch.bfloat16)
 
 
-def _linear_qkv_rope_backward_fake(dy, x, w, cos, sin, rotated, biased):
-    return (torch.empty_like(x), torch.empty_like(w),
+def _linear_qkv_rope_backward_fake(dy, x, w, cos, sin, rotated, biased, need_x, need_w):
+    return (_skipped_like(x, need_x), _skipped_like(w, need_w),
             x.new_empty(w.shape[0] if biased else 0))
 
 
@@ -862,8 +888,9 @@ def _rope_save(ctx, inputs, output):
 
 def _rope_backward(ctx, run, dy):
     x, w, cos, sin = ctx.saved_tensors
-    dx, dw, db = run(dy, x, w, cos, sin, ctx.rotated, ctx.biased)
-    return dx, dw, None, None, None, db if ctx.biased else None
+    need_x, need_w = ctx.needs_input_grad[:2]
+    dx, dw, db = run(dy, x, w, cos, sin, ctx.rotated, ctx.biased, need_x, need_w)
+    return _needed(dx, need_x), _needed(dw, need_w), None, None, None, db if ctx.biased else None
 
 
 _linear_qkv_rope_op = _Op("linear_qkv_rope", _linear_qkv_rope, _linear_qkv_rope_fake,
@@ -1137,7 +1164,7 @@ def _linear_norm_qkv_rope_backward(dy: torch.Tensor, x: torch.Tensor, rs: torch.
 
 
 def _norm_rope_backward_parts(parts, x, rs, w, gamma, cos, sin, folded, rotated, biased,
-                              need_x=True, need_w=True):
+                              need_x, need_w):
     """_linear_norm_qkv_rope_backward with dy given as consecutive column
     segments, `parts` = [(columns, gradient or None for zero)], each
     gradient T x columns and each segment starting on a head: the adjoint

@@ -999,13 +999,94 @@ def test_linear_norm_qkv_rope_segments_refused():
     folded = w * gamma
     with pytest.raises(ValueError, match=r"segments have \[256, 128\] columns, not 512"):
         ops._norm_rope_backward_parts([(256, dy[:, :256]), (128, None)], x, rs, w, gamma,
-                                      cos, sin, folded, rotated, False)
+                                      cos, sin, folded, rotated, False, True, True)
     with pytest.raises(ValueError, match="must start on a head"):
         ops._norm_rope_backward_parts([(192, dy[:, :192]), (320, dy[:, 192:])], x, rs, w,
-                                      gamma, cos, sin, folded, rotated, False)
+                                      gamma, cos, sin, folded, rotated, False, True, True)
     with pytest.raises(ValueError, match=r"and shape \(32, 128\)"):
         ops._norm_rope_backward_parts([(384, dy[:, :384]), (128, dy[:32, 384:])],
-                                      x, rs, w, gamma, cos, sin, folded, rotated, False)
+                                      x, rs, w, gamma, cos, sin, folded, rotated, False, True, True)
+
+
+def kernels_launched(run, names):
+    """How many kernels named in `names` (each with its launch-time
+    variants: name_k4096, name_w1, ...) `run` launches."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        run()
+        torch.cuda.synchronize()
+    return sum(any(e.name == n or e.name.startswith(n + "_") for n in names)
+               for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+
+
+def frozen_case(name):
+    """An op's inputs, which of them are its data input and its weights, and
+    the roles of its data- and weight-gradient kernels (program, function,
+    role), for test_ops_skip_frozen_gradients."""
+    t, h, f = 200, 256, 384
+    x, w, wd, _, gen = mlp_inputs(t, h, f, seed=3)
+    if name in ("swiglu_mlp", "swiglu_mlp_fp8"):
+        fn = getattr(coda_torch, name)
+        bf16 = ("swiglu_mlp", "swiglu_mlp_backward")
+        data = None if name.endswith("fp8") else (*bf16, "grad:gemm0.lhs")
+        return fn, (x, w, wd), 0, (1, 2), data, [(*bf16, "grad:gemm0.rhs"),
+                                                 (*bf16, "grad:gemm1.rhs")]
+    if name == "linear_swiglu":
+        roles = ("linear_swiglu", "linear_swiglu_backward")
+        return (coda_torch.linear_swiglu, (x, w), 0, (1,), (*roles, "grad:gemm0.lhs"),
+                [(*roles, "grad:gemm0.rhs")])
+    if name == "linear_cross_entropy":
+        target = torch.randint(0, 2 * f, (t,), device="cuda", generator=gen)
+        roles = ("linear_cross_entropy", "linear_cross_entropy_backward")
+        return (coda_torch.linear_cross_entropy, (x, w, target), 0, (1,),
+                (*roles, "grad:gemm0.lhs"), [(*roles, "grad:gemm0.rhs")])
+    if name == "linear_qkv_rope":
+        x, w, cos, sin, rotated, _ = rope_inputs(t, h, (2, 1, 1), seed=3)
+        roles = ("linear_qkv_rope", "linear_qkv_rope_backward")
+        return (coda_torch.linear_qkv_rope, (x, w, cos, sin, rotated), 0, (1,),
+                (*roles, "grad:gemm0.lhs"), [(*roles, "grad:gemm0.rhs")])
+    assert name == "linear_residual_norm"
+    res = torch.randn(t, h, device="cuda", generator=gen).bfloat16()
+    wo = (torch.randn(h, h, device="cuda", generator=gen) / h ** 0.5).bfloat16()
+    roles = ("linear_residual_norm", "linear_residual_norm_backward")
+    return (coda_torch.linear_residual_norm, (x, wo, res), 0, (1,), (*roles, "grad:gemm0.lhs"),
+            [(*roles, "grad:gemm0.rhs")])
+
+
+@pytest.mark.parametrize("name", ["linear_swiglu", "swiglu_mlp", "swiglu_mlp_fp8",
+                                  "linear_cross_entropy", "linear_qkv_rope",
+                                  "linear_residual_norm"])
+def test_ops_skip_frozen_gradients(name):
+    # An input that does not require a gradient gets none, and the GEMM that
+    # would form it does not run: frozen weights (no dW GEMM) or a frozen
+    # data input (no dX GEMM); the other gradients are those of the op with
+    # nothing frozen, bit for bit.
+    fn, args, data, weights, data_role, weight_roles = frozen_case(name)
+    names = lambda roles: [coda_torch.ops._kernels(p, f, r)[1][0] for p, f, r in roles]
+    gen = torch.Generator(device="cuda").manual_seed(4)
+
+    def run(trained):
+        leaves = [a.detach().clone().requires_grad_(i in trained) if i in (data, *weights)
+                  else a for i, a in enumerate(args)]
+        out = fn(*leaves)
+        out = out[0] if isinstance(out, tuple) else out
+        g = torch.randn(out.shape, device="cuda", generator=gen.manual_seed(4))
+        loss = (out.float() * g).sum()
+        return leaves, lambda: loss.backward()
+
+    full, backward = run((data, *weights))
+    backward()
+    frozen, backward = run((data,))
+    assert kernels_launched(backward, names(weight_roles)) == 0
+    assert torch.equal(frozen[data].grad, full[data].grad)
+    assert all(frozen[i].grad is None for i in weights)
+    fixed, backward = run(weights)
+    if data_role is not None:
+        assert kernels_launched(backward, names([data_role])) == 0
+    else:
+        backward()
+    assert fixed[data].grad is None
+    for i in weights:
+        assert torch.equal(fixed[i].grad, full[i].grad)
 
 
 @pytest.mark.parametrize("t,n,h", [(200, 384, 256), (1000, 3072, 2048)])
