@@ -92,6 +92,7 @@ def _skipped_like(t, needed):
 
 
 def _needed(grad, needed):
+    """What the autograd formula returns for a gradient: None if unneeded."""
     return grad if needed else None
 
 
