@@ -188,58 +188,29 @@ def _attention_forward(attn, hidden_states, position_embeddings=None, attention_
                        past_key_values=None, **kwargs):
     input_shape = hidden_states.shape[:-1]
     cos, sin = _rope_tables(position_embeddings, input_shape)
-    # Q and K, stacked before V, rotate.
+    # Q and K, stacked before V, rotate; Q, K and V as the projection's
+    # column segments: their gradients from the attention go to the backward
+    # as they are, not concatenated.
     qkv = linear_qkv_rope(hidden_states.reshape(-1, hidden_states.shape[-1]), attn.qkv,
-                          cos, sin, attn.qkv_sizes[0] + attn.qkv_sizes[1], attn.qkv_bias)
+                          cos, sin, attn.qkv_sizes[0] + attn.qkv_sizes[1], attn.qkv_bias,
+                          split=attn.qkv_sizes)
     out, weights = _attend(attn, qkv, input_shape, attention_mask, past_key_values, **kwargs)
     return attn.o_proj(out).view(*input_shape, -1), weights
 
 
-def _heads(qkv, sizes, input_shape, head_dim):
-    """Q, K and V as batch x heads x sequence x head_dim views of the stacked
-    projection (tokens x (Q, K, V columns)), or of its three column
-    segments if `qkv` is a tuple of them."""
-    parts = qkv if isinstance(qkv, tuple) else qkv.split(sizes, dim=1)
+def _heads(parts, input_shape, head_dim):
+    """Q, K and V as batch x heads x sequence x head_dim views of the
+    projection's three column segments."""
     return tuple(t.view(*input_shape, -1, head_dim).transpose(1, 2) for t in parts)
 
 
-class _StackedHeads(torch.autograd.Function):
-    """_heads, with a backward that concatenates the three gradients the
-    attention returns into the stacked gradient in one pass: each is
-    tokens x its columns without a copy where the attention returns it
-    token-major, as the projection's views are (cuDNN's SDPA does), and one
-    torch.cat writes them side by side (0.074 ms against 0.135 for a strided
-    copy each at hidden 2048, 16384 tokens; the views' own backward reshapes
-    each gradient, then concatenates them: two passes). Under torch.compile
-    the views' backward runs, which Inductor fuses into one kernel."""
-
-    @staticmethod
-    def forward(ctx, qkv, sizes, input_shape, head_dim):
-        ctx.sizes, ctx.input_shape, ctx.head_dim = sizes, input_shape, head_dim
-        return _heads(qkv, sizes, input_shape, head_dim)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        like = next(g for g in grads if g is not None)
-        tokens = like.shape[0] * like.shape[2]
-        parts = [like.new_zeros(tokens, n) if grad is None
-                 else grad.transpose(1, 2).reshape(tokens, n)
-                 for grad, n in zip(grads, ctx.sizes)]
-        return torch.cat(parts, dim=1), None, None, None
-
-
 def _attend(attn, qkv, input_shape, attention_mask, past_key_values, **kwargs):
-    """Hugging Face's attention over the stacked Q/K/V projection (or its
-    Q, K and V column segments, as a tuple): the output as tokens x (heads
-    x head_dim), and the attention weights."""
+    """Hugging Face's attention over the Q/K/V projection's Q, K and V column
+    segments: the output as tokens x (heads x head_dim), and the attention
+    weights."""
     from transformers.models.llama import modeling_llama as hf
 
-    if (isinstance(qkv, tuple) or torch.compiler.is_compiling()
-            or not torch.is_grad_enabled()):
-        query, key, value = _heads(qkv, attn.qkv_sizes, input_shape, attn.head_dim)
-    else:
-        query, key, value = _StackedHeads.apply(qkv, attn.qkv_sizes, tuple(input_shape),
-                                                attn.head_dim)
+    query, key, value = _heads(qkv, input_shape, attn.head_dim)
     if past_key_values is not None:
         key, value = past_key_values.update(key, value, attn.layer_idx)
     interface = hf.ALL_ATTENTION_FUNCTIONS.get_interface(

@@ -857,23 +857,29 @@ def _linear_qkv_rope_backward(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor
                               cos: torch.Tensor, sin: torch.Tensor, rotated: int,
                               biased: bool, need_x: bool, need_w: bool
                               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """dx, dW (where needed) and (biased) db: the adjoint GEMM applies the
-    transposed rotation to dy (dAcc), reducing db as column partials; an
-    empty db without a bias."""
+    """dx, dW (where needed) and (biased) db: the adjoint applies the
+    transposed rotation to dy (dAcc; reading no product), reducing db as
+    column partials; then dx = dAcc W and dW = dAcc^T x. An empty db
+    without a bias."""
+    return _rope_backward_parts([(w.shape[0], dy)], x, w, cos, sin, rotated, biased, need_x,
+                                need_w)
+
+
+def _rope_backward_parts(parts, x, w, cos, sin, rotated, biased, need_x, need_w):
+    """_linear_qkv_rope_backward with dy given as consecutive column
+    segments (_rope_adjoint_segments)."""
     program, head_dim = _rope_program("linear_qkv_rope", cos)
-    args = (cos.contiguous(), sin.contiguous(), rotated // head_dim,
-            dy.contiguous().to(torch.bfloat16))
-    if not biased:
-        module, kernels = _kernels(program, "linear_qkv_rope_backward", *_GEMM_BACKWARD)
-        return (*_gemm_backward(module, kernels, x, w, *args, need_x=need_x, need_w=need_w),
-                x.new_empty(0))
-    module, (adjoint, finish, *operands) = _kernels(
-        program, "linear_qkv_rope_bias_backward", "adjoint:gemm0", "grad:gemm0.input0",
-        "grad:gemm0.lhs", "grad:gemm0.rhs")
-    partials = _col_partials(x.shape[0], w.shape[0], x.device)
-    dx, dw = _gemm_backward(module, (adjoint, *operands), x, w, *args,
-                            extra_outputs=(partials,), need_x=need_x, need_w=need_w)
-    return dx, dw, _finish_cols(module, finish, partials).to(torch.bfloat16)
+    function = "linear_qkv_rope_bias_backward" if biased else "linear_qkv_rope_backward"
+    module, (adjoint, data_grad, weight_grad, *bias_finish) = _kernels(
+        program, function, *_GEMM_BACKWARD, *(("grad:gemm0.input0",) if biased else ()))
+    x, w, cos, sin = x.contiguous(), w.contiguous(), cos.contiguous(), sin.contiguous()
+    dacc, bias_partials = _rope_adjoint_segments(
+        "linear_qkv_rope", module, adjoint, parts, x, w.shape[0], head_dim, rotated, biased,
+        lambda start, end: (x, w[start:end], cos, sin))
+    dx, dw = _operand_grads(module, data_grad, weight_grad, dacc, x, w, need_x, need_w)
+    db = (_finish_cols(module, bias_finish[0], bias_partials).to(torch.bfloat16) if biased
+          else x.new_empty(0))
+    return dx, dw, db
 
 
 def _linear_qkv_rope_backward_fake(dy, x, w, cos, sin, rotated, biased, need_x, need_w):
@@ -887,11 +893,17 @@ def _rope_save(ctx, inputs, output):
     ctx.save_for_backward(x, w, cos, sin)
 
 
+def _rope_grads(ctx, dx, dw, db):
+    """The gradients of linear_qkv_rope's inputs (x, w, cos, sin, rotated,
+    bias): None for those that need none."""
+    need_x, need_w = ctx.needs_input_grad[:2]
+    return _needed(dx, need_x), _needed(dw, need_w), None, None, None, db if ctx.biased else None
+
+
 def _rope_backward(ctx, run, dy):
     x, w, cos, sin = ctx.saved_tensors
-    need_x, need_w = ctx.needs_input_grad[:2]
-    dx, dw, db = run(dy, x, w, cos, sin, ctx.rotated, ctx.biased, need_x, need_w)
-    return _needed(dx, need_x), _needed(dw, need_w), None, None, None, db if ctx.biased else None
+    return _rope_grads(ctx, *run(dy, x, w, cos, sin, ctx.rotated, ctx.biased,
+                                 *ctx.needs_input_grad[:2]))
 
 
 _linear_qkv_rope_op = _Op("linear_qkv_rope", _linear_qkv_rope, _linear_qkv_rope_fake,
@@ -899,12 +911,74 @@ _linear_qkv_rope_op = _Op("linear_qkv_rope", _linear_qkv_rope, _linear_qkv_rope_
                           _rope_save, _rope_backward)
 
 
+class _Segments(torch.autograd.Function):
+    """The eager path of a Q/K/V + RoPE op called with `split`: its output
+    returned as column segments (views), each segment's gradient reaching
+    the backward as the attention leaves it, never concatenated.
+    apply(*inputs, op, split), `op` with forward(ctx, *inputs) (the op's
+    output, its context saved) and backward(ctx, parts) (the inputs'
+    gradients from the segments' [(columns, gradient or None)])."""
+
+    @staticmethod
+    def forward(ctx, *args):
+        *inputs, ctx.op, ctx.split = args
+        ctx.input_count = len(inputs)
+        # A segment nobody differentiates (K's, unused) gets None, not zeros.
+        ctx.set_materialize_grads(False)
+        return tuple(ctx.op.forward(ctx, *inputs).split(ctx.split, dim=1))
+
+    @staticmethod
+    def backward(ctx, *dys):
+        if all(dy is None for dy in dys):
+            return (None,) * (ctx.input_count + 2)
+        return *ctx.op.backward(ctx, list(zip(ctx.split, dys))), None, None
+
+
+def _segments(name, op, segments, inputs, split, n, head_dim):
+    """An op's output as the column segments `split` (each a whole number of
+    heads): in eager mode through _Segments; while torch.compile traces, as
+    torch.split's views of the op's output, whose backward Inductor fuses
+    into one kernel."""
+    split = [int(columns) for columns in split]
+    if (sum(split) != n or any(columns <= 0 for columns in split)
+            or any(sum(split[:i]) % head_dim for i in range(len(split)))):
+        raise ValueError(f"{name}: split must be positive column counts summing to {n}, each "
+                         f"segment starting on a head of {head_dim} columns, got {split}")
+    if torch.compiler.is_compiling():
+        return tuple(op(*inputs).split(split, dim=1))
+    return _Segments.apply(*inputs, segments, split)
+
+
+class _RopeSegments:
+    """linear_qkv_rope through _Segments."""
+
+    @staticmethod
+    def forward(ctx, x, w, cos, sin, rotated, bias):
+        y = _linear_qkv_rope(x, w, cos, sin, rotated, bias)
+        _rope_save(ctx, (x, w, cos, sin, rotated, bias), y)
+        return y
+
+    @staticmethod
+    def backward(ctx, parts):
+        return _rope_grads(ctx, *_rope_backward_parts(parts, *ctx.saved_tensors, ctx.rotated,
+                                                      ctx.biased, *ctx.needs_input_grad[:2]))
+
+
 def linear_qkv_rope(x: torch.Tensor, w: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                    rotated: int, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
-    return _linear_qkv_rope_op(x, w, cos, sin, rotated, bias)
+                    rotated: int, bias: Optional[torch.Tensor] = None,
+                    split: Optional[list[int]] = None):
+    if split is None:
+        return _linear_qkv_rope_op(x, w, cos, sin, rotated, bias)
+    return _segments("linear_qkv_rope", _linear_qkv_rope_op, _RopeSegments,
+                     (x, w, cos, sin, rotated, bias), split, w.shape[0], cos.shape[-1])
 
 
-linear_qkv_rope.__doc__ = _linear_qkv_rope.__doc__
+linear_qkv_rope.__doc__ = _linear_qkv_rope.__doc__ + """
+
+    With `split` (column counts, e.g. Q's, K's and V's, each a whole number
+    of heads), returns the output's column segments as views, as
+    torch.split would; in eager mode their gradients are then read where
+    the attention leaves them, without being concatenated."""
 
 
 def _linear_residual_norm(x: torch.Tensor, w: torch.Tensor,
@@ -1164,28 +1238,23 @@ def _linear_norm_qkv_rope_backward(dy: torch.Tensor, x: torch.Tensor, rs: torch.
                                      rotated, biased, need_x, need_w)
 
 
-def _norm_rope_backward_parts(parts, x, rs, w, gamma, cos, sin, folded, rotated, biased,
-                              need_x, need_w):
-    """_linear_norm_qkv_rope_backward with dy given as consecutive column
-    segments, `parts` = [(columns, gradient or None for zero)], each
-    gradient T x columns and each segment starting on a head: the adjoint
-    runs once per segment, reading its gradient where it is and writing its
-    columns of dAcc, so that the attention's Q, K and V gradients are never
-    concatenated."""
-    program, head_dim = _rope_program("linear_norm_qkv_rope", cos)
-    function = "linear_norm_qkv_rope_bias_backward" if biased else "linear_norm_qkv_rope_backward"
-    module, (adjoint, data_grad, finish, *bias_finish) = _kernels(
-        program, function, "adjoint:gemm0", "grad:gemm0.lhs", "grad:gemm0.input0",
-        *(("grad:gemm0.input1",) if biased else ()))
-    x, rs, cos, sin = x.contiguous(), rs.contiguous(), cos.contiguous(), sin.contiguous()
-    n = w.shape[0]
+def _rope_adjoint_segments(name, module, adjoint, parts, x, n, head_dim, rotated, biased,
+                           operands):
+    """dAcc (T x n) of a Q/K/V + RoPE op's backward and, `biased`, its bias's
+    column partials, from dy given as consecutive column segments, `parts`
+    = [(columns, gradient or None for zero)], each gradient T x columns and
+    each segment starting on a head: the adjoint (epilogue only) runs once
+    per segment, reading its gradient where it is and writing its columns
+    of dAcc, so that the attention's Q, K and V gradients are never
+    concatenated. `operands(start, end)`: the adjoint's arguments before
+    the segment's rotated head count."""
     if sum(columns for columns, _ in parts) != n:
-        raise ValueError(f"linear_norm_qkv_rope: the gradient's segments have "
+        raise ValueError(f"{name}: the gradient's segments have "
                          f"{[columns for columns, _ in parts]} columns, not {n} in all")
     starts = [sum(columns for columns, _ in parts[:i]) for i in range(len(parts))]
     for start, (columns, dy) in zip(starts, parts):
         if start % head_dim or (dy is not None and tuple(dy.shape) != (x.shape[0], columns)):
-            raise ValueError(f"linear_norm_qkv_rope: a gradient segment must start on a head "
+            raise ValueError(f"{name}: a gradient segment must start on a head "
                              f"(of {head_dim} columns) and be ({x.shape[0]}, {columns}), got "
                              f"columns {start}..{start + columns}"
                              + ("" if dy is None else f" and shape {tuple(dy.shape)}"))
@@ -1204,7 +1273,23 @@ def _norm_rope_backward_parts(parts, x, rs, w, gamma, cos, sin, folded, rotated,
             dy = dy.contiguous()
         # The segment's rotated heads, counted from its first column.
         heads = max(0, min(rotated - start, columns)) // head_dim
-        _launch(module, adjoint, x, folded[start:end], rs, cos, sin, heads, dy, *outputs)
+        _launch(module, adjoint, *operands(start, end), heads, dy, *outputs)
+    return dacc, bias_partials
+
+
+def _norm_rope_backward_parts(parts, x, rs, w, gamma, cos, sin, folded, rotated, biased,
+                              need_x, need_w):
+    """_linear_norm_qkv_rope_backward with dy given as consecutive column
+    segments (_rope_adjoint_segments)."""
+    program, head_dim = _rope_program("linear_norm_qkv_rope", cos)
+    function = "linear_norm_qkv_rope_bias_backward" if biased else "linear_norm_qkv_rope_backward"
+    module, (adjoint, data_grad, finish, *bias_finish) = _kernels(
+        program, function, "adjoint:gemm0", "grad:gemm0.lhs", "grad:gemm0.input0",
+        *(("grad:gemm0.input1",) if biased else ()))
+    x, rs, cos, sin = x.contiguous(), rs.contiguous(), cos.contiguous(), sin.contiguous()
+    dacc, bias_partials = _rope_adjoint_segments(
+        "linear_norm_qkv_rope", module, adjoint, parts, x, w.shape[0], head_dim, rotated, biased,
+        lambda start, end: (x, folded[start:end], rs, cos, sin))
     dx, drs = _skipped_like(x, need_x), _skipped_like(rs, need_x)
     if need_x:
         partials = _row_partials(x, x.shape[1])
@@ -1258,25 +1343,19 @@ _linear_norm_qkv_rope_op = _Op("linear_norm_qkv_rope", _linear_norm_qkv_rope,
                                _norm_rope_backward)
 
 
-class _LinearNormQkvRopeSegments(torch.autograd.Function):
-    """linear_norm_qkv_rope's eager path with its output returned as column
-    segments (views): each segment's gradient reaches the backward as it
-    is (_norm_rope_backward_parts)."""
+class _NormRopeSegments:
+    """linear_norm_qkv_rope through _Segments."""
 
     @staticmethod
-    def forward(ctx, x, rs, w, gamma, cos, sin, rotated, bias, split):
+    def forward(ctx, x, rs, w, gamma, cos, sin, rotated, bias):
         y, folded = _linear_norm_qkv_rope(x, rs, w, gamma, cos, sin, rotated, bias)
         _norm_rope_save(ctx, (x, rs, w, gamma, cos, sin, rotated, bias), (y, folded))
-        ctx.split = split
-        return tuple(y.split(split, dim=1))
+        return y
 
     @staticmethod
-    def backward(ctx, *dys):
-        if all(dy is None for dy in dys):
-            return (None,) * 9
-        grads = _norm_rope_backward_parts(list(zip(ctx.split, dys)), *ctx.saved_tensors,
-                                          ctx.rotated, ctx.biased, *_norm_rope_needs(ctx))
-        return *_norm_rope_grads(ctx, *grads), None
+    def backward(ctx, parts):
+        return _norm_rope_grads(ctx, *_norm_rope_backward_parts(
+            parts, *ctx.saved_tensors, ctx.rotated, ctx.biased, *_norm_rope_needs(ctx)))
 
 
 def linear_norm_qkv_rope(x: torch.Tensor, rs: torch.Tensor, w: torch.Tensor,
@@ -1298,15 +1377,6 @@ def linear_norm_qkv_rope(x: torch.Tensor, rs: torch.Tensor, w: torch.Tensor,
     the attention leaves them, without being concatenated."""
     if split is None:
         return _linear_norm_qkv_rope_op(x, rs, w, gamma, cos, sin, rotated, bias)[0]
-    split = [int(columns) for columns in split]
-    head_dim = cos.shape[-1]
-    if (sum(split) != w.shape[0] or any(columns <= 0 for columns in split)
-            or any(sum(split[:i]) % head_dim for i in range(len(split)))):
-        raise ValueError(f"linear_norm_qkv_rope: split must be positive column counts "
-                         f"summing to {w.shape[0]}, each segment starting on a head of "
-                         f"{head_dim} columns, got {split}")
-    if torch.compiler.is_compiling():
-        # Inductor fuses the views' backward into one kernel.
-        return tuple(_linear_norm_qkv_rope_op(x, rs, w, gamma, cos, sin, rotated, bias)[0]
-                     .split(split, dim=1))
-    return _LinearNormQkvRopeSegments.apply(x, rs, w, gamma, cos, sin, rotated, bias, split)
+    return _segments("linear_norm_qkv_rope", lambda *inputs: _linear_norm_qkv_rope_op(*inputs)[0],
+                     _NormRopeSegments, (x, rs, w, gamma, cos, sin, rotated, bias), split,
+                     w.shape[0], cos.shape[-1])

@@ -293,26 +293,6 @@ def llama_pair(family="Llama", **overrides):
     return original, copy.deepcopy(original)
 
 
-def test_stacked_heads_backward():
-    # The attention's Q/K/V views of the stacked projection: their
-    # gradients written into one stacked gradient, a head's unused (K here)
-    # as zeros, equal to the plain views' backward.
-    from coda_torch.llama import _StackedHeads, _heads
-    sizes, shape = [256, 128, 128], (2, 64)
-    qkv = torch.randn(128, 512, device="cuda", dtype=torch.bfloat16)
-    gq = torch.randn(2, 2, 64, 128, device="cuda", dtype=torch.bfloat16)
-    gv = torch.randn(2, 1, 64, 128, device="cuda", dtype=torch.bfloat16)
-    grads = []
-    for split in (lambda t: _StackedHeads.apply(t, sizes, shape, 128),
-                  lambda t: _heads(t, sizes, shape, 128)):
-        leaf = qkv.clone().requires_grad_()
-        q, _, v = split(leaf)
-        ((q.float() * gq).sum() + (v.float() * gv).sum()).backward()
-        grads.append(leaf.grad)
-    assert torch.equal(grads[0], grads[1])
-    assert grads[0][:, 256:384].abs().max() == 0 and grads[0][:, :256].abs().max() > 0
-
-
 # Llama with heads of 128 and of 64 (Llama 3.2 1B's size), Qwen2 (biases on
 # Q/K/V) and Mistral with a sliding window shorter than the sequence.
 FAMILY_CASES = [("Llama", {}), ("Llama", {"num_attention_heads": 8}), ("Qwen2", {}),
@@ -371,6 +351,31 @@ def test_llama_patch_matches_original(compiled, family, overrides):
         torch.testing.assert_close(out.loss.float(), want.float(), rtol=1e-2, atol=1e-2)
         close(out.hidden_states[-1],
               original(input_ids=ids, output_hidden_states=True).hidden_states[-1].float())
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_llama_patch_ops_only_matches_original(compiled):
+    # apply(layer=False): the MLP, Q/K/V + RoPE (its Q, K and V as column
+    # segments) and LM head ops in Hugging Face's layers, whose norms,
+    # residual adds and o_proj stay torch's: the loss and the Q/K/V, o_proj
+    # and embedding gradients are the original's.
+    original, patched = llama_pair()
+    assert coda_torch.llama.apply(patched, layer=False) == {"mlp": 2, "attention": 2,
+                                                            "cross_entropy": 1}
+    step = torch.compile(patched) if compiled else patched
+    ids = torch.randint(0, 1000, (2, 128), device="cuda")
+    want = original(input_ids=ids, labels=ids).loss
+    got = step(input_ids=ids, labels=ids).loss
+    want.backward()
+    got.backward()
+    torch.testing.assert_close(got.float(), want.float(), rtol=1e-2, atol=1e-2)
+    for a, b in zip(original.model.layers, patched.model.layers):
+        qkv = torch.cat([a.self_attn.q_proj.weight.grad, a.self_attn.k_proj.weight.grad,
+                         a.self_attn.v_proj.weight.grad])
+        close(b.self_attn.qkv.grad, qkv.float(), rtol=5e-2)
+        close(b.self_attn.o_proj.weight.grad, a.self_attn.o_proj.weight.grad.float(), rtol=5e-2)
+    close(patched.model.embed_tokens.weight.grad,
+          original.model.embed_tokens.weight.grad.float(), rtol=5e-2)
 
 
 def test_llama_patch_reads_nothing_back():
@@ -947,16 +952,20 @@ def test_linear_norm_qkv_rope(t, h, heads, head_dim, compiled, biased):
 @pytest.mark.parametrize("t,h,heads,head_dim", ROPE_CASES)
 @pytest.mark.parametrize("biased", [False, True], ids=["", "bias"])
 @pytest.mark.parametrize("unused", [None, 1], ids=["", "k_unused"])
-def test_linear_norm_qkv_rope_segments(t, h, heads, head_dim, biased, unused):
+@pytest.mark.parametrize("normed", [True, False], ids=["norm", "plain"])
+def test_linear_qkv_rope_segments(t, h, heads, head_dim, biased, unused, normed):
     # Split into Q, K and V (split=), the output is the unsplit op's, and the
     # backward, fed each segment's gradient where it lies (K's, strided,
     # from a wider tensor; none at all for an unused segment), gives the
     # unsplit op's gradients from the concatenated (zero-filled) dy, bit
-    # for bit: the adjoint runs per segment on the same elements.
+    # for bit: the adjoint runs per segment on the same elements. Both
+    # linear_norm_qkv_rope and linear_qkv_rope.
     x, w, cos, sin, rotated, dy = rope_inputs(t, h, heads, seed=14, head_dim=head_dim)
     rs = row_scale(x)
     gamma = norm_gamma(h, torch.Generator(device="cuda").manual_seed(15))
     bias = rope_bias(w.shape[0], seed=16) if biased else None
+    op = coda_torch.linear_norm_qkv_rope if normed else coda_torch.linear_qkv_rope
+    operands = (x, rs, w, gamma) if normed else (x, w)
     sizes = [head_dim * count for count in heads]
     wide = torch.randn(t, sizes[1] + 64, device="cuda").bfloat16()
     dys = [dy[:, :sizes[0]].contiguous(), wide[:, 64:], dy[:, sizes[0] + sizes[1]:].contiguous()]
@@ -967,9 +976,9 @@ def test_linear_norm_qkv_rope_segments(t, h, heads, head_dim, biased, unused):
                          for d, n in zip(dys, sizes)], 1)
     grads = []
     for split in (None, sizes):
-        leaves = [v.detach().clone().requires_grad_() for v in (x, rs, w, gamma)]
+        leaves = [v.detach().clone().requires_grad_() for v in operands]
         bc = bias.clone().requires_grad_() if biased else None
-        got = coda_torch.linear_norm_qkv_rope(*leaves, cos, sin, rotated, bc, split=split)
+        got = op(*leaves, cos, sin, rotated, bc, split=split)
         if split is None:
             got.backward(stacked)
             grads.append((got.detach(), [v.grad for v in leaves + ([bc] if biased else [])]))
@@ -996,6 +1005,11 @@ def test_linear_norm_qkv_rope_segments_refused():
         with pytest.raises(ValueError, match=r"split must be positive column counts summing "
                                              r"to 512, each segment starting on a head of 128"):
             coda_torch.linear_norm_qkv_rope(x, rs, w, gamma, cos, sin, rotated, split=split)
+        with pytest.raises(ValueError, match=r"linear_qkv_rope: split must be positive"):
+            coda_torch.linear_qkv_rope(x, w, cos, sin, rotated, split=split)
+    with pytest.raises(ValueError, match=r"linear_qkv_rope: the gradient's segments have"):
+        ops._rope_backward_parts([(256, dy[:, :256]), (128, None)], x, w, cos, sin, rotated,
+                                 False, True, True)
     folded = w * gamma
     with pytest.raises(ValueError, match=r"segments have \[256, 128\] columns, not 512"):
         ops._norm_rope_backward_parts([(256, dy[:, :256]), (128, None)], x, rs, w, gamma,
