@@ -353,6 +353,18 @@ def test_llama_patch_matches_original(compiled, family, overrides):
               original(input_ids=ids, output_hidden_states=True).hidden_states[-1].float())
 
 
+def train_both(original, patched, compiled):
+    """One forward + backward of `original` and of `patched` (under
+    torch.compile if `compiled`) on the same tokens: their losses."""
+    step = torch.compile(patched) if compiled else patched
+    ids = torch.randint(0, 1000, (2, 128), device="cuda")
+    want = original(input_ids=ids, labels=ids).loss
+    got = step(input_ids=ids, labels=ids).loss
+    want.backward()
+    got.backward()
+    return want, got
+
+
 @pytest.mark.parametrize("compiled", [False, True])
 def test_llama_patch_ops_only_matches_original(compiled):
     # apply(layer=False): the MLP, Q/K/V + RoPE (its Q, K and V as column
@@ -362,12 +374,7 @@ def test_llama_patch_ops_only_matches_original(compiled):
     original, patched = llama_pair()
     assert coda_torch.llama.apply(patched, layer=False) == {"mlp": 2, "attention": 2,
                                                             "cross_entropy": 1}
-    step = torch.compile(patched) if compiled else patched
-    ids = torch.randint(0, 1000, (2, 128), device="cuda")
-    want = original(input_ids=ids, labels=ids).loss
-    got = step(input_ids=ids, labels=ids).loss
-    want.backward()
-    got.backward()
+    want, got = train_both(original, patched, compiled)
     torch.testing.assert_close(got.float(), want.float(), rtol=1e-2, atol=1e-2)
     for a, b in zip(original.model.layers, patched.model.layers):
         qkv = torch.cat([a.self_attn.q_proj.weight.grad, a.self_attn.k_proj.weight.grad,
@@ -521,12 +528,7 @@ def test_llama_patch_fp8(compiled):
         coda_torch.llama.apply(patched, fp8=True, layer=True)
     assert coda_torch.llama.apply(patched, fp8=True) == {"mlp": 2, "attention": 2,
                                                          "cross_entropy": 1}
-    step = torch.compile(patched) if compiled else patched
-    ids = torch.randint(0, 1000, (2, 128), device="cuda")
-    want = original(input_ids=ids, labels=ids).loss
-    got = step(input_ids=ids, labels=ids).loss
-    want.backward()
-    got.backward()
+    want, got = train_both(original, patched, compiled)
     torch.testing.assert_close(got.float(), want.float(), rtol=2e-2, atol=2e-2)
     for a, b in zip(original.model.layers, patched.model.layers):
         stacked = torch.stack([a.mlp.gate_proj.weight.grad, a.mlp.up_proj.weight.grad], 1)
