@@ -7,8 +7,9 @@ import coda_runtime
 import torch
 
 _modules = {}
-# set_dependent_launch's setting, which load gives each module it loads.
-_dependent_launch = True
+# set_dependent_launch's setting, which load gives each module it loads
+# (None: the runtime's default, on).
+_dependent_launch = None
 
 
 def load(directory):
@@ -18,7 +19,8 @@ def load(directory):
         path = os.path.join(directory, name)
         if os.path.isfile(os.path.join(path, "manifest.json")):
             _modules[name] = coda_runtime.Module(path)
-            _modules[name].dependent_launch = _dependent_launch
+            if _dependent_launch is not None:
+                _modules[name].dependent_launch = _dependent_launch
 
 
 def set_dependent_launch(enabled: bool) -> None:
