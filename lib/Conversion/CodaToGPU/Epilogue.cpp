@@ -323,8 +323,15 @@ public:
 
   /// Whether an interior copy pays: the epilogue writes a tile output and no
   /// pair or interleaved one (with both copies, cross-entropy's partials
-  /// and SwiGLU's pairs measured slower; docs/performance.md).
-  bool interiorPays() const { return interiorPaysFor(roles); }
+  /// and SwiGLU's pairs measured slower; docs/performance.md), or, under
+  /// ping-pong, an interleaved output and no pair one (SwiGLU's derivative,
+  /// whose checked copy outlasted the other consumer's K loop).
+  bool interiorPays() const {
+    return interiorPaysFor(roles) ||
+           (config.schedule == Schedule::pingPong &&
+            llvm::is_contained(roles, OutputRole::interleaved) &&
+            !llvm::is_contained(roles, OutputRole::pair));
+  }
   /// The loads of prefetchEpilogue, where prefetchPlan takes some: part
   /// `part` of `parts`.
   EpiloguePrefetch prefetch(ImplicitLocOpBuilder &b, int64_t part,
@@ -618,6 +625,31 @@ private:
   /// runs. Returns the values of `runs`' slots, run by run.
   SmallVector<SmallVector<Value>> loadStaged(ImplicitLocOpBuilder &b,
                                              Value input, Value row) const;
+  /// The lane's share of copying the warp's stagingRows rows from
+  /// `firstRow` (the tile's columns) of a 16-bit tile input into `stage`:
+  /// its 16-byte loads all issued before their stores, or, with `async`,
+  /// cp.async copies that the caller commits and awaits (zero-filled
+  /// beyond M and N; rows that are not 16-byte aligned are copied
+  /// element by element at once). Elements beyond M or N are otherwise
+  /// left as they are: whatever the epilogue computes from them is masked.
+  void copyToStage(ImplicitLocOpBuilder &b, Value input, Value stage,
+                   Value firstRow, Value lane, bool async) const;
+  /// The lane's runs of the warp's rows in `stage` (see loadStaged), read
+  /// with ldmatrix where they are whole 8 x 8 matrices; every lane has read
+  /// them when it returns.
+  SmallVector<SmallVector<Value>> readStage(ImplicitLocOpBuilder &b,
+                                            Value stage, Value lane) const;
+  /// The inputs of pipelinedStagedInputs (with GemmKernelConfig::
+  /// pipelinedInputs) and the fragment rows a thread has.
+  SmallVector<unsigned> pipelined;
+  int64_t fragmentRows = 0;
+  /// Slot `slot` of the `position`th pipelined input in the warp's buffer.
+  Value pipelineSlot(ImplicitLocOpBuilder &b, unsigned position,
+                     int64_t slot) const;
+  /// Issues and commits, as one cp.async group, the copies of the warp's
+  /// rows of fragment row `fragmentRow` of every pipelined input into their
+  /// slots `fragmentRow` mod kPipelineSlots.
+  void issuePipelinedRow(ImplicitLocOpBuilder &b, int64_t fragmentRow) const;
   /// One lane's share of copying the warp's stagingRows rows from
   /// `firstRow` between a matrix and the staging buffer, `rowElements`
   /// elements each from column `firstCol`: copy `t` (of
@@ -1066,32 +1098,54 @@ Value EpilogueBuilder::opaqueIndex(ImplicitLocOpBuilder &b, Value value) const {
 SmallVector<SmallVector<Value>>
 EpilogueBuilder::loadStaged(ImplicitLocOpBuilder &b, Value input,
                             Value row) const {
-  int64_t rowElements = config.tileN;
   Type element = cast<MemRefType>(input.getType()).getElementType();
-  int64_t chunk = chunkElements(element);
-  Value stage = stagingBuffer(b, rowElements, element);
-  int64_t rowStride = GemmKernelConfig::stagingRowStride(rowElements, chunk);
+  Value stage = stagingBuffer(b, config.tileN, element);
   // The lane's buffer offsets are the same for every row; made from an
   // opaque copy of the lane index, they are computed where used instead of
   // held through the K loop.
   Value lane = opaqueIndex(b, frame.lane);
-  Value quadRow = arith::DivUIOp::create(b, lane, index(b, 4));
-  Value firstRow = arith::SubIOp::create(b, row, quadRow);
+  Value firstRow =
+      arith::SubIOp::create(b, row, arith::DivUIOp::create(b, lane, index(b, 4)));
   awaitStagingBuffer(b);
-  // Elements beyond M or N are left as they are: whatever the epilogue
-  // computes from them is masked.
-  Value room, aligned;
-  if (!interior) {
-    room = columnsLeft(
-        b, stagingCopy(b, firstRow, frame.blockN, rowElements, chunk, 0, lane).col,
-        frame.sizeN);
-    aligned = rowsAligned(b, input, 16);
-  }
+  copyToStage(b, input, stage, firstRow, lane, /*async=*/false);
+  NVVM::SyncWarpOp::create(b,
+                           arith::ConstantIntOp::create(b, b.getI32Type(), -1));
+  return readStage(b, stage, lane);
+}
+
+void EpilogueBuilder::copyToStage(ImplicitLocOpBuilder &b, Value input,
+                                  Value stage, Value firstRow, Value lane,
+                                  bool async) const {
+  int64_t rowElements = config.tileN;
+  Type element = cast<MemRefType>(input.getType()).getElementType();
+  int64_t chunk = chunkElements(element);
   int64_t copies = stagingCopies(rowElements, chunk);
+  auto chunkType = VectorType::get({chunk}, element);
+  auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+  // cp.async of each of the lane's chunks, `srcElements` of it read (the
+  // rest zero-filled) where given.
+  auto asyncCopies = [&](ImplicitLocOpBuilder &cb,
+                         function_ref<Value(const StagingCopy &)> srcElements) {
+    for (int64_t t = 0; t < copies; ++t) {
+      StagingCopy copy =
+          stagingCopy(cb, firstRow, frame.blockN, rowElements, chunk, t, lane);
+      Value n = srcElements ? srcElements(copy) : Value();
+      SmallVector<Value> at{copy.row, copy.col};
+      if (n) {
+        // A chunk that reads nothing reads from the input's origin.
+        Value none = arith::CmpIOp::create(cb, arith::CmpIPredicate::eq, n,
+                                           index(cb, 0));
+        for (Value &i : at)
+          i = arith::SelectOp::create(cb, none, index(cb, 0), i);
+      }
+      nvgpu::DeviceAsyncCopyOp::create(
+          cb, tokenType, stage, ValueRange{copy.at}, input, at,
+          cb.getIndexAttr(chunk), n, cb.getUnitAttr());
+    }
+  };
   // The lane's 16-byte loads, all issued before their stores so that their
   // latencies overlap instead of adding up chunk after chunk.
   auto loadWhole = [&](ImplicitLocOpBuilder &wb) {
-    auto chunkType = VectorType::get({chunk}, element);
     SmallVector<std::pair<Value, Value>> chunks;
     for (int64_t t = 0; t < copies; ++t) {
       StagingCopy copy =
@@ -1107,37 +1161,76 @@ EpilogueBuilder::loadStaged(ImplicitLocOpBuilder &b, Value input,
                               /*nontemporal=*/false, llvm::MaybeAlign(16));
   };
   if (interior) {
-    loadWhole(b);
-  } else {
-    // One warp-uniform branch: the batched copy where the warp's rows lie
-    // whole inside the input and are aligned, else chunk by chunk with
-    // bounds.
-    Value whole = arith::AndIOp::create(
-        b, aligned,
-        arith::AndIOp::create(
-            b, within(b, frame.blockN, config.tileN, frame.sizeN),
-            within(b, firstRow, GemmKernelConfig::stagingRows, frame.sizeM)));
+    if (async)
+      asyncCopies(b, nullptr);
+    else
+      loadWhole(b);
+    return;
+  }
+  Value room = columnsLeft(
+      b, stagingCopy(b, firstRow, frame.blockN, rowElements, chunk, 0, lane).col,
+      frame.sizeN);
+  Value aligned = rowsAligned(b, input, 16);
+  // Chunk by chunk with bounds, element by element where a chunk is not
+  // whole or not aligned.
+  auto checkedCopies = [&](ImplicitLocOpBuilder &eb) {
+    for (int64_t t = 0; t < copies; ++t) {
+      StagingCopy copy =
+          stagingCopy(eb, firstRow, frame.blockN, rowElements, chunk, t, lane);
+      copyStaged(eb, input, {copy.row, copy.col}, stage, copy.at, chunk,
+                 rowRoom(eb, copy.row, room), aligned,
+                 /*load=*/true);
+    }
+  };
+  // One warp-uniform branch: aligned rows take cp.async, bounded by the
+  // columns and rows left; others the checked copy.
+  if (async) {
     scf::IfOp::create(
-        b, whole,
+        b, aligned,
         [&](OpBuilder &ob, Location loc) {
-          ImplicitLocOpBuilder wb(loc, ob);
-          loadWhole(wb);
-          scf::YieldOp::create(wb);
+          ImplicitLocOpBuilder ab(loc, ob);
+          asyncCopies(ab, [&](const StagingCopy &copy) -> Value {
+            return arith::MinUIOp::create(ab, rowRoom(ab, copy.row, room),
+                                          index(ab, chunk));
+          });
+          scf::YieldOp::create(ab);
         },
         [&](OpBuilder &ob, Location loc) {
           ImplicitLocOpBuilder eb(loc, ob);
-          for (int64_t t = 0; t < copies; ++t) {
-            StagingCopy copy =
-                stagingCopy(eb, firstRow, frame.blockN, rowElements, chunk, t, lane);
-            copyStaged(eb, input, {copy.row, copy.col}, stage, copy.at,
-                       chunk, rowRoom(eb, copy.row, room), aligned,
-                       /*load=*/true);
-          }
+          checkedCopies(eb);
           scf::YieldOp::create(eb);
         });
+    return;
   }
+  // One warp-uniform branch: the batched copy where the warp's rows lie
+  // whole inside the input and are aligned, else the checked copy.
+  Value whole = arith::AndIOp::create(
+      b, aligned,
+      arith::AndIOp::create(
+          b, within(b, frame.blockN, config.tileN, frame.sizeN),
+          within(b, firstRow, GemmKernelConfig::stagingRows, frame.sizeM)));
+  scf::IfOp::create(
+      b, whole,
+      [&](OpBuilder &ob, Location loc) {
+        ImplicitLocOpBuilder wb(loc, ob);
+        loadWhole(wb);
+        scf::YieldOp::create(wb);
+      },
+      [&](OpBuilder &ob, Location loc) {
+        ImplicitLocOpBuilder eb(loc, ob);
+        checkedCopies(eb);
+        scf::YieldOp::create(eb);
+      });
+}
+
+SmallVector<SmallVector<Value>>
+EpilogueBuilder::readStage(ImplicitLocOpBuilder &b, Value stage,
+                           Value lane) const {
+  Type element = cast<MemRefType>(stage.getType()).getElementType();
+  int64_t rowStride = GemmKernelConfig::stagingRowStride(
+      config.tileN, chunkElements(element));
   Value allLanes = arith::ConstantIntOp::create(b, b.getI32Type(), -1);
-  NVVM::SyncWarpOp::create(b, allLanes);
+  Value quadRow = arith::DivUIOp::create(b, lane, index(b, 4));
   // A run's columns: 8j + e + 2q on, from the head's fragment position.
   Value laneStart = arith::AddIOp::create(
       b, arith::MulIOp::create(b, quadRow, index(b, rowStride)), twoQ);
@@ -1198,6 +1291,39 @@ EpilogueBuilder::loadStaged(ImplicitLocOpBuilder &b, Value input,
   // Every lane has read its values before the buffer is written again.
   NVVM::SyncWarpOp::create(b, allLanes);
   return result;
+}
+
+Value EpilogueBuilder::pipelineSlot(ImplicitLocOpBuilder &b,
+                                    unsigned position, int64_t slot) const {
+  int64_t offset =
+      config.pipelineSlotsOffset() +
+      (position * GemmKernelConfig::kPipelineSlots + slot) *
+          config.pipelineSlotBytes();
+  Type element =
+      cast<MemRefType>(inputs[pipelined[position]].getType()).getElementType();
+  auto slotType = MemRefType::get(
+      {GemmKernelConfig::stagingRows *
+       GemmKernelConfig::stagingRowStride(config.tileN, chunkElements(element))},
+      element, MemRefLayoutAttrInterface(),
+      gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup));
+  return memref::ViewOp::create(
+      b, slotType, frame.shared,
+      arith::AddIOp::create(b, warpStagingBase(b), index(b, offset)),
+      ValueRange{});
+}
+
+void EpilogueBuilder::issuePipelinedRow(ImplicitLocOpBuilder &b,
+                                        int64_t fragmentRow) const {
+  Value lane = opaqueIndex(b, frame.lane);
+  Value firstRow = arith::AddIOp::create(
+      b, arith::AddIOp::create(b, frame.blockM, warpFragmentRow(b)),
+      index(b, fragmentRowOffset(fragmentRow / 2, fragmentRow % 2)));
+  for (auto [position, k] : llvm::enumerate(pipelined))
+    copyToStage(b, inputs[k],
+                pipelineSlot(b, position,
+                             fragmentRow % GemmKernelConfig::kPipelineSlots),
+                firstRow, lane, /*async=*/true);
+  NVVM::CpAsyncCommitGroupOp::create(b);
 }
 
 void EpilogueBuilder::storeStaged(ImplicitLocOpBuilder &b, Value out,
@@ -1891,9 +2017,22 @@ SmallVector<Value> EpilogueBuilder::emitRow(
   // periodic inputs' periods.
   SmallVector<SmallVector<SmallVector<Value>>> stagedValues(inputs.size());
   SmallVector<Value> shared(inputs.size());
+  // The pipelined inputs' copies of this row have landed (those of the
+  // next row may still be in flight), the other lanes' too.
+  constexpr int64_t slots = GemmKernelConfig::kPipelineSlots;
+  if (!pipelined.empty()) {
+    NVVM::CpAsyncWaitGroupOp::create(
+        lb, lb.getI32IntegerAttr(fragmentRow + 1 < fragmentRows ? 1 : 0));
+    NVVM::SyncWarpOp::create(
+        lb, arith::ConstantIntOp::create(lb, lb.getI32Type(), -1));
+  }
   for (auto [k, input] : llvm::enumerate(inputs)) {
     AccessForm form = op.getInputForm(k);
-    if (ArrayRef<Value> prefetched = prefetchedValues(k);
+    if (auto *position = llvm::find(pipelined, k); position != pipelined.end()) {
+      stagedValues[k] = readStage(
+          lb, pipelineSlot(lb, position - pipelined.begin(), fragmentRow % slots),
+          opaqueIndex(lb, frame.lane));
+    } else if (ArrayRef<Value> prefetched = prefetchedValues(k);
         stagedInput(k) && !prefetched.empty()) {
       // The row's runs as they were prefetched (each run is the lane's
       // two columns of one 8-column group).
@@ -1909,6 +2048,9 @@ SmallVector<Value> EpilogueBuilder::emitRow(
       shared[k] = input;
     }
   }
+  // The slots just read take the row kPipelineSlots on.
+  if (!pipelined.empty() && fragmentRow + slots < fragmentRows)
+    issuePipelinedRow(lb, fragmentRow + slots);
   // Pair inputs: the last pair, and the tile's first pair. With fragments,
   // the lane's first pair through an opaque move, so that each group's pair
   // is that plus a constant computed where used (held through the K loop,
@@ -2431,6 +2573,16 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
     for (unsigned k = 0; k < inputs.size(); ++k)
       if (inputRowBuffers[k] && op.getInputForm(k) == AccessForm::col)
         stageInputRows(b, k, Value());
+    // The pipelined inputs' first rows, before any row's math.
+    if (config.pipelinedInputs) {
+      pipelined = pipelinedStagedInputs(op, config);
+      assert(int64_t(pipelined.size()) == config.pipelinedInputs &&
+             "the configuration counts the inputs the epilogue pipelines");
+      fragmentRows = 2 * frame.accFragments.size();
+      for (int64_t r = 0;
+           r < std::min(GemmKernelConfig::kPipelineSlots, fragmentRows); ++r)
+        issuePipelinedRow(b, r);
+    }
     // Rows 16 w + l / 4 + fragmentRowOffset(f, h); element (j, h, e) of a
     // fragment is its member 4j + 2h + e.
     Value quadRow = arith::AddIOp::create(
@@ -2648,9 +2800,20 @@ Value EpilogueBuilder::interiorCondition(ImplicitLocOpBuilder &b) const {
               index(b, 0)));
     }
   }
-  for (auto [i, output] : llvm::enumerate(outputs))
+  for (auto [i, output] : llvm::enumerate(outputs)) {
     if (roles[i] == OutputRole::tile)
       aligned(output);
+    // An interleaved output's runs: both values of a lane's two columns.
+    // (This check costs SwiGLU's derivative under ping-pong 4 bytes of
+    // spill, ptxas -v; checking each run's stores instead spilled 20 in the
+    // FP8 adjoint: docs/performance.md.)
+    if (roles[i] == OutputRole::interleaved)
+      condition = arith::AndIOp::create(
+          b, condition,
+          rowsAligned(b, output,
+                      4 * cast<MemRefType>(output.getType())
+                              .getElementTypeBitWidth() / 8));
+  }
   return condition;
 }
 
@@ -2733,9 +2896,11 @@ static SmallVector<InputPrefetch> prefetchPlan(GemmOp op,
                                                const GemmKernelConfig &config) {
   unsigned numInputs = op.getEpilogueInputs().size();
   SmallVector<InputPrefetch> plan(numInputs);
-  if (!config.registerEpilogue() ||
-      !EpilogueBuilder(op, config, KernelFrame(), ValueRange(), ValueRange())
-           .interiorPays())
+  // Registers held through the K loop pay where the interior copy's
+  // staging would be the inputs' only cost (a tile output and no pair or
+  // interleaved one); SwiGLU's derivative takes its tile inputs through
+  // pipelined slots instead (pipelinedStagedInputs).
+  if (!config.registerEpilogue() || !interiorPaysFor(outputRoles(op)))
     return plan;
   int64_t registers = 0;
   for (unsigned k = 0; k < numInputs; ++k) {
@@ -2780,4 +2945,17 @@ static SmallVector<InputPrefetch> prefetchPlan(GemmOp op,
     plan[k] = p;
   }
   return plan;
+}
+
+SmallVector<unsigned>
+mlir::coda::gpu_lowering::pipelinedStagedInputs(
+    GemmOp op, const GemmKernelConfig &config) {
+  SmallVector<unsigned> result;
+  if (!config.registerEpilogue() || !config.stagedTiles)
+    return result;
+  SmallVector<InputPrefetch> plan = prefetchPlan(op, config);
+  for (unsigned k = 0, e = op.getEpilogueInputs().size(); k < e; ++k)
+    if (stagesInput(op, k) && plan[k].loads == 0)
+      result.push_back(k);
+  return result;
 }

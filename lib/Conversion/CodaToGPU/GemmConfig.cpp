@@ -257,6 +257,13 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
       if (!fitsSharedMemory(config))
         config.tmaStores = false;
     }
+    // Then the staged tile inputs that the epilogue does not prefetch, each
+    // through slots of its own, where those fit as well.
+    if (config.stagedTiles) {
+      config.pipelinedInputs = pipelinedStagedInputs(op, config).size();
+      if (!fitsSharedMemory(config))
+        config.pipelinedInputs = 0;
+    }
   }
 
   // A tile that a block reduction set and the kernel cannot take: the

@@ -91,6 +91,13 @@ struct GemmKernelConfig {
   /// leave the threads at once and drain under what follows. Each warp's
   /// buffer then starts at a multiple of 128 bytes.
   bool tmaStores = false;
+  /// Staged tile inputs that the register epilogue does not prefetch into
+  /// registers (pipelinedStagedInputs) and that enter instead through slots
+  /// of their own, each warp's rows copied with cp.async kPipelineSlots
+  /// fragment rows ahead of the row that reads them, so that the copies'
+  /// latency passes under the rows before. 0 where the slots do not fit.
+  int64_t pipelinedInputs = 0;
+  static constexpr int64_t kPipelineSlots = 2;
   static constexpr int64_t stagingRows = 8;
   /// Columns of a TMA-stored output's box (128 bytes of 16-bit elements).
   static constexpr int64_t storeBoxColumns = 64;
@@ -164,8 +171,21 @@ struct GemmKernelConfig {
   int64_t tileStagingBytesPerWarp() const {
     return stagedTiles ? stagingRows * stagingRowStride(tileN) * 2 : 0;
   }
+  /// One pipelined input's slot: the warp's stagingRows rows of the tile.
+  int64_t pipelineSlotBytes() const {
+    return stagingRows * stagingRowStride(tileN) * 2;
+  }
+  /// Where a warp's pipelined slots start in its buffer (16-byte aligned,
+  /// as the copies need).
+  int64_t pipelineSlotsOffset() const {
+    return (tileStagingBytesPerWarp() + stagedInputRowBytes + 15) / 16 * 16;
+  }
   int64_t stagingBytesPerWarp() const {
-    int64_t bytes = tileStagingBytesPerWarp() + stagedInputRowBytes;
+    int64_t bytes = pipelinedInputs
+                        ? pipelineSlotsOffset() + pipelinedInputs *
+                                                      kPipelineSlots *
+                                                      pipelineSlotBytes()
+                        : tileStagingBytesPerWarp() + stagedInputRowBytes;
     return tmaStores ? (bytes + 127) / 128 * 128 : bytes;
   }
   int64_t stagingBytes() const {
@@ -305,6 +325,11 @@ SmallVector<unsigned> tmaStoredOutputs(GemmOp op,
 /// Whether a register epilogue stages input `k` of `op`: a tile input of a
 /// 16-bit float type, contiguous along its rows.
 bool stagesInput(GemmOp op, unsigned k);
+/// The staged tile inputs of `op` that its register epilogue under
+/// `config` does not prefetch into registers (see prefetchEpilogue), in
+/// order: those GemmKernelConfig::pipelinedInputs counts.
+SmallVector<unsigned> pipelinedStagedInputs(GemmOp op,
+                                            const GemmKernelConfig &config);
 /// Bytes per warp that a register epilogue needs to hold the rows of its
 /// column and periodic inputs in shared memory (see
 /// GemmKernelConfig::stagedInputRows): for each such input of a 16- or

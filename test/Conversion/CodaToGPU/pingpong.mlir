@@ -197,24 +197,44 @@ func.func @col_bias(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %bias: memref<?x
 
 // -----
 
-// An epilogue that writes an interleaved output takes no interior copy, so
-// each row of its 16-bit tile inputs is staged with bounds: one branch per
-// warp and row, whose whole-rows side issues the lane's four 16-byte loads
-// before their four stores (their latencies overlap), the other copying
-// chunk by chunk with bounds. The lane's buffer offsets come from an opaque
-// copy of the lane index, made per row (not held through the K loop).
+// An epilogue that writes an interleaved output (SwiGLU's derivative)
+// takes an interior copy under ping-pong, and its 16-bit tile inputs,
+// which it does not prefetch into registers, enter through slots of their
+// own: two per input and warp (4 warps x 2 inputs x 2 slots x 8 rows x 136
+// bf16 per consumer, 69632 bytes beside the plain kernel's 149504). Each
+// warp copies the first two of its fragment rows with cp.async (16 bytes,
+// L2 only) before any row's math, one group per row; a row waits until at
+// most the next row's group is in flight (the last row: none), reads its
+// slots with ldmatrix and hands them to the row two on. The checked copy
+// bounds each copy by the columns and rows left (zero-filled beyond them)
+// where the rows are aligned, else copies chunk by chunk.
 // CHECK-LABEL: gpu.func @swiglu_backward_gemm0
+//  CHECK-SAME:   shared_memory_bytes = 219136
 //       CHECK:   nvvm.wgmma.wait.group.sync.aligned 0
-//       CHECK:   llvm.inline_asm has_side_effects "mov.b32 $0, $1;"
 //       CHECK:   scf.if
-// CHECK-COUNT-4:     vector.load %{{.*}} : memref<?x?xbf16>, vector<8xbf16>
-// CHECK-COUNT-4:     vector.store %{{.*}} : memref<{{.*}}xbf16, #gpu.address_space<workgroup>>, vector<8xbf16>
+// CHECK-COUNT-8:     nvgpu.device_async_copy %{{.*}}, 8 {bypassL1} : memref<?x?xbf16> to memref<1088xbf16, #gpu.address_space<workgroup>>
+//       CHECK:     nvvm.cp.async.commit.group
+// CHECK-COUNT-8:     nvgpu.device_async_copy %{{.*}}, 8 {bypassL1}
+//       CHECK:     nvvm.cp.async.commit.group
+//   CHECK-NOT:     nvgpu.ldmatrix
+//       CHECK:     nvvm.cp.async.wait.group 1
+//       CHECK:     nvvm.bar.warp.sync
+// CHECK-COUNT-8:     nvgpu.ldmatrix
+//       CHECK:     nvvm.bar.warp.sync
+// CHECK-COUNT-8:     nvgpu.device_async_copy %{{.*}}, 8 {bypassL1}
+//       CHECK:     nvvm.cp.async.commit.group
+//       CHECK:     nvvm.cp.async.wait.group 1
+//       CHECK:     nvvm.cp.async.wait.group 1
+//       CHECK:     nvvm.cp.async.wait.group 0
 //       CHECK:   } else {
 //       CHECK:     scf.if
-//       CHECK:       vector.load %{{.*}} : memref<?x?xbf16>, vector<8xbf16>
+// CHECK-COUNT-4:       nvgpu.device_async_copy %{{.*}}, 8, %{{.*}} {bypassL1}
 //       CHECK:     } else {
-//       CHECK:       scf.for
-//       CHECK:   nvgpu.ldmatrix
+//       CHECK:       scf.if
+//       CHECK:         vector.load %{{.*}} : memref<?x?xbf16>, vector<8xbf16>
+//       CHECK:       } else {
+//       CHECK:         scf.for
+//       CHECK:     nvvm.cp.async.commit.group
 func.func @swiglu_backward(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %g: memref<?x?xbf16>,
                            %u: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
   coda.gemm %a, %b : memref<?x?xbf16>, memref<?x?xbf16>
