@@ -640,9 +640,10 @@ private:
   SmallVector<SmallVector<Value>> readStage(ImplicitLocOpBuilder &b,
                                             Value stage, Value lane) const;
   /// The inputs of pipelinedStagedInputs (with GemmKernelConfig::
-  /// pipelinedInputs) and the fragment rows a thread has.
+  /// pipelinedInputs).
   SmallVector<unsigned> pipelined;
-  int64_t fragmentRows = 0;
+  /// The fragment rows a register epilogue's thread has (two per fragment).
+  int64_t fragmentRows() const { return 2 * frame.accFragments.size(); }
   /// Slot `slot` of the `position`th pipelined input in the warp's buffer.
   Value pipelineSlot(ImplicitLocOpBuilder &b, unsigned position,
                      int64_t slot) const;
@@ -2022,7 +2023,7 @@ SmallVector<Value> EpilogueBuilder::emitRow(
   constexpr int64_t slots = GemmKernelConfig::kPipelineSlots;
   if (!pipelined.empty()) {
     NVVM::CpAsyncWaitGroupOp::create(
-        lb, lb.getI32IntegerAttr(fragmentRow + 1 < fragmentRows ? 1 : 0));
+        lb, lb.getI32IntegerAttr(fragmentRow + 1 < fragmentRows() ? 1 : 0));
     NVVM::SyncWarpOp::create(
         lb, arith::ConstantIntOp::create(lb, lb.getI32Type(), -1));
   }
@@ -2049,7 +2050,7 @@ SmallVector<Value> EpilogueBuilder::emitRow(
     }
   }
   // The slots just read take the row kPipelineSlots on.
-  if (!pipelined.empty() && fragmentRow + slots < fragmentRows)
+  if (!pipelined.empty() && fragmentRow + slots < fragmentRows())
     issuePipelinedRow(lb, fragmentRow + slots);
   // Pair inputs: the last pair, and the tile's first pair. With fragments,
   // the lane's first pair through an opaque move, so that each group's pair
@@ -2578,9 +2579,8 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
       pipelined = pipelinedStagedInputs(op, config);
       assert(int64_t(pipelined.size()) == config.pipelinedInputs &&
              "the configuration counts the inputs the epilogue pipelines");
-      fragmentRows = 2 * frame.accFragments.size();
       for (int64_t r = 0;
-           r < std::min(GemmKernelConfig::kPipelineSlots, fragmentRows); ++r)
+           r < std::min(GemmKernelConfig::kPipelineSlots, fragmentRows()); ++r)
         issuePipelinedRow(b, r);
     }
     // Rows 16 w + l / 4 + fragmentRowOffset(f, h); element (j, h, e) of a
