@@ -63,11 +63,11 @@ def CodaSelectGemmConfig
     - pairs at a stride the register epilogues' fragment layout cannot
       serve (not 1 and not a multiple of 8): the warp-specialized kernel;
     - an epilogue that reads no product (an adjoint from saved values: the
-      kernel is its epilogue alone, a memory-bound pass): cooperative
-      128 x 256 without a cluster, or ping-pong 128 x 128 where that
-      epilogue spills (RoPE's pairs beside two tile inputs or with a table
-      of no static period, a pair input, more than two row inputs, an f32
-      tile output);
+      kernel is its epilogue alone, a memory-bound pass; column partials
+      included): cooperative 128 x 256 without a cluster, or ping-pong
+      128 x 128 where that epilogue spills (RoPE's pairs beside two tile
+      inputs or with a table of no static period, a pair input, more than
+      two row inputs, an f32 tile output);
     - pairs at a stride wider than one column (rotate-half RoPE):
       cooperative 128 x 256 in clusters of two where every periodic table
       has a static period (whose reads a row's congruent columns share),
@@ -142,7 +142,11 @@ def CodaToGPU : Pass<"coda-to-gpu", "ModuleOp"> {
       each); other tiles run one warpgroup. With `persistent`, 128 x 128
       tiles: one CTA per SM loops over tiles, and producer warps run each
       tile's epilogue from a staging tile beside the ring while the
-      consumers compute the next.
+      consumers compute the next. An epilogue that reads no product under
+      the cooperative or ping-pong schedule without a cluster has no
+      mainloop: one tile per CTA, every thread running the register
+      schedule's epilogue, no ring, producer or mbarrier, so that several
+      CTAs may share an SM.
     - epilogue: the accumulator tile goes to shared memory; each thread
       covers 8 consecutive columns of a row (a row's threads are consecutive
       lanes), evaluates the epilogue region, reads row/column/tile/periodic

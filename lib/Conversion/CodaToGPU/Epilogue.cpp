@@ -2911,6 +2911,14 @@ static SmallVector<InputPrefetch> prefetchPlan(GemmOp op,
     InputPrefetch p;
     int64_t perLoad = 0;
     if (config.stagedTiles && stagesInput(op, k)) {
+      // An epilogue-only kernel has no K loop to hide the fragment loads'
+      // latency under: its 4-byte loads, one per lane and fragment pair,
+      // filled the load queue (Q/K/V's adjoint: 29 % of its warps' samples
+      // throttled there). Its staged tile inputs enter through the
+      // pipelined slots instead, 16 bytes per copy (that adjoint 1.10x
+      // faster, the residual-norm ones 1.00-1.02x; epilogue_only.py).
+      if (config.epilogueOnly)
+        continue;
       // All of the thread's fragment rows, or nothing.
       p = {InputPrefetch::fragments,
            2 * config.fragmentsPerConsumer() * config.tileN / 8, 2};

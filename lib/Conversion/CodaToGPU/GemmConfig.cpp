@@ -229,6 +229,15 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
            "stride 1 or a multiple of 8)";
   else
     config.clusterM = clusterM;
+  // An epilogue that reads no product needs none of the mainloop's frame
+  // (GemmKernelConfig::epilogueOnly) where no cluster was asked for.
+  if (config.registerEpilogue() && !op.readsAccumulator() &&
+      config.clusterM == 1) {
+    config.epilogueOnly = true;
+    config.stages = 0;
+    config.numThreads = config.epilogueThreads;
+    config.producerRegisters = config.consumerRegisters = 0;
+  }
 
   // Register epilogues stage their 16-bit tile inputs and tile and pair
   // outputs (and 8-bit outputs: see stagesOutput) where the buffers fit
@@ -295,7 +304,7 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
            << config.epilogueThreads << "-thread epilogue over "
            << config.tileN << "-column rows does not cover "
            << config.tileM << "-row tiles in whole passes";
-  if (stages < 2)
+  if (stages < 2 && !config.epilogueOnly)
     return op.emitOpError("the TMA ring needs at least 2 stages, got ")
            << stages;
   if (std::optional<int64_t> stride = op.getPairStride()) {

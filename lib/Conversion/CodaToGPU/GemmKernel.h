@@ -97,6 +97,11 @@ struct GemmKernelConfig {
   /// fragment rows ahead of the row that reads them, so that the copies'
   /// latency passes under the rows before. 0 where the slots do not fit.
   int64_t pipelinedInputs = 0;
+  /// The epilogue reads no product (an adjoint from saved values): the
+  /// kernel is the register schedule's epilogue alone, one tile per CTA and
+  /// every thread an epilogue thread, with no ring, producer or barrier, so
+  /// that several CTAs share an SM and hide each other's loads.
+  bool epilogueOnly = false;
   static constexpr int64_t kPipelineSlots = 2;
   static constexpr int64_t stagingRows = 8;
   /// Columns of a TMA-stored output's box (128 bytes of 16-bit elements).
@@ -130,7 +135,8 @@ struct GemmKernelConfig {
   bool warpSpecialized() const { return schedule != Schedule::single; }
   /// CTAs loop over tiles (one per SM).
   bool persistent() const {
-    return schedule == Schedule::staged || registerEpilogue();
+    return (schedule == Schedule::staged || registerEpilogue()) &&
+           !epilogueOnly;
   }
   /// The epilogue reads the accumulators from registers, not from a
   /// shared-memory tile.
@@ -203,6 +209,8 @@ struct GemmKernelConfig {
   /// empty one per stage where a producer warpgroup refills the ring, and
   /// two more for the staged epilogue's handoff or ping-pong's turns.
   int64_t barrierCount() const {
+    if (epilogueOnly)
+      return 0;
     if (!warpSpecialized())
       return stages;
     bool extra = schedule == Schedule::staged || schedule == Schedule::pingPong;

@@ -1258,11 +1258,40 @@ void emitRegisterEpilogueSchedule(ImplicitLocOpBuilder &b, KernelFrame &frame,
   b.setInsertionPointToEnd(consumerBlock);
 }
 
+/// The linear index of a non-persistent CTA's tile: blockIdx.y *
+/// gridDim.x + blockIdx.x.
+Value gridTile(ImplicitLocOpBuilder &b) {
+  return arith::AddIOp::create(
+      b,
+      arith::MulIOp::create(b, gpu::BlockIdOp::create(b, gpu::Dimension::y),
+                            gpu::GridDimOp::create(b, gpu::Dimension::x)),
+      gpu::BlockIdOp::create(b, gpu::Dimension::x));
+}
+
+/// An epilogue that reads no product (GemmKernelConfig::epilogueOnly): the
+/// register schedule's epilogue of one tile per CTA, over accumulator
+/// fragments it never reads, its inputs loaded first.
+void emitEpilogueOnly(ImplicitLocOpBuilder &b, KernelFrame &frame,
+                      const GemmKernelConfig &c, EpilogueEmitter epilogue) {
+  Mainloop m(b, frame, c);
+  assignTile(b, frame, c, gridTile(b));
+  if (epilogue.prefetch)
+    frame.prefetched = epilogue.prefetch(b, frame, 0, 1);
+  frame.accFragments = m.zeroFragments(c.fragmentsPerConsumer());
+  epilogue.emit(b, frame);
+  if (epilogue.finish)
+    epilogue.finish(b, frame);
+}
+
 } // namespace
 
 void HopperTarget::emitKernelBody(ImplicitLocOpBuilder &b, KernelFrame &frame,
                                   const GemmKernelConfig &c,
                                   EpilogueEmitter epilogue) const {
+  if (c.epilogueOnly) {
+    emitEpilogueOnly(b, frame, c, epilogue);
+    return;
+  }
   if (c.registerEpilogue()) {
     emitRegisterEpilogueSchedule(b, frame, c, epilogue);
     return;
@@ -1271,13 +1300,8 @@ void HopperTarget::emitKernelBody(ImplicitLocOpBuilder &b, KernelFrame &frame,
     emitPersistent(b, frame, c, epilogue);
     return;
   }
-  // One tile per CTA: blockIdx.y * gridDim.x + blockIdx.x.
-  Value linear = arith::AddIOp::create(
-      b,
-      arith::MulIOp::create(b, gpu::BlockIdOp::create(b, gpu::Dimension::y),
-                            gpu::GridDimOp::create(b, gpu::Dimension::x)),
-      gpu::BlockIdOp::create(b, gpu::Dimension::x));
-  assignTile(b, frame, c, linear);
+  // One tile per CTA.
+  assignTile(b, frame, c, gridTile(b));
   if (c.schedule == Schedule::single) {
     emitSingleWarpgroup(b, frame, c);
     epilogue.emit(b, frame);

@@ -150,14 +150,6 @@ Attribute selectConfig(GemmOp op) {
     colInputs += form == AccessForm::col;
     pairInput |= form == AccessForm::pair;
   }
-  // Column partials: a weight gradient reducing a column scale's gradient
-  // (norm_weight_grad.mlir: gamma's, beside W as a tile input and gamma as
-  // a column input) runs warp-specialized, the cooperative kernel spilling
-  // beside them in 128 x 256 tiles (800 bytes; ping-pong 46) and not in
-  // 128 x 128 ones, which byWaves weighs against it. Other column partials
-  // keep no configuration.
-  if (colPartials)
-    return op.getTransposeA() ? byWaves(op, warpSpecialized) : Attribute();
   // Pairs at a stride (rotate-half RoPE): cooperative where every periodic
   // table has a static period, whose reads the rows' congruent columns share
   // (measured: 0.634 ms against 0.744 ms warp-specialized, hidden 2048);
@@ -174,13 +166,17 @@ Attribute selectConfig(GemmOp op) {
     dynamicPeriod |= op.getInputForm(k) == AccessForm::periodic &&
                      !staticPeriod(op, k, cooperative.getTileN());
   // An epilogue that reads no product (an adjoint from saved values) makes
-  // the kernel its epilogue alone, a memory-bound pass: the register
-  // schedules stream its inputs at 2.0-2.6 TB/s where the warp-specialized
-  // kernel, whose epilogue goes through a shared-memory tile, reaches
-  // 1.6-1.8 (coda_torch's adjoints at 16384 tokens, hidden 2048 and 4096:
-  // cooperative 1.31-1.50x, ping-pong 1.27-1.46x of warp-specialized;
-  // benchmarks/epilogue_only.py). Cooperative, without a cluster (no
-  // operand to share), but where the cooperative epilogue holds more per
+  // the kernel its epilogue alone (GemmKernelConfig::epilogueOnly), a
+  // memory-bound pass: the register schedules stream its inputs at 2.1-2.8
+  // TB/s where the warp-specialized kernel, whose epilogue goes through a
+  // shared-memory tile, reached 1.3-1.8 (coda_torch's adjoints at 16384
+  // tokens, hidden 2048 and 4096, benchmarks/epilogue_only.py: cooperative
+  // 1.31-1.50x of warp-specialized, ping-pong 1.27-1.46x; Qwen2's Q/K/V
+  // bias adjoint, whose column partials kept it warp-specialized before,
+  // 1.54-1.55x). Cooperative in 128 x 256 tiles, without a cluster (no
+  // operand to share): 128 x 128 tiles re-read RoPE's table rows once per
+  // 128 columns instead of 256, and ran 0.85-0.98x even with two or three
+  // CTAs per SM. Ping-pong where the cooperative epilogue holds more per
   // column than its registers do: RoPE's strided pairs beside two tile
   // inputs (the Q/K/V adjoint spills 234 bytes, ping-pong nothing) or
   // with a table of no static period (the GPU suite's rope_adjoint spills
@@ -192,6 +188,14 @@ Attribute selectConfig(GemmOp op) {
     return wide ? pingPong
                 : makeConfig(ctx, GemmSchedule::cooperative, 256, 1);
   }
+  // Column partials: a weight gradient reducing a column scale's gradient
+  // (norm_weight_grad.mlir: gamma's, beside W as a tile input and gamma as
+  // a column input) runs warp-specialized, the cooperative kernel spilling
+  // beside them in 128 x 256 tiles (800 bytes; ping-pong 46) and not in
+  // 128 x 128 ones, which byWaves weighs against it. Other column partials
+  // keep no configuration.
+  if (colPartials)
+    return op.getTransposeA() ? byWaves(op, warpSpecialized) : Attribute();
   if (stride && *stride > 1) {
     // Beside a second tile output or a second tile input (a deferred norm's
     // Q/K/V GEMM saving its accumulator, and its adjoint reading it with

@@ -1,12 +1,46 @@
-// RUN: coda-opt %s --canonicalize --coda-to-gpu="cooperative=1" --canonicalize --split-input-file | FileCheck %s
-// RUN: coda-opt %s --canonicalize --coda-to-gpu="ping-pong=1" --canonicalize --split-input-file | FileCheck %s
+// RUN: coda-opt %s --canonicalize --coda-to-gpu="cooperative=1" --canonicalize --split-input-file | FileCheck %s --check-prefixes=CHECK,COOP
+// RUN: coda-opt %s --canonicalize --coda-to-gpu="ping-pong=1" --canonicalize --split-input-file | FileCheck %s --check-prefixes=CHECK,PP
+// RUN: coda-opt %s --canonicalize --coda-to-gpu="cooperative=1 cluster-m=2" --canonicalize --split-input-file | FileCheck %s --check-prefix=CLUSTER
 
 // A GEMM whose epilogue does not read the accumulator (RoPE's adjoint once
 // the table gradients nobody reads are dropped) becomes its epilogue alone:
 // no operand tile is loaded, no WGMMA issued; the tile input is still read.
-// CHECK-LABEL: gpu.func @rope_adjoint_gemm0
+// The kernel is the register schedule's epilogue and nothing else: one tile
+// per CTA (the grid covers the tiles, not the SMs), every thread an epilogue
+// thread (the cooperative schedule's two warpgroups, ping-pong's one), no
+// ring in shared memory, no mbarrier, no register reallocation. With no K
+// loop to hide loads under, the tile input is not loaded into registers in
+// the fragment layout ahead of the epilogue (4 bytes a lane) but copied
+// into the pipelined slots with 16-byte cp.async, two fragment rows ahead.
+// COOP: gpu.func @rope_adjoint_gemm0
+// COOP-SAME: block = [256, 1, 1]
+// COOP-SAME: grid = ["ceildiv(N, 256)", "ceildiv(M, 128)", "1"]
+// COOP-SAME: persistent = false, schedule = "cooperative", shared_memory_bytes = 102400 : i64, stages = 0
+// COOP-SAME: nvvm.maxntid = array<i32: 256, 1, 1>
+// PP: gpu.func @rope_adjoint_gemm0
+// PP-SAME: block = [128, 1, 1]
+// PP-SAME: grid = ["ceildiv(N, 128)", "ceildiv(M, 128)", "1"]
+// PP-SAME: persistent = false, schedule = "ping_pong", shared_memory_bytes = 27136 : i64, stages = 0
+// PP-SAME: nvvm.maxntid = array<i32: 128, 1, 1>
+// CHECK-NOT: setmaxnreg
+// CHECK-NOT: mbarrier
 // CHECK-NOT: wgmma.mma_async
 // CHECK-NOT: nvgpu.tma.async.load
+// CHECK: %[[BY:.*]] = gpu.block_id  y
+// CHECK: %[[GX:.*]] = gpu.grid_dim  x
+// CHECK: %[[ROW:.*]] = arith.muli %[[BY]], %[[GX]]
+// CHECK: %[[BX:.*]] = gpu.block_id  x
+// CHECK: arith.addi %[[ROW]], %[[BX]]
+// CHECK-NOT: setmaxnreg
+// CHECK-NOT: mbarrier
+// CHECK: nvgpu.device_async_copy {{.*}} {bypassL1}
+// CHECK: nvvm.cp.async.wait.group 1
+// CHECK: vector.load {{.*}} #gpu.address_space<workgroup>>, vector<2xbf16>
+// CHECK: gpu.return
+// A cluster asked for keeps the persistent kernel (its CTAs run in step).
+// CLUSTER: gpu.func @rope_adjoint_gemm0
+// CLUSTER-SAME: persistent = true
+// CLUSTER-SAME: stages = 4
 func.func @rope_adjoint(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %cos: memref<?x128xbf16>,
                         %dy: memref<?x?xbf16>, %dx: memref<?x?xbf16>) {
   coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>

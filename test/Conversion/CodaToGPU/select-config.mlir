@@ -314,6 +314,32 @@ func.func @colsum(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %cs: memref<?x?xf3
   return
 }
 
+// Column partials beside an epilogue that reads no product (a bias's
+// gradient reduced beside RoPE's adjoint, Qwen2's Q/K/V): the cooperative
+// kernel without a cluster, as the adjoint without the bias.
+// CHECK-LABEL: func.func @colsum_no_product
+//       CHECK:   attributes {coda.gemm_config = #coda.gemm_config<schedule = cooperative, tile_m = 128, tile_n = 256, stages = 4>}
+func.func @colsum_no_product(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>,
+                             %cos: memref<?x128xbf16>, %dy: memref<?x?xbf16>,
+                             %dacc: memref<?x?xbf16>, %db: memref<?x?xf32>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, periodic %c = %cos : memref<?x128xbf16>, tile %d = %dy : memref<?x?xbf16>)
+      outs(%dacc, %db : memref<?x?xbf16>, memref<?x?xf32>) {
+    %dv = arith.extf %d : bf16 to f32
+    %r = coda.pair_map stride 64 (%d0, %d1) = %dv, (%c0, %c1) = %c : f32, bf16 -> f32 {
+      %e0 = arith.extf %c0 : bf16 to f32
+      %e1 = arith.extf %c1 : bf16 to f32
+      %g0 = arith.mulf %d1, %e0 : f32
+      %g1 = arith.mulf %d0, %e1 : f32
+      coda.yield %g0, %g1 : f32, f32
+    }
+    %t = arith.truncf %r : f32 to bf16
+    %s = coda.col_reduce sum %r tile 128 : f32
+    coda.yield %t, %s : bf16, !coda.partial<f32>
+  }
+  return
+}
+
 // CHECK-LABEL: func.func @weight_grad
 //       CHECK:   attributes {coda.gemm_config = [#coda.gemm_config<schedule = cooperative, tile_m = 128, tile_n = 256, stages = 4, cluster_m = 2, wave_cost = 187>, #coda.gemm_config<schedule = cooperative, tile_m = 128, tile_n = 128, stages = 4, wave_cost = 100>]}
 func.func @weight_grad(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
