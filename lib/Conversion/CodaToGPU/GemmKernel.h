@@ -99,8 +99,9 @@ struct GemmKernelConfig {
   int64_t pipelinedInputs = 0;
   /// The epilogue reads no product (an adjoint from saved values): the
   /// kernel is the register schedule's epilogue alone, one tile per CTA and
-  /// every thread an epilogue thread, with no ring, producer or barrier, so
-  /// that several CTAs share an SM and hide each other's loads.
+  /// every thread an epilogue thread, with no ring, producer or barrier: its
+  /// shared memory is the epilogue's buffers alone, and a CTA whose
+  /// registers allow it shares its SM with another.
   bool epilogueOnly = false;
   static constexpr int64_t kPipelineSlots = 2;
   static constexpr int64_t stagingRows = 8;
