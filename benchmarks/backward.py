@@ -4,7 +4,10 @@ in torch eager and torch.compile, side by side in one process (bf16, L2
 flushed, medians of CUDA-event timings; see bench.py). The decoder layers
 are timed twice: synchronized per call, and queued behind a sleep so that
 the host has launched the whole step before the GPU starts it (as in a
-training step, whose host runs ahead): the GPU's own time.
+training step, whose host runs ahead): the GPU's own time. With --steady
+SECONDS every case is also timed back to back at the power limit, as a
+training step runs it (timing.steady_ms: ms, joules per call, mean power and
+SM clock, coda and torch.compile, two passes).
 
   python3 benchmarks/backward.py --kernels build/torch-kernels --out X.json
 """
@@ -20,7 +23,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 import coda_torch  # noqa: E402
-from timing import QUEUE_LEAD_MS, interleaved_ms, queued_ms  # noqa: E402
+from timing import QUEUE_LEAD_MS, interleaved_ms, queued_ms, steady_ms  # noqa: E402
 
 TOKENS, VOCAB, SEQ = 16384, 32768, 2048
 SIZES = {2048: 5632, 4096: 11008}
@@ -36,6 +39,17 @@ def eager_swiglu_mlp(x, w, wd):
 
 def eager_ce(x, w, t):
     return torch.nn.functional.cross_entropy((x @ w.T).float(), t, reduction="none")
+
+
+def eager_norm_ce(x, rs, w, t):
+    # The LM head behind a deferred RMSNorm: the row scale on the logits.
+    return torch.nn.functional.cross_entropy(rs[:, None] * (x @ w.T).float(), t,
+                                             reduction="none")
+
+
+def coda_norm_ce_saved(x, rs, w, t):
+    # As coda_torch.llama's LM head runs it by default: the logits kept.
+    return coda_torch.linear_norm_cross_entropy(x, rs, w, t, save_logits=True)
 
 
 def eager_qkv_rope(x, w, cos, sin, rotated):
@@ -115,11 +129,12 @@ def qkv_rope_inputs(hidden, head_dim=128):
     return wq, cos, sin, head_dim * (qh + qh // 4), dq
 
 
-def measure(kernels, hidden_sizes, record, head_dim=128, cases=None):
+def measure(kernels, hidden_sizes, record, head_dim=128, cases=None, steady=0):
     """Runs every case at each hidden size (keys of SIZES), attention heads
     of head_dim, with the coda_torch kernels under `kernels` (only the cases
-    whose names start with one of `cases`, if given); record(row) gets each
-    result, in bench.py's format."""
+    whose names start with one of `cases`, if given; with `steady` seconds,
+    also timed back to back); record(row) gets each result, in bench.py's
+    format."""
     torch.backends.cuda.matmul.allow_tf32 = False
     coda_torch.load(kernels)
 
@@ -138,6 +153,14 @@ def measure(kernels, hidden_sizes, record, head_dim=128, cases=None):
         print(f"{case} {shape}: coda {row['coda_ms']:.3f} ms; " + ", ".join(
             f"{k} {v:.3f} ms ({v / row['coda_ms']:.2f}x)" for k, v in row["baselines"].items()),
             flush=True)
+        if steady:
+            # Back to back at the power limit: coda against torch.compile.
+            row["steady"] = steady_ms({side: steps[side] for side in ("coda", "torch_compile")},
+                                      seconds=steady)
+            print("  steady: " + "; ".join(
+                f"{side} " + ", ".join(f"{p['ms']:.3f} ms" + (
+                    f" {p['j']:.3f} J {p['w']:.0f} W {p['mhz']:.0f} MHz" if p["j"] else "")
+                    for p in passes) for side, passes in row["steady"].items()), flush=True)
         if queued:
             # Each step queued behind a sleep, the host ahead as in
             # training: the GPU's time, without the host's launches.
@@ -191,6 +214,18 @@ def measure(kernels, hidden_sizes, record, head_dim=128, cases=None):
         del wd, dz
         compare("linear_cross_entropy_fwd_bwd", {"M": TOKENS, "hidden": hidden, "vocab": VOCAB},
                 ce, ce_step)
+        rs = (torch.rand(TOKENS, device="cuda") + 0.5).requires_grad_()
+
+        def norm_ce_step(fn):
+            def run():
+                x.grad = wv.grad = rs.grad = None
+                fn(x, rs, wv, t).mean().backward()
+            return run
+
+        compare("linear_norm_cross_entropy_saved_fwd_bwd",
+                {"M": TOKENS, "hidden": hidden, "vocab": VOCAB},
+                (coda_norm_ce_saved, eager_norm_ce, torch.compile(eager_norm_ce)), norm_ce_step)
+        del rs
         wq, cos, sin, rotated, dq = qkv_rope_inputs(hidden, head_dim)
         n = wq.shape[0]
 
@@ -279,9 +314,12 @@ def main():
     parser.add_argument("--head-dim", type=int, default=128, choices=(64, 128))
     parser.add_argument("--cases", nargs="+", help="run only the cases whose names "
                         "start with one of these")
+    parser.add_argument("--steady", type=float, default=0, metavar="SECONDS",
+                        help="also time each case back to back for SECONDS per side "
+                        "and pass, with energy and SM clock (timing.steady_ms)")
     args = parser.parse_args()
     rows = []
-    measure(args.kernels, args.hidden, rows.append, args.head_dim, args.cases)
+    measure(args.kernels, args.hidden, rows.append, args.head_dim, args.cases, args.steady)
     with open(args.out, "w") as f:
         json.dump({"device": torch.cuda.get_device_name(), "date": datetime.date.today().isoformat(),
                    "commit": args.commit, "torch": torch.__version__, "results": rows}, f, indent=1)

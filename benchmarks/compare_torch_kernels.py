@@ -11,7 +11,10 @@ it:
 Each DIR is a scripts/build-torch-kernels output. Each build's gradients are
 checked against float32 autograd first (relative Frobenius error, printed and
 recorded); the times are medians of interleaved rounds (timing.py), L2
-flushed; per-kernel times of the op come from torch.profiler.
+flushed; per-kernel times of the op come from torch.profiler. With
+--steady SECONDS the layer cases are also timed back to back at the power
+limit, as a training step runs them (timing.steady_ms): ms, joules per call,
+mean power and SM clock per build, two passes.
 """
 
 import argparse
@@ -24,7 +27,7 @@ import torch
 import backward as B
 import coda_torch
 import coda_torch.ops as ops
-from timing import interleaved_ms
+from timing import interleaved_ms, steady_ms
 
 
 CASES = ["qkv_rope", "layer_compiled", "layer_inner"]
@@ -37,6 +40,9 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--commit", default="unknown")
     parser.add_argument("--cases", nargs="+", choices=CASES, default=CASES)
+    parser.add_argument("--steady", type=float, default=0, metavar="SECONDS",
+                        help="also time the layer cases back to back for SECONDS "
+                        "per build and pass, with energy and SM clock (timing.steady_ms)")
     args = parser.parse_args()
     builds = dict(k.split("=", 1) for k in args.kernels)
     modules = {}
@@ -76,6 +82,8 @@ def main():
             row = {"case": case, "hidden": hidden, "mlp": mlp,
                    "ms": {k: statistics.median(v)
                           for k, v in interleaved_ms(fns, reps=20).items()}}
+            if args.steady:
+                row["steady"] = steady_ms(fns, seconds=args.steady)
             results.append(row)
             print(json.dumps(row, indent=1), flush=True)
         if "layer_compiled" in args.cases:

@@ -1,8 +1,10 @@
 """CUDA-event timing shared by the benchmarks: medians after warm-up, with
-L2 flushed before every repetition."""
+L2 flushed before every repetition; and steady-state timing (steady_ms),
+back to back at the power limit, with the energy and SM clock NVML reports."""
 
 import json
 import statistics
+import threading
 import time
 
 import torch
@@ -106,3 +108,84 @@ def write_ratio_results(path, commit, rows):
                    "torch": torch.__version__, "results": rows, "geomean": geomean},
                   f, indent=1)
     return geomean
+
+
+class EnergyMeter:
+    """The current GPU's energy counter and SM clock through NVML, where
+    pynvml is installed (`available` False otherwise). `read()`: joules
+    since the driver loaded. `sample_clock()` samples the SM clock (MHz) on
+    a thread every `period` seconds until `stop_clock()`, which returns the
+    samples' mean. At the power limit a kernel's time is its energy over
+    the limit: joules per call say what the clock alone does not."""
+
+    def __init__(self):
+        try:
+            import pynvml
+            pynvml.nvmlInit()
+            self._nvml = pynvml
+            self._handle = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
+            self.limit_w = pynvml.nvmlDeviceGetEnforcedPowerLimit(self._handle) / 1000
+            self.available = True
+        except Exception:  # no pynvml, or a GPU without NVML's counters
+            self.available, self.limit_w = False, None
+        self._thread = None
+
+    def read(self):
+        return self._nvml.nvmlDeviceGetTotalEnergyConsumption(self._handle) / 1000
+
+    def sample_clock(self, period=0.02):
+        self._samples, self._stop = [], threading.Event()
+
+        def run():
+            while not self._stop.wait(period):
+                self._samples.append(self._nvml.nvmlDeviceGetClockInfo(
+                    self._handle, self._nvml.NVML_CLOCK_SM))
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+
+    def stop_clock(self):
+        self._stop.set()
+        self._thread.join()
+        return statistics.mean(self._samples) if self._samples else None
+
+
+def steady_ms(fns, seconds=2.0, passes=2, warmup=3):
+    """Each function of `fns` (name -> callable) called back to back, with
+    no flush or synchronization between calls, for about `seconds`, in
+    turn, `passes` times: the regime of a training step, whose kernels run
+    one after another at the GPU's power limit (the interleaved rounds
+    above idle between calls and run cooler). Returns name -> list (one
+    per pass) of {"ms": GPU ms per call, "j": joules per call, "w": mean
+    power, "mhz": mean SM clock}; "j", "w" and "mhz" are None without
+    NVML."""
+    meter = EnergyMeter()
+    out = {name: [] for name in fns}
+    calls = {}
+    for name, fn in fns.items():
+        for _ in range(warmup):
+            fn()
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        calls[name] = max(3, int(seconds / max(time.perf_counter() - start, 1e-4)))
+    for _ in range(passes):
+        for name, fn in fns.items():
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            if meter.available:
+                joules = meter.read()
+                meter.sample_clock()
+            begin.record()
+            for _ in range(calls[name]):
+                fn()
+            end.record()
+            end.synchronize()
+            ms = begin.elapsed_time(end)
+            row = {"ms": ms / calls[name], "j": None, "w": None, "mhz": None}
+            if meter.available:
+                joules = meter.read() - joules
+                row.update(j=joules / calls[name], w=joules / (ms / 1000),
+                           mhz=meter.stop_clock())
+            out[name].append(row)
+    return out

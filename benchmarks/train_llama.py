@@ -43,6 +43,7 @@ import transformers
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 import coda_torch  # noqa: E402
+from timing import EnergyMeter  # noqa: E402
 
 
 # The attention as Hugging Face's SDPA with is_causal and no mask: see
@@ -74,6 +75,10 @@ def batches(steps, batch, seq, vocab):
         start = torch.randint(0, vocab, (batch, 1), device="cuda", generator=gen)
         stride = torch.randint(1, 64, (batch, 1), device="cuda", generator=gen)
         yield (start + stride * positions) % vocab
+
+
+# Steps before the timed ones (warm-up, compilation).
+WARMUP = 5
 
 
 def train(mode, args, config, rank, world):
@@ -115,8 +120,14 @@ def train(mode, args, config, rank, world):
     torch.cuda.reset_peak_memory_stats()
     losses, marks = [], []
     share = args.batch // world
-    for ids in batches(args.steps, args.batch, args.seq, config.vocab_size):
+    meter, joules = EnergyMeter(), None
+    for step, ids in enumerate(batches(args.steps, args.batch, args.seq, config.vocab_size)):
         ids = ids[rank * share:(rank + 1) * share]
+        if step == WARMUP and meter.available:
+            # The energy counter is read on the host: the timed steps start
+            # on an idle GPU and end with the synchronization below.
+            torch.cuda.synchronize()
+            joules = meter.read()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         loss = step_fn(input_ids=ids, labels=ids).loss
@@ -134,15 +145,24 @@ def train(mode, args, config, rank, world):
         if args.sync_steps:
             end.synchronize()
     torch.cuda.synchronize()
+    if joules is not None:
+        joules = meter.read() - joules
     # Synchronized: each step from its start to its end, the host starting
     # it on an idle GPU. Free-running: the host runs ahead and only reads the
     # losses at the end (as Trainer does between logging steps), so a step
     # is the time between two steps' starts on the GPU.
     if args.sync_steps:
-        times = [start.elapsed_time(end) for start, end in marks[5:]]
+        times = [start.elapsed_time(end) for start, end in marks[WARMUP:]]
     else:
-        times = [a[0].elapsed_time(b[0]) for a, b in zip(marks[5:], marks[6:])]
+        times = [a[0].elapsed_time(b[0]) for a, b in zip(marks[WARMUP:], marks[WARMUP + 1:])]
+    # Energy and mean power over the timed steps (first start to last end).
+    energy = {}
+    if joules is not None:
+        seconds = marks[WARMUP][0].elapsed_time(marks[-1][1]) / 1000
+        energy = {"energy_per_step_j": joules / len(marks[WARMUP:]),
+                  "mean_power_w": joules / seconds, "power_limit_w": meter.limit_w}
     return {"losses": [loss.item() for loss in losses], "step_ms": statistics.median(times),
+            "steps_ms": times, **energy,
             "peak_memory_gb": torch.cuda.max_memory_allocated() / 2 ** 30}
 
 
@@ -220,8 +240,10 @@ def main():
         r = runs[mode]
         if rank:
             continue
+        energy = (f", {r['energy_per_step_j']:.2f} J a step at {r['mean_power_w']:.0f} W"
+                  if "energy_per_step_j" in r else "")
         print(f"{mode}: loss {r['losses'][0]:.3f} -> {r['losses'][-1]:.3f}, "
-              f"step {r['step_ms']:.2f} ms, peak {r['peak_memory_gb']:.2f} GB", flush=True)
+              f"step {r['step_ms']:.2f} ms, peak {r['peak_memory_gb']:.2f} GB{energy}", flush=True)
     if rank:
         dist.destroy_process_group()
         return
