@@ -314,10 +314,16 @@ def main():
     parser.add_argument("--head-dim", type=int, default=128, choices=(64, 128))
     parser.add_argument("--cases", nargs="+", help="run only the cases whose names "
                         "start with one of these")
+    parser.add_argument("--tokens", type=int, default=TOKENS,
+                        help="tokens per call (a multiple of the sequence length, 2048; "
+                        "a training step of 4 x 2048 runs 8192)")
     parser.add_argument("--steady", type=float, default=0, metavar="SECONDS",
                         help="also time each case back to back for SECONDS per side "
                         "and pass, with energy and SM clock (timing.steady_ms)")
     args = parser.parse_args()
+    if args.tokens % SEQ:
+        parser.error(f"--tokens must be a multiple of {SEQ}")
+    globals()["TOKENS"] = args.tokens
     rows = []
     measure(args.kernels, args.hidden, rows.append, args.head_dim, args.cases, args.steady)
     with open(args.out, "w") as f:
