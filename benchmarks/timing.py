@@ -123,7 +123,10 @@ class EnergyMeter:
             import pynvml
             pynvml.nvmlInit()
             self._nvml = pynvml
-            self._handle = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
+            # By UUID: NVML numbers every GPU of the machine, CUDA only the
+            # visible ones (CUDA_VISIBLE_DEVICES).
+            uuid = torch.cuda.get_device_properties(torch.cuda.current_device()).uuid
+            self._handle = pynvml.nvmlDeviceGetHandleByUUID(f"GPU-{uuid}")
             self.limit_w = pynvml.nvmlDeviceGetEnforcedPowerLimit(self._handle) / 1000
             self.available = True
         except Exception:  # no pynvml, or a GPU without NVML's counters
