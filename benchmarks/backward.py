@@ -159,7 +159,7 @@ def measure(kernels, hidden_sizes, record, head_dim=128, cases=None, steady=0):
                                       seconds=steady)
             print("  steady: " + "; ".join(
                 f"{side} " + ", ".join(f"{p['ms']:.3f} ms" + (
-                    f" {p['j']:.3f} J {p['w']:.0f} W {p['mhz']:.0f} MHz" if p["j"] else "")
+                    f" {p['j']:.3f} J {p['w']:.0f} W {p['mhz']:.0f} MHz" if p["j"] is not None else "")
                     for p in passes) for side, passes in row["steady"].items()), flush=True)
         if queued:
             # Each step queued behind a sleep, the host ahead as in
