@@ -306,6 +306,7 @@ def measure(kernels, hidden_sizes, record, head_dim=128, cases=None, steady=0):
 
 
 def main():
+    global TOKENS
     parser = argparse.ArgumentParser()
     parser.add_argument("--kernels", required=True)
     parser.add_argument("--out", required=True)
@@ -323,7 +324,7 @@ def main():
     args = parser.parse_args()
     if args.tokens % SEQ:
         parser.error(f"--tokens must be a multiple of {SEQ}")
-    globals()["TOKENS"] = args.tokens
+    TOKENS = args.tokens
     rows = []
     measure(args.kernels, args.hidden, rows.append, args.head_dim, args.cases, args.steady)
     with open(args.out, "w") as f:
