@@ -121,7 +121,9 @@ def main():
         grads = {}
         for name in mods:
             fns[name]()
-            grads[name] = [t.grad.float().clone() for t in leaves]
+            # (A leaf differentiated through another, norm_swiglu_mlp's row
+            # scale, has no gradient.)
+            grads[name] = [t.grad.float().clone() for t in leaves if t.grad is not None]
         first = list(mods)[0]
         shape = f"{T} x {hidden}"
         for name in mods:

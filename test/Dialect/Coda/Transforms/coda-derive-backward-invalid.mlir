@@ -107,3 +107,62 @@ func.func @pair_input(%x: tensor<8x4xf32>, %w: tensor<6x4xf32>, %p: tensor<8x3xf
   }
   return %y : tensor<8x6xf32>
 }
+
+// -----
+
+// coda.rms_scale_of names the 2-D argument a row vector is the RMSNorm row
+// scale of.
+// expected-error @below {{--coda-derive-backward: argument 1 (coda.rms_scale_of = 2) must be a float row vector and the row scale of another argument, a 2-D float tensor with as many rows}}
+func.func @scale_of_vector(%x: tensor<8x4xf32>, %rs: tensor<8xf32> {coda.rms_scale_of = 2 : i64},
+                           %w: tensor<6x4xf32>) -> tensor<8x6xf32> {
+  %e = tensor.empty() : tensor<8x6xf32>
+  %y = coda.gemm %x, %w transpose_b : tensor<8x4xf32>, tensor<6x4xf32>
+      epilogue(%acc, row %r = %rs : tensor<8xf32>) outs(%e : tensor<8x6xf32>) {
+    %s = arith.mulf %acc, %r : f32
+    coda.yield %s : f32
+  }
+  return %y : tensor<8x6xf32>
+}
+
+// -----
+
+// expected-error @below {{--coda-derive-backward: argument 1 (coda.rms_scale_of = 0) must be a float row vector and the row scale of another argument, a 2-D float tensor with as many rows}}
+func.func @scale_rows(%x: tensor<8x4xf32>, %rs: tensor<7xf32> {coda.rms_scale_of = 0 : i64},
+                      %w: tensor<6x4xf32>) -> tensor<8x6xf32> {
+  %e = tensor.empty() : tensor<8x6xf32>
+  %y = coda.gemm %x, %w transpose_b : tensor<8x4xf32>, tensor<6x4xf32>
+      epilogue(%acc) outs(%e : tensor<8x6xf32>) {
+    coda.yield %acc : f32
+  }
+  return %y : tensor<8x6xf32>
+}
+
+// -----
+
+// expected-error @below {{--coda-derive-backward: coda.rms_scale_of of argument 1 must be an integer (an argument's index)}}
+func.func @scale_of_name(%x: tensor<8x4xf32>, %rs: tensor<8xf32> {coda.rms_scale_of = "x"},
+                         %w: tensor<6x4xf32>) -> tensor<8x6xf32> {
+  %e = tensor.empty() : tensor<8x6xf32>
+  %y = coda.gemm %x, %w transpose_b : tensor<8x4xf32>, tensor<6x4xf32>
+      epilogue(%acc) outs(%e : tensor<8x6xf32>) {
+    coda.yield %acc : f32
+  }
+  return %y : tensor<8x6xf32>
+}
+
+// -----
+
+// The scale's gradient goes into x's where a GEMM forms it; x only read as a
+// tile input has no such GEMM.
+// expected-error @below {{--coda-derive-backward: the gradient of argument 1 (coda.rms_scale_of = 0) goes into argument 0's, which no GEMM forms after the scale's last use (argument 0 must be the lhs of a GEMM at or before it)}}
+func.func @scale_of_tile(%x: tensor<8x6xf32>, %rs: tensor<8xf32> {coda.rms_scale_of = 0 : i64},
+                         %a: tensor<8x4xf32>, %w: tensor<6x4xf32>) -> tensor<8x6xf32> {
+  %e = tensor.empty() : tensor<8x6xf32>
+  %y = coda.gemm %a, %w transpose_b : tensor<8x4xf32>, tensor<6x4xf32>
+      epilogue(%acc, row %r = %rs : tensor<8xf32>, tile %xv = %x : tensor<8x6xf32>) outs(%e : tensor<8x6xf32>) {
+    %s = arith.mulf %acc, %r : f32
+    %t = arith.addf %s, %xv : f32
+    coda.yield %t : f32
+  }
+  return %y : tensor<8x6xf32>
+}
