@@ -121,9 +121,7 @@ def main():
         grads = {}
         for name in mods:
             fns[name]()
-            # (A leaf differentiated through another, norm_swiglu_mlp's row
-            # scale, has no gradient.)
-            grads[name] = [t.grad.float().clone() for t in leaves if t.grad is not None]
+            grads[name] = [t.grad.float().clone() for t in leaves]
         first = list(mods)[0]
         shape = f"{T} x {hidden}"
         for name in mods:

@@ -1010,27 +1010,19 @@ def _linear_residual_norm_backward(dh: torch.Tensor, dsum_sq: torch.Tensor, x: t
                                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dx, dW, dresidual: the adjoint forms dAcc = dh + 2 h dsum_sq from the
     saved h (reading no product), which is also the residual's gradient;
-    then dx = dAcc W and dW = dAcc^T x where needed. Where the sums of
-    squares have no gradient (`dsum_sq` empty: the next op differentiated
-    its norm through h, norm_swiglu_mlp) dAcc is dh, read as it is, and
-    dresidual is empty (the autograd formula passes dh on)."""
+    then dx = dAcc W and dW = dAcc^T x where needed."""
     module, (adjoint, data_grad, weight_grad) = _kernels(
         "linear_residual_norm", "linear_residual_norm_backward", *_GEMM_BACKWARD)
     x, w = x.contiguous(), w.contiguous()
-    dh = dh.contiguous().to(torch.bfloat16)
-    if dsum_sq.numel():
-        dacc = x.new_empty(x.shape[0], w.shape[0])
-        _launch(module, adjoint, x, w, dh, dsum_sq.contiguous().float(), h, dacc)
-        dresidual = dacc
-    else:
-        dacc, dresidual = dh, dh.new_empty(0)
+    dacc = x.new_empty(x.shape[0], w.shape[0])
+    _launch(module, adjoint, x, w, dh.contiguous().to(torch.bfloat16),
+            dsum_sq.contiguous().float(), h, dacc)
     dx, dw = _operand_grads(module, data_grad, weight_grad, dacc, x, w, need_x, need_w)
-    return dx, dw, dresidual
+    return dx, dw, dacc
 
 
 def _linear_residual_norm_backward_fake(dh, dsum_sq, x, w, h, need_x, need_w):
-    dresidual = torch.empty_like(h) if dsum_sq.numel() else h.new_empty(0)
-    return _skipped_like(x, need_x), _skipped_like(w, need_w), dresidual
+    return _skipped_like(x, need_x), _skipped_like(w, need_w), torch.empty_like(h)
 
 
 def _norm_setup_context(ctx, inputs, output):
@@ -1048,15 +1040,10 @@ def _zeros_if_none(grad, *shape, dtype, like):
 
 def _norm_backward(ctx, run, dh, dsum_sq):
     x, w, h = ctx.saved_tensors
-    if dh is None and dsum_sq is None:
-        return None, None, None
     dh = _zeros_if_none(dh, *h.shape, dtype=torch.bfloat16, like=h)
-    if dsum_sq is None:
-        dsum_sq = h.new_empty(0, dtype=torch.float32)
+    dsum_sq = _zeros_if_none(dsum_sq, h.shape[0], dtype=torch.float32, like=h)
     need_x, need_w = ctx.needs_input_grad[:2]
     dx, dw, dresidual = run(dh, dsum_sq, x, w, h, need_x, need_w)
-    if not dresidual.numel():
-        dresidual = dh.to(h.dtype)
     return _needed(dx, need_x), _needed(dw, need_w), dresidual
 
 
@@ -1133,46 +1120,40 @@ def _norm_swiglu_mlp_backward(dz: torch.Tensor, dsum_sq: torch.Tensor, x: torch.
                               u: torch.Tensor, folded: torch.Tensor, z: torch.Tensor,
                               need_x: bool, need_gate_up: bool, need_down: bool
                               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
-                                         torch.Tensor]:
-    """dx, dW_gate_up, dgamma, dW_down, recomputing no GEMM: dAcc_down =
-    dz + 2 z dsum_sq from the saved z (no product; dz itself where the
-    sums of squares have no gradient, `dsum_sq` empty); dAcc_down W_down
-    with the SwiGLU and row-scale derivatives in its epilogue (dgate / dup
-    interleaved, rs's gradient as row partials); dx = dAcc W' + dAcc_down
-    + x drs rs^3 (-1 / H), the norm's derivative through its row scale
-    (rs = rsqrt(mean(x^2) + eps), the program's coda.rms_scale_of), in
-    that GEMM's epilogue; dW_gate_up with gamma's gradient in one GEMM
-    (norm_weight_grad); dW_down. dx, dW_gate_up and dgamma, dW_down only
-    where needed."""
+                                         torch.Tensor, torch.Tensor]:
+    """dx, drs, dW_gate_up, dgamma, dW_down, recomputing no GEMM: dAcc_down =
+    dz + 2 z dsum_sq from the saved z (no product); dAcc_down W_down with the
+    SwiGLU and row-scale derivatives in its epilogue (dgate / dup
+    interleaved, rs's gradient as row partials); dx = dAcc W' + dAcc_down;
+    dW_gate_up with gamma's gradient in one GEMM (norm_weight_grad); dW_down.
+    dx, dW_gate_up and dgamma, dW_down only where needed."""
     module, (adjoint, swiglu, finish, data_grad, down_grad) = _kernels(
         "norm_swiglu_mlp", "norm_swiglu_mlp_backward", "adjoint:gemm1", "adjoint:gemm0",
         "grad:gemm0.input0", "grad:gemm0.lhs", "grad:gemm1.rhs")
-    x, w_down, rs = x.contiguous(), w_down.contiguous(), rs.contiguous()
-    dz = dz.contiguous().to(torch.bfloat16)
-    if dsum_sq.numel():
-        dacc_down = torch.empty_like(x)
-        _launch(module, adjoint, h, w_down, dz, dsum_sq.contiguous().float(), z, dacc_down)
-    else:
-        dacc_down = dz
+    x, w_down = x.contiguous(), w_down.contiguous()
+    dacc_down = torch.empty_like(x)
+    _launch(module, adjoint, h, w_down, dz.contiguous().to(torch.bfloat16),
+            dsum_sq.contiguous().float(), z, dacc_down)
     dacc = x.new_empty(x.shape[0], w_gate_up.shape[0])
     partials = _row_partials(x, h.shape[1])
-    _launch(module, swiglu, dacc_down, w_down, g, u, rs, dacc, partials)
+    _launch(module, swiglu, dacc_down, w_down, g, u, rs.contiguous(), dacc, partials)
+    drs = _finish_rows(module, finish, partials)
     dx = _skipped_like(x, need_x)
     if need_x:
-        drs = _finish_rows(module, finish, partials)
-        _launch(module, data_grad, dacc, folded, dacc_down, x, drs, rs, -1.0 / x.shape[1], dx)
+        _launch(module, data_grad, dacc, folded, dacc_down, dx)
     dw_gate_up, dgamma = (_norm_weight_grad(dacc, x, w_gate_up, gamma) if need_gate_up
                           else (w_gate_up.new_empty(0), gamma.new_empty(0)))
     dw_down = _skipped_like(w_down, need_down)
     if need_down:
         _launch(module, down_grad, dacc_down, h, dw_down)
-    return dx, dw_gate_up, dgamma, dw_down
+    return dx, drs, dw_gate_up, dgamma, dw_down
 
 
 def _norm_swiglu_mlp_backward_fake(dz, dsum_sq, x, rs, w_gate_up, gamma, w_down, h, g, u,
                                    folded, z, need_x, need_gate_up, need_down):
-    return (_skipped_like(x, need_x), _skipped_like(w_gate_up, need_gate_up),
-            _skipped_like(gamma, need_gate_up), _skipped_like(w_down, need_down))
+    return (_skipped_like(x, need_x), torch.empty_like(rs),
+            _skipped_like(w_gate_up, need_gate_up), _skipped_like(gamma, need_gate_up),
+            _skipped_like(w_down, need_down))
 
 
 def _norm_mlp_setup_context(ctx, inputs, output):
@@ -1186,14 +1167,12 @@ def _norm_mlp_backward(ctx, run, dz, dsum_sq, dh, dg, du, dfolded):
     if dz is None and dsum_sq is None:
         return None, None, None, None, None
     dz = _zeros_if_none(dz, *x.shape, dtype=torch.bfloat16, like=x)
-    if dsum_sq is None:
-        dsum_sq = x.new_empty(0, dtype=torch.float32)
+    dsum_sq = _zeros_if_none(dsum_sq, x.shape[0], dtype=torch.float32, like=x)
     need = ctx.needs_input_grad
     need_gate_up = need[2] or need[3]
-    dx, dw_gate_up, dgamma, dw_down = run(dz, dsum_sq, *ctx.saved_tensors, need[0],
-                                          need_gate_up, need[4])
-    # rs's derivative is in dx: rs itself gets none.
-    return (_needed(dx, need[0]), None, _needed(dw_gate_up, need[2]), _needed(dgamma, need[3]),
+    dx, drs, dw_gate_up, dgamma, dw_down = run(dz, dsum_sq, *ctx.saved_tensors, need[0],
+                                               need_gate_up, need[4])
+    return (_needed(dx, need[0]), drs, _needed(dw_gate_up, need[2]), _needed(dgamma, need[3]),
             _needed(dw_down, need[4]))
 
 
@@ -1209,16 +1188,11 @@ def norm_swiglu_mlp(x: torch.Tensor, rs: torch.Tensor, w_gate_up: torch.Tensor,
     """A Llama MLP block with its RMSNorm deferred and its residual:
     z = x + (silu(rs x Wg^T) * (rs x Wu^T)) W_down^T, and the row sums of
     squares of z (f32, for the next norm). x: T x H, the un-normalized
-    residual stream; rs: T f32, x's RMSNorm row scale rsqrt(mean(x^2) + eps)
-    (from sums of squares a previous op emitted: linear_residual_norm's);
+    residual stream; rs: T f32, the norm's row scale rsqrt(mean(x^2) + eps);
     w_gate_up: 2F x H (rows interleave gate and up); gamma: H, the norm's
     weight, folded into w_gate_up for the GEMM and differentiated in the
     weight gradient's epilogue; w_down: H x F; bf16. The backward recomputes
-    no GEMM. It differentiates rs as that function of x: the norm's
-    derivative through rs is part of x's gradient (in the dX GEMM's
-    epilogue), and rs gets no gradient of its own, so nothing flows back
-    into the sums of squares it was computed from. An rs that is not x's
-    row scale gets a wrong gradient for x."""
+    no GEMM."""
     z, sum_sq = _norm_swiglu_mlp(x, rs, w_gate_up, gamma, w_down)[:2]
     return z, sum_sq
 

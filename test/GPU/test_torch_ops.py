@@ -847,11 +847,7 @@ def test_linear_qkv_rope_refuses_bad_arguments():
 
 
 @pytest.mark.parametrize("t,h,n", [(200, 256, 320), (1000, 512, 2048)])
-@pytest.mark.parametrize("sums_grad", [True, False])
-def test_linear_residual_norm(t, h, n, sums_grad):
-    # With and without a gradient for the sums of squares (without: the
-    # next op differentiated its norm through h, and dh goes to the GEMMs
-    # and the residual as it is).
+def test_linear_residual_norm(t, h, n):
     gen = torch.Generator(device="cuda").manual_seed(5)
     x = torch.randn(t, h, device="cuda", generator=gen).bfloat16()
     w = (torch.randn(n, h, device="cuda", generator=gen) / h ** 0.5).bfloat16()
@@ -861,12 +857,10 @@ def test_linear_residual_norm(t, h, n, sums_grad):
     xr, wr, rr = (v.float().requires_grad_() for v in (x, w, res))
     hr = xr @ wr.T + rr
     want_ss = (hr * hr).sum(1)
-    torch.autograd.backward([hr, want_ss] if sums_grad else [hr],
-                            [dh.float(), ds] if sums_grad else [dh.float()])
+    torch.autograd.backward([hr, want_ss], [dh.float(), ds])
     xc, wc, rc = (v.clone().requires_grad_() for v in (x, w, res))
     got_h, got_ss = coda_torch.linear_residual_norm(xc, wc, rc)
-    torch.autograd.backward([got_h, got_ss] if sums_grad else [got_h],
-                            [dh, ds] if sums_grad else [dh])
+    torch.autograd.backward([got_h, got_ss], [dh, ds])
     close(got_h, hr.detach())
     close(got_ss, want_ss.detach(), rtol=1e-3)
     close(xc.grad, xr.grad)
@@ -890,15 +884,12 @@ def test_norm_swiglu_mlp(t, h, f, compiled):
     # The MLP block with its norm deferred (row scale on the gate/up
     # accumulator, gamma folded into the weight) and its residual, with the
     # next norm's sums of squares; the backward recomputes no GEMM. Against
-    # float32 autograd through the whole norm (rs a function of x): the
-    # norm's derivative through rs is in x's gradient, and rs, passed in,
-    # gets none; gamma's gradient included.
+    # float32 autograd, the row scale's and gamma's gradients included.
     x, w, wd, dz, gen = mlp_inputs(t, h, f, seed=8)
     rs = row_scale(x)
     gamma = norm_gamma(h, gen)
     dss = torch.randn(t, device="cuda", generator=gen) / h
-    xr, wr, gr, wdr = (v.float().detach().requires_grad_() for v in (x, w, gamma, wd))
-    rr = row_scale(xr)
+    xr, rr, wr, gr, wdr = (v.float().detach().requires_grad_() for v in (x, rs, w, gamma, wd))
     # bf16 W * gamma, as the op folds it.
     folded = wr * gr + ((w * gamma).float() - wr * gr).detach()
     want = xr + reference(xr * rr[:, None], folded) @ wdr.T
@@ -911,9 +902,8 @@ def test_norm_swiglu_mlp(t, h, f, compiled):
     torch.autograd.backward([got, got_ss], [dz, dss])
     close(got, want.detach())
     close(got_ss, want_ss.detach(), rtol=1e-2)
-    for got_grad, want_grad in ((xc, xr), (wc, wr), (gc, gr), (wdc, wdr)):
+    for got_grad, want_grad in ((xc, xr), (rc, rr), (wc, wr), (gc, gr), (wdc, wdr)):
         close(got_grad.grad, want_grad.grad)
-    assert rc.grad is None
 
 
 def test_norm_swiglu_mlp_refuses_bad_arguments():

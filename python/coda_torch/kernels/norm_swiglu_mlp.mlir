@@ -1,5 +1,5 @@
 // coda-compile-flags: --save-for-backward
-func.func @norm_swiglu_mlp(%x: tensor<?x?xbf16>, %rs: tensor<?xf32> {coda.rms_scale_of = 0 : i64}, %wgu: tensor<?x?xbf16>,
+func.func @norm_swiglu_mlp(%x: tensor<?x?xbf16>, %rs: tensor<?xf32>, %wgu: tensor<?x?xbf16>,
                            %wd: tensor<?x?xbf16>) -> (tensor<?x?xbf16>, tensor<?xf32>) {
   %c0 = arith.constant 0 : index
   %c2 = arith.constant 2 : index

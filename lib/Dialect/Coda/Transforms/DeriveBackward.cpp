@@ -48,12 +48,6 @@ namespace {
 /// keeps for the adjoint instead of recomputing it (rounded to the operands'
 /// type): memory for the product, e.g. an LM head's logits.
 constexpr StringLiteral kSaveAccumulatorAttr = "coda.save_accumulator";
-/// Marks a forward argument (a row vector) as the RMSNorm row scale
-/// rsqrt(mean_n x[m, n]^2 + eps) of the 2-D argument whose index it holds,
-/// which the caller computed (from row sums of squares another GEMM
-/// emitted): the derivative of that function of x joins x's gradient and
-/// the row scale gets none of its own.
-constexpr StringLiteral kRmsScaleOfAttr = "coda.rms_scale_of";
 /// The prefix of a forward kernel's role (kKernelRoleAttrName).
 constexpr StringLiteral kForwardRole = "forward:";
 
@@ -457,24 +451,14 @@ private:
     Value value;
     bool transposed;
   };
-  /// The derivative of an RMSNorm row scale rs of x (kRmsScaleOfAttr)
-  /// through x: x[m, n] drs[m] rs[m]^3 (-1 / N), N x's columns.
-  struct NormTerm {
-    Value x, rs, drs;
-  };
   /// A GEMM whose epilogue rounds the accumulator to `element`, plus
-  /// `addend` (a tile) and `term` when given.
+  /// `addend` (a tile) when given.
   Value plainGemm(Operand lhs, Operand rhs, Type element, StringRef role,
-                  Value addend = {}, std::optional<NormTerm> term = {});
-  /// Adds `lhs x rhs` (and `term`) to the adjoint of `value`, inside the
-  /// GEMM's epilogue when there is one already (no separate elementwise
-  /// pass).
+                  Value addend = {});
+  /// Adds `lhs x rhs` to the adjoint of `value`, inside the GEMM's epilogue
+  /// when there is one already (no separate elementwise pass).
   void accumulateGemm(Value value, Operand lhs, Operand rhs, Type element,
-                      StringRef role, std::optional<NormTerm> term = {});
-  /// The norm term of lhs `x` of `gemm` where x has a row scale whose
-  /// gradient is complete (every use of it at or after `gemm`); the scale
-  /// is then folded (it takes no gradient of its own).
-  std::optional<NormTerm> takeNormTerm(GemmOp gemm, Value x);
+                      StringRef role);
   /// Names `op` (a kernel of the backward) by `role` (kKernelRoleAttrName).
   void setRole(Operation *op, const Twine &role) {
     op->setAttr(kKernelRoleAttrName, rewriter.getStringAttr(role));
@@ -508,10 +492,6 @@ private:
   /// adjoint reads in place of the product (outputsStandIn).
   DenseSet<Operation *> readingOutputs;
   DenseMap<Value, FinishedPartials> finishedPartials;
-  /// The backward's arguments x -> rs where rs is x's RMSNorm row scale
-  /// (kRmsScaleOfAttr), and the scales whose gradient went into x's.
-  DenseMap<Value, Value> rmsScales;
-  DenseSet<Value> foldedScales;
 };
 
 /// An elementwise linalg.generic the backward can differentiate: parallel
@@ -666,52 +646,22 @@ Value BackwardBuilder::partialsDestination(GemmOp gemm, bool rows) {
 }
 
 Value BackwardBuilder::plainGemm(Operand lhs, Operand rhs, Type element,
-                                 StringRef role, Value addend,
-                                 std::optional<NormTerm> term) {
+                                 StringRef role, Value addend) {
   Location loc = lhs.value.getLoc();
   Value init =
       tensor::EmptyOp::create(rewriter, loc, outputSizes(lhs, rhs), element);
   SmallVector<EpilogueInput> inputs;
   if (addend)
     inputs.push_back({addend, AccessForm::tile});
-  if (term) {
-    // -1 / N, N the normalized rows' length (x's columns).
-    Value columns = tensor::DimOp::create(rewriter, loc, term->x, 1);
-    Value count = arith::UIToFPOp::create(
-        rewriter, loc, rewriter.getF32Type(),
-        arith::IndexCastUIOp::create(rewriter, loc, rewriter.getI64Type(),
-                                     columns));
-    Value minusOne = arith::ConstantOp::create(
-        rewriter, loc, rewriter.getF32FloatAttr(-1.0));
-    Value k = arith::DivFOp::create(rewriter, loc, minusOne, count);
-    inputs.push_back({term->x, AccessForm::tile});
-    inputs.push_back({term->drs, AccessForm::row});
-    inputs.push_back({term->rs, AccessForm::row});
-    inputs.push_back({k, AccessForm::scalar});
-  }
   GemmOp gemm = createGemm(
       rewriter, loc, lhs.value, rhs.value, lhs.transposed, rhs.transposed,
       inputs, ValueRange{init}, [&](OpBuilder &b, Block &body) {
         Value acc = body.getArgument(0);
-        Type f32 = acc.getType();
-        unsigned next = 1;
         if (addend) {
-          Value extra = body.getArgument(next++);
+          Value extra = body.getArgument(1);
           if (extra.getType() != acc.getType())
             extra = arith::ExtFOp::create(b, loc, acc.getType(), extra);
           acc = arith::AddFOp::create(b, loc, acc, extra);
-        }
-        if (term) {
-          Value x = convertFloat(b, loc, body.getArgument(next), f32);
-          Value drs = convertFloat(b, loc, body.getArgument(next + 1), f32);
-          Value rs = convertFloat(b, loc, body.getArgument(next + 2), f32);
-          Value k = convertFloat(b, loc, body.getArgument(next + 3), f32);
-          Value cube = arith::MulFOp::create(
-              b, loc, arith::MulFOp::create(b, loc, rs, rs), rs);
-          Value scale = arith::MulFOp::create(
-              b, loc, arith::MulFOp::create(b, loc, drs, k), cube);
-          acc = arith::AddFOp::create(b, loc, acc,
-                                      arith::MulFOp::create(b, loc, x, scale));
         }
         if (element != acc.getType())
           acc = arith::TruncFOp::create(b, loc, element, acc);
@@ -722,32 +672,13 @@ Value BackwardBuilder::plainGemm(Operand lhs, Operand rhs, Type element,
 }
 
 void BackwardBuilder::accumulateGemm(Value value, Operand lhs, Operand rhs,
-                                     Type element, StringRef role,
-                                     std::optional<NormTerm> term) {
+                                     Type element, StringRef role) {
   Value previous = adjoints.lookup(value);
   if (previous && getElementTypeOrSelf(previous.getType()) == element) {
-    adjoints[value] = plainGemm(lhs, rhs, element, role, previous, term);
+    adjoints[value] = plainGemm(lhs, rhs, element, role, previous);
     return;
   }
-  accumulate(value, plainGemm(lhs, rhs, element, role, {}, term));
-}
-
-std::optional<BackwardBuilder::NormTerm>
-BackwardBuilder::takeNormTerm(GemmOp gemm, Value x) {
-  Value rs = rmsScales.lookup(x);
-  if (!rs || foldedScales.contains(rs))
-    return std::nullopt;
-  Value drs = adjoints.lookup(rs);
-  if (!drs)
-    return std::nullopt;
-  Block *block = gemm->getBlock();
-  for (Operation *user : rs.getUsers()) {
-    Operation *op = block->findAncestorOpInBlock(*user);
-    if (op && op != gemm.getOperation() && op->isBeforeInBlock(gemm))
-      return std::nullopt;
-  }
-  foldedScales.insert(rs);
-  return NormTerm{x, rs, convertElements(drs, rewriter.getF32Type())};
+  accumulate(value, plainGemm(lhs, rhs, element, role));
 }
 
 void BackwardBuilder::accumulate(Value value, Value g) {
@@ -1163,15 +1094,12 @@ void BackwardBuilder::differentiateOperands(GemmOp gemm, Value dAcc) {
   bool transposeA = gemm.getTransposeA();
   std::string lhsRole = ("grad:" + forwardName(gemm) + ".lhs").str();
   std::string rhsRole = ("grad:" + forwardName(gemm) + ".rhs").str();
-  // An RMSNorm row scale of A whose gradient is complete joins dA's
-  // epilogue (dA is written in A's layout, rows of A as rows).
-  std::optional<NormTerm> term = takeNormTerm(gemm, lhs);
   if (!transposeA) // dA = dAcc op(B)^T
     accumulateGemm(lhs, {dAcc, false}, {rhs, !transposeB}, operandElement,
-                   lhsRole, term);
+                   lhsRole);
   else // dA = op(B) dAcc^T
     accumulateGemm(lhs, {rhs, transposeB}, {dAcc, true}, operandElement,
-                   lhsRole, term);
+                   lhsRole);
   if (!transposeB) // dB = op(A)^T dAcc
     accumulateGemm(rhs, {lhs, !transposeA}, {dAcc, false}, operandElement,
                    rhsRole);
@@ -1457,41 +1385,6 @@ FailureOr<func::FuncOp> BackwardBuilder::build(func::FuncOp forward,
   }
   FunctionType type = forward.getFunctionType();
 
-  // RMSNorm row scales of other arguments (kRmsScaleOfAttr): a float row
-  // vector, of a 2-D float tensor with as many rows.
-  DenseMap<unsigned, unsigned> scaleOf;
-  for (BlockArgument arg : forward.getArguments()) {
-    auto of = forward.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
-                                                    kRmsScaleOfAttr);
-    if (!of) {
-      if (forward.getArgAttr(arg.getArgNumber(), kRmsScaleOfAttr))
-        return forward.emitError("--coda-derive-backward: ")
-               << kRmsScaleOfAttr << " of argument " << arg.getArgNumber()
-               << " must be an integer (an argument's index)";
-      continue;
-    }
-    int64_t x = of.getInt();
-    auto scaleType = dyn_cast<RankedTensorType>(arg.getType());
-    auto xType =
-        x >= 0 && x < forward.getNumArguments() && x != arg.getArgNumber()
-            ? dyn_cast<RankedTensorType>(forward.getArgument(x).getType())
-            : RankedTensorType();
-    if (!scaleType || scaleType.getRank() != 1 ||
-        !isa<FloatType>(scaleType.getElementType()) || !xType ||
-        xType.getRank() != 2 || !isa<FloatType>(xType.getElementType()) ||
-        (!scaleType.isDynamicDim(0) && !xType.isDynamicDim(0) &&
-         scaleType.getDimSize(0) != xType.getDimSize(0)))
-      return forward.emitError("--coda-derive-backward: argument ")
-             << arg.getArgNumber() << " (" << kRmsScaleOfAttr << " = " << x
-             << ") must be a float row vector and the row scale of another "
-                "argument, a 2-D float tensor with as many rows";
-    if (llvm::is_contained(llvm::make_second_range(scaleOf),
-                           static_cast<unsigned>(x)))
-      return forward.emitError("--coda-derive-backward: argument ")
-             << x << " has two " << kRmsScaleOfAttr << " row scales";
-    scaleOf[arg.getArgNumber()] = x;
-  }
-
   // Arguments only read as scalar or periodic epilogue inputs (an epsilon,
   // RoPE tables) are constants to the derivative and get no gradient.
   SmallVector<unsigned> differentiated;
@@ -1514,7 +1407,7 @@ FailureOr<func::FuncOp> BackwardBuilder::build(func::FuncOp forward,
              << arg.getArgNumber()
              << " is read as a scalar or periodic epilogue input (a constant "
                 "to the derivative) and also differentiated";
-    if (!constantUses && !scaleOf.contains(arg.getArgNumber()))
+    if (!constantUses)
       differentiated.push_back(arg.getArgNumber());
   }
 
@@ -1535,8 +1428,6 @@ FailureOr<func::FuncOp> BackwardBuilder::build(func::FuncOp forward,
   for (auto [old, arg] :
        llvm::zip(forward.getArguments(), entry->getArguments()))
     mapping.map(old, arg);
-  for (auto [scale, x] : scaleOf)
-    rmsScales[entry->getArgument(x)] = entry->getArgument(scale);
   rewriter.setInsertionPointToStart(entry);
   func::ReturnOp forwardReturn;
   SmallVector<Operation *> recomputed;
@@ -1573,19 +1464,6 @@ FailureOr<func::FuncOp> BackwardBuilder::build(func::FuncOp forward,
             .Default([](Operation *) { return success(); });
     if (failed(result))
       return failure();
-  }
-
-  // A row scale's gradient goes into its x's, in the GEMM forming x's
-  // gradient after the scale's last use; there must be one.
-  for (auto [scale, x] : scaleOf) {
-    Value rs = entry->getArgument(scale);
-    if (adjoints.lookup(rs) && !foldedScales.contains(rs))
-      return forward.emitError("--coda-derive-backward: the gradient of "
-                               "argument ")
-             << scale << " (" << kRmsScaleOfAttr << " = " << x
-             << ") goes into argument " << x
-             << "'s, which no GEMM forms after the scale's last use (argument "
-             << x << " must be the lhs of a GEMM at or before it)";
   }
 
   // The backward reads the saved values instead of its copy of the forward.
