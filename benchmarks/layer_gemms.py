@@ -14,7 +14,10 @@ dAcc^T x, plain epilogues). Each layer step is timed twice: synchronized
 (the host launches it while the GPU waits) and queued behind a sleep (the
 host ahead, as in training: its kernels and the gaps between them).
 --profile adds the layer's kernels, first and inside a model, each under
-the operator that launched it (torch.profiler), per step.
+the operator that launched it (torch.profiler), per step. --steady SECONDS
+adds each side's twelve GEMMs back to back at the power limit
+(timing.steady_ms): time, energy, power and clock per layer's GEMMs, and
+per GEMM, coda's against cuBLAS's.
 """
 
 import argparse
@@ -31,7 +34,7 @@ import coda_runtime  # noqa: E402
 import coda_torch  # noqa: E402
 from coda_torch import ops  # noqa: E402
 from host_gaps import trace_events  # noqa: E402
-from timing import QUEUE_LEAD_MS, interleaved_ms, median_ms, queued_ms  # noqa: E402
+from timing import QUEUE_LEAD_MS, interleaved_ms, median_ms, queued_ms, steady_ms  # noqa: E402
 
 
 def layer_gemms(hidden, mlp):
@@ -79,6 +82,9 @@ def main():
     parser.add_argument("--commit", default="unknown")
     parser.add_argument("--hidden", type=int, nargs="+", default=sorted(SIZES))
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--steady", type=float, default=0, metavar="SECONDS",
+                        help="also time each side's GEMMs back to back for about SECONDS "
+                             "per side and pass, with their energy")
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     coda_torch.load(args.kernels)
@@ -90,7 +96,7 @@ def main():
     rows = []
     for hidden in args.hidden:
         mlp = SIZES[hidden]
-        gemms = []
+        gemms, sides = [], []
         for name, layout, m, n, k in layer_gemms(hidden, mlp):
             # Operands as each layout stores them: nt a M x K, b N x K;
             # nn a M x K, b K x N; tn a K x M, b K x N.
@@ -105,14 +111,25 @@ def main():
             # In interleaved rounds, as gemm_configs.py times them: timed one
             # after the other, each side runs at the clock the power drawn
             # before it leaves (docs/performance.md, "Raster order").
-            times = interleaved_ms({
-                "coda": lambda: ops._launch(module, kernel, a, b, y),
-                "cublas": lambda: torch.matmul(a.T if layout == "tn" else a,
-                                               b.T if layout == "nt" else b)})
+            side = {"coda": lambda a=a, b=b, y=y, module=module, kernel=kernel:
+                        ops._launch(module, kernel, a, b, y),
+                    "cublas": lambda a=a, b=b, layout=layout:
+                        torch.matmul(a.T if layout == "tn" else a, b.T if layout == "nt" else b)}
+            times = interleaved_ms(side)
             coda_ms, cublas_ms = (statistics.median(times[k]) for k in ("coda", "cublas"))
-            gemms.append({"gemm": name, "layout": layout, "M": m, "N": n, "K": k,
-                          "coda_ms": coda_ms, "cublas_ms": cublas_ms})
-            del a, b, y, reference
+            gemm = {"gemm": name, "layout": layout, "M": m, "N": n, "K": k,
+                    "coda_ms": coda_ms, "cublas_ms": cublas_ms}
+            if args.steady:
+                gemm["steady"] = steady_ms(side, seconds=args.steady)
+                sides.append(side)
+            gemms.append(gemm)
+            del reference
+        steady = None
+        if args.steady:
+            # The twelve back to back, each side's as a layer step runs them.
+            steady = steady_ms({s: (lambda s=s: [side[s]() for side in sides])
+                                for s in ("coda", "cublas")}, seconds=args.steady)
+        del sides
         eager, coda, _, tables = decoder_layers(hidden, mlp)
         xb = torch.randn(TOKENS // SEQ, SEQ, hidden, device="cuda").bfloat16().requires_grad_()
         dyb = torch.randn_like(xb)
@@ -157,7 +174,7 @@ def main():
                    (queued["layer"][0] - queued_attention_ms) / coda_gemms,
                "queued_inner_outside_over_coda_gemms":
                    (queued["inner"][0] - queued_attention_ms) / coda_gemms,
-               "gemms": gemms, "layer_kernels": profile,
+               "gemms": gemms, "steady_gemms": steady, "layer_kernels": profile,
                "inner_layer_kernels": inner_profile}
         rows.append(row)
         print(f"hidden {hidden}: layer fwd+bwd {layer_ms:.3f} ms, attention {attention_ms:.3f}, "
@@ -171,9 +188,19 @@ def main():
               f"{row['queued_outside_over_coda_gemms']:.3f}; inside a model "
               f"{row['queued_inner_layer_ms']:.3f} ms, "
               f"{row['queued_inner_outside_over_coda_gemms']:.3f}", flush=True)
+        def steady_line(passes):
+            return "; ".join(
+                f"{s} " + ", ".join(f"{p['ms']:.3f} ms" + (
+                    f" {p['j'] * 1000:.1f} mJ {p['w']:.0f} W {p['mhz']:.0f} MHz"
+                    if p["j"] is not None else "") for p in passes[s])
+                for s in ("coda", "cublas"))
+        if steady:
+            print(f"  the GEMMs back to back: {steady_line(steady)}", flush=True)
         for g in gemms:
             print(f"  {g['gemm']:>11} {g['layout']} {g['M']} x {g['N']} x {g['K']}: "
                   f"coda {g['coda_ms']:.3f} ms, cuBLAS {g['cublas_ms']:.3f}", flush=True)
+            if "steady" in g:
+                print(f"    back to back: {steady_line(g['steady'])}", flush=True)
         for title, launched in (("the first layer's", profile),
                                 ("a layer inside a model's", inner_profile)):
             if launched:

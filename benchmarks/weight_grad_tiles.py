@@ -1,0 +1,65 @@
+"""The weight-gradient GEMMs of decoder layers at hidden 2048 and 4096
+(dAcc^T x, 16384 tokens: weight rows x columns x tokens), coda's plain
+dW kernel from two builds, and cuBLAS: interleaved rounds (L2 flushed) and
+back to back at the power limit (timing.steady_ms: time, energy, power,
+clock per call):
+
+  python3 benchmarks/weight_grad_tiles.py --kernels selected=build/torch-kernels \\
+      wide=DIR
+
+where DIR is a copy of build/torch-kernels whose manifests forbid the
+128 x 128 variants the launch chooses by waves (GemmConfigAttr's
+wave_cost, byWaves): their `wave_cost` raised, e.g. to 100000, so that
+every launch takes the 128 x 256 kernel.
+"""
+import argparse
+import statistics
+
+import torch
+
+import coda_torch
+from coda_torch import ops
+from timing import interleaved_ms, steady_ms
+
+TOKENS = 16384
+SHAPES = [(3072, 2048), (2048, 2048), (11264, 2048), (2048, 5632),
+          (6144, 4096), (4096, 4096), (22016, 4096), (4096, 11008)]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--kernels", nargs="+", required=True, metavar="NAME=DIR")
+    parser.add_argument("--seconds", type=float, default=1.5)
+    args = parser.parse_args()
+    builds = {}
+    for spec in args.kernels:
+        name, directory = spec.split("=", 1)
+        coda_torch.load(directory)
+        builds[name] = ops._kernels("swiglu_mlp", "swiglu_mlp_backward", "grad:gemm0.rhs")
+    for m, n in SHAPES:
+        a = torch.randn(TOKENS, m, device="cuda").bfloat16()
+        b = torch.randn(TOKENS, n, device="cuda").bfloat16()
+        y = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        fns = {name: (lambda module=module, kernel=kernel: ops._launch(module, kernel, a, b, y))
+               for name, (module, (kernel,)) in builds.items()}
+        fns["cublas"] = lambda: a.T @ b
+        reference = (a.T @ b).float()
+        for name in builds:
+            fns[name]()
+            torch.testing.assert_close(y.float(), reference, rtol=2e-2,
+                                       atol=2e-2 * reference.abs().max().item())
+        rounds = interleaved_ms(fns)
+        steady = steady_ms(fns, seconds=args.seconds)
+        line = f"{m} x {n} x {TOKENS}: interleaved " + ", ".join(
+            f"{name} {statistics.median(times):.3f}" for name, times in rounds.items())
+        line += " | steady " + "; ".join(
+            f"{name} " + ", ".join(f"{p['ms']:.3f} ms" + (
+                f" {p['j'] * 1000:.0f} mJ {p['w']:.0f} W {p['mhz']:.0f} MHz"
+                if p["j"] is not None else "") for p in passes)
+            for name, passes in steady.items())
+        print(line, flush=True)
+        del a, b, y, reference
+
+
+if __name__ == "__main__":
+    main()
