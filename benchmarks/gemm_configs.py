@@ -13,7 +13,10 @@ gradient) in place of `plain_nt`.
 Each DIR is a coda-compile output holding `plain_<layout>`
 (test/GPU/cases/primitives.mlir; `plain_nt`: bf16, rhs N x K).
 cuBLAS and the variants are timed in interleaved rounds; `vs_cublas` is the
-median over rounds of cuBLAS time / variant time.
+median over rounds of cuBLAS time / variant time. `--steady SECONDS` also
+runs each side back to back at the power limit (timing.steady_ms: time,
+energy, power and clock per call, two passes), the regime of a training
+step.
 """
 
 import argparse
@@ -24,7 +27,7 @@ import coda_runtime
 import torch
 
 from bench import SIZES, TOKENS, VOCAB
-from timing import interleaved_ms, median_ratio
+from timing import interleaved_ms, median_ratio, steady_ms
 
 
 def block_shapes():
@@ -45,6 +48,8 @@ def main():
                         help="time this shape (repeatable) instead of the block shapes")
     parser.add_argument("--layout", choices=["nt", "tn", "nn"], default="nt")
     parser.add_argument("--out", required=True)
+    parser.add_argument("--steady", type=float, default=0, metavar="SECONDS",
+                        help="also run each side back to back for about SECONDS per pass")
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     stream = torch.cuda.current_stream().cuda_stream
@@ -86,10 +91,17 @@ def main():
                "coda_ms": {name: statistics.median(times[name]) for name, _, _ in variants},
                "vs_cublas": {name: median_ratio(times["cublas"], times[name])
                              for name, _, _ in variants}}
+        if args.steady:
+            row["steady"] = steady_ms(fns, seconds=args.steady)
         rows.append(row)
         print(f"{m}x{n}x{k}: cuBLAS {row['cublas_ms']:.3f} ms; " + ", ".join(
             f"{name} {t:.3f} ({row['vs_cublas'][name]:.3f}x)" for name, t in row["coda_ms"].items()),
             flush=True)
+        for name, passes in row.get("steady", {}).items():
+            print(f"  back to back, {name}: " + ", ".join(
+                f"{p['ms']:.3f} ms" + (f" {p['j'] * 1000:.0f} mJ {p['w']:.0f} W {p['mhz']:.0f} MHz"
+                                       if p["j"] is not None else "") for p in passes),
+                flush=True)
         del a, b, y, want
         torch.cuda.empty_cache()
     with open(args.out, "w") as f:
