@@ -23,7 +23,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 import coda_torch  # noqa: E402
-from timing import QUEUE_LEAD_MS, interleaved_ms, queued_ms, steady_ms  # noqa: E402
+from timing import QUEUE_LEAD_MS, interleaved_ms, queued_ms, steady_ms, steady_text  # noqa: E402
 
 TOKENS, VOCAB, SEQ = 16384, 32768, 2048
 SIZES = {2048: 5632, 4096: 11008}
@@ -157,10 +157,7 @@ def measure(kernels, hidden_sizes, record, head_dim=128, cases=None, steady=0):
             # Back to back at the power limit: coda against torch.compile.
             row["steady"] = steady_ms({side: steps[side] for side in ("coda", "torch_compile")},
                                       seconds=steady)
-            print("  steady: " + "; ".join(
-                f"{side} " + ", ".join(f"{p['ms']:.3f} ms" + (
-                    f" {p['j']:.3f} J {p['w']:.0f} W {p['mhz']:.0f} MHz" if p["j"] is not None else "")
-                    for p in passes) for side, passes in row["steady"].items()), flush=True)
+            print("  steady: " + steady_text(row["steady"]), flush=True)
         if queued:
             # Each step queued behind a sleep, the host ahead as in
             # training: the GPU's time, without the host's launches.

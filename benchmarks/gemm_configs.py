@@ -27,7 +27,7 @@ import coda_runtime
 import torch
 
 from bench import SIZES, TOKENS, VOCAB
-from timing import interleaved_ms, median_ratio, steady_ms
+from timing import interleaved_ms, median_ratio, steady_ms, steady_text
 
 
 def block_shapes():
@@ -97,11 +97,8 @@ def main():
         print(f"{m}x{n}x{k}: cuBLAS {row['cublas_ms']:.3f} ms; " + ", ".join(
             f"{name} {t:.3f} ({row['vs_cublas'][name]:.3f}x)" for name, t in row["coda_ms"].items()),
             flush=True)
-        for name, passes in row.get("steady", {}).items():
-            print(f"  back to back, {name}: " + ", ".join(
-                f"{p['ms']:.3f} ms" + (f" {p['j'] * 1000:.0f} mJ {p['w']:.0f} W {p['mhz']:.0f} MHz"
-                                       if p["j"] is not None else "") for p in passes),
-                flush=True)
+        if args.steady:
+            print("  back to back: " + steady_text(row["steady"]), flush=True)
         del a, b, y, want
         torch.cuda.empty_cache()
     with open(args.out, "w") as f:

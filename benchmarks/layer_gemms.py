@@ -34,7 +34,8 @@ import coda_runtime  # noqa: E402
 import coda_torch  # noqa: E402
 from coda_torch import ops  # noqa: E402
 from host_gaps import trace_events  # noqa: E402
-from timing import QUEUE_LEAD_MS, interleaved_ms, median_ms, queued_ms, steady_ms  # noqa: E402
+from timing import (QUEUE_LEAD_MS, interleaved_ms, median_ms, queued_ms, steady_ms,  # noqa: E402
+                    steady_text)
 
 
 def layer_gemms(hidden, mlp):
@@ -188,19 +189,13 @@ def main():
               f"{row['queued_outside_over_coda_gemms']:.3f}; inside a model "
               f"{row['queued_inner_layer_ms']:.3f} ms, "
               f"{row['queued_inner_outside_over_coda_gemms']:.3f}", flush=True)
-        def steady_line(passes):
-            return "; ".join(
-                f"{s} " + ", ".join(f"{p['ms']:.3f} ms" + (
-                    f" {p['j'] * 1000:.1f} mJ {p['w']:.0f} W {p['mhz']:.0f} MHz"
-                    if p["j"] is not None else "") for p in passes[s])
-                for s in ("coda", "cublas"))
         if steady:
-            print(f"  the GEMMs back to back: {steady_line(steady)}", flush=True)
+            print(f"  the GEMMs back to back: {steady_text(steady)}", flush=True)
         for g in gemms:
             print(f"  {g['gemm']:>11} {g['layout']} {g['M']} x {g['N']} x {g['K']}: "
                   f"coda {g['coda_ms']:.3f} ms, cuBLAS {g['cublas_ms']:.3f}", flush=True)
             if "steady" in g:
-                print(f"    back to back: {steady_line(g['steady'])}", flush=True)
+                print(f"    back to back: {steady_text(g['steady'])}", flush=True)
         for title, launched in (("the first layer's", profile),
                                 ("a layer inside a model's", inner_profile)):
             if launched:

@@ -152,6 +152,17 @@ class EnergyMeter:
         return statistics.mean(self._samples) if self._samples else None
 
 
+def steady_text(result):
+    """One line of steady_ms's `result`: per function its passes' GPU ms per
+    call, and with NVML the energy per call, mean power and SM clock."""
+    def one(p):
+        if p["j"] is None:
+            return f"{p['ms']:.3f} ms"
+        return f"{p['ms']:.3f} ms {p['j'] * 1000:.1f} mJ {p['w']:.0f} W {p['mhz']:.0f} MHz"
+    return "; ".join(f"{name} " + ", ".join(one(p) for p in passes)
+                     for name, passes in result.items())
+
+
 def steady_ms(fns, seconds=2.0, passes=2, warmup=3):
     """Each function of `fns` (name -> callable) called back to back, with
     no flush or synchronization between calls, for about `seconds`, in

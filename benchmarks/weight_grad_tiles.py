@@ -19,7 +19,7 @@ import torch
 
 import coda_torch
 from coda_torch import ops
-from timing import interleaved_ms, steady_ms
+from timing import interleaved_ms, steady_ms, steady_text
 
 TOKENS = 16384
 SHAPES = [(3072, 2048), (2048, 2048), (11264, 2048), (2048, 5632),
@@ -52,11 +52,7 @@ def main():
         steady = steady_ms(fns, seconds=args.seconds)
         line = f"{m} x {n} x {TOKENS}: interleaved " + ", ".join(
             f"{name} {statistics.median(times):.3f}" for name, times in rounds.items())
-        line += " | steady " + "; ".join(
-            f"{name} " + ", ".join(f"{p['ms']:.3f} ms" + (
-                f" {p['j'] * 1000:.0f} mJ {p['w']:.0f} W {p['mhz']:.0f} MHz"
-                if p["j"] is not None else "") for p in passes)
-            for name, passes in steady.items())
+        line += " | steady " + steady_text(steady)
         print(line, flush=True)
         del a, b, y, reference
 
