@@ -52,6 +52,26 @@ def layer_gemms(hidden, mlp):
             ("gate_up dW", "tn", 2 * mlp, hidden, t), ("down dW", "tn", hidden, mlp, t)]
 
 
+def layout_kernels(plain):
+    """(module, kernel) of each layout: nt the GPU suite's plain_nt (x W^T,
+    module `plain`), nn and tn coda_torch's swiglu_mlp program's dX = dAcc W
+    and dW = dAcc^T x (plain epilogues; coda_torch loaded)."""
+    program, (nn_kernel, tn_kernel) = ops._kernels(
+        "swiglu_mlp", "swiglu_mlp_backward", "grad:gemm0.lhs", "grad:gemm0.rhs")
+    return {"nt": (plain, plain.kernels_of("plain_nt")[0]), "nn": (program, nn_kernel),
+            "tn": (program, tn_kernel)}
+
+
+def layout_operands(layout, m, n, k):
+    """Random bf16 operands a, b as `layout` stores them (nt a M x K, b N x
+    K; nn a M x K, b K x N; tn a K x M, b K x N), the M x N output y, and
+    the product's factors as torch.matmul takes them (a or a^T, b or b^T)."""
+    a = torch.randn(*((k, m) if layout == "tn" else (m, k)), device="cuda").bfloat16()
+    b = torch.randn(*((n, k) if layout == "nt" else (k, n)), device="cuda").bfloat16()
+    y = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    return a, b, y, a.T if layout == "tn" else a, b.T if layout == "nt" else b
+
+
 def kernels_by_operator(step, steps=5):
     """[(ms per step, kernels per step, operator, kernel)] of `step`'s GPU
     kernels, each under the PyTorch operator that launched it."""
@@ -90,23 +110,16 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     coda_torch.load(args.kernels)
     plain = coda_runtime.Module(args.plain)
-    mlp_program, (nn_kernel, tn_kernel) = ops._kernels(
-        "swiglu_mlp", "swiglu_mlp_backward", "grad:gemm0.lhs", "grad:gemm0.rhs")
-    kernels = {"nt": (plain, plain.kernels_of("plain_nt")[0]), "nn": (mlp_program, nn_kernel),
-               "tn": (mlp_program, tn_kernel)}
+    kernels = layout_kernels(plain)
     rows = []
     for hidden in args.hidden:
         mlp = SIZES[hidden]
         gemms, sides = [], []
         for name, layout, m, n, k in layer_gemms(hidden, mlp):
-            # Operands as each layout stores them: nt a M x K, b N x K;
-            # nn a M x K, b K x N; tn a K x M, b K x N.
-            a = torch.randn(*((k, m) if layout == "tn" else (m, k)), device="cuda").bfloat16()
-            b = torch.randn(*((n, k) if layout == "nt" else (k, n)), device="cuda").bfloat16()
-            y = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            a, b, y, lhs, rhs = layout_operands(layout, m, n, k)
             module, kernel = kernels[layout]
             ops._launch(module, kernel, a, b, y)
-            reference = (a.T if layout == "tn" else a) @ (b.T if layout == "nt" else b)
+            reference = lhs @ rhs
             torch.testing.assert_close(y.float(), reference.float(), rtol=2e-2,
                                        atol=2e-2 * reference.abs().max().item())
             # In interleaved rounds, as gemm_configs.py times them: timed one
@@ -114,8 +127,7 @@ def main():
             # before it leaves (docs/performance.md, "Raster order").
             side = {"coda": lambda a=a, b=b, y=y, module=module, kernel=kernel:
                         ops._launch(module, kernel, a, b, y),
-                    "cublas": lambda a=a, b=b, layout=layout:
-                        torch.matmul(a.T if layout == "tn" else a, b.T if layout == "nt" else b)}
+                    "cublas": lambda lhs=lhs, rhs=rhs: torch.matmul(lhs, rhs)}
             times = interleaved_ms(side)
             coda_ms, cublas_ms = (statistics.median(times[k]) for k in ("coda", "cublas"))
             gemm = {"gemm": name, "layout": layout, "M": m, "N": n, "K": k,

@@ -13,16 +13,23 @@ backward layouts coda_torch's swiglu_mlp program's dX = dAcc W (nn) and
 dW = dAcc^T x (tn), as benchmarks/layer_gemms.py does.
 """
 import argparse
+import os
+import sys
 
 import torch
 
-import coda_runtime
-import coda_torch
-from coda_torch import ops
+sys.path.insert(0, os.path.dirname(__file__))
+from backward import SIZES  # noqa: E402
+import coda_runtime  # noqa: E402
+import coda_torch  # noqa: E402
+from coda_torch import ops  # noqa: E402
+from layer_gemms import layer_gemms, layout_kernels, layout_operands  # noqa: E402
 
-# (layout, M, N, K) of the gate/up projection's three GEMMs at hidden 2048.
-GEMMS = {"gate_up": ("nt", 16384, 11264, 2048), "gate_up_dW": ("tn", 11264, 2048, 16384),
-         "gate_up_dX": ("nn", 16384, 2048, 11264)}
+# (layout, M, N, K) of the gate/up projection's three GEMMs at hidden 2048
+# ("gate_up", "gate_up_dX", "gate_up_dW").
+GEMMS = {name.replace(" ", "_"): (layout, m, n, k)
+         for name, layout, m, n, k in layer_gemms(2048, SIZES[2048])
+         if name.startswith("gate_up")}
 
 
 def main():
@@ -32,18 +39,9 @@ def main():
     parser.add_argument("--gemm", choices=sorted(GEMMS), required=True)
     args = parser.parse_args()
     coda_torch.load(args.kernels)
-    plain = coda_runtime.Module(args.plain)
-    program, (nn_kernel, tn_kernel) = ops._kernels(
-        "swiglu_mlp", "swiglu_mlp_backward", "grad:gemm0.lhs", "grad:gemm0.rhs")
-    module, kernel = {"nt": (plain, plain.kernels_of("plain_nt")[0]), "nn": (program, nn_kernel),
-                      "tn": (program, tn_kernel)}[GEMMS[args.gemm][0]]
     layout, m, n, k = GEMMS[args.gemm]
-    # Operands as each layout stores them: nt a M x K, b N x K; nn a M x K,
-    # b K x N; tn a K x M, b K x N.
-    a = torch.randn(*((k, m) if layout == "tn" else (m, k)), device="cuda").bfloat16()
-    b = torch.randn(*((n, k) if layout == "nt" else (k, n)), device="cuda").bfloat16()
-    y = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-    lhs, rhs = a.T if layout == "tn" else a, b.T if layout == "nt" else b
+    module, kernel = layout_kernels(coda_runtime.Module(args.plain))[layout]
+    a, b, y, lhs, rhs = layout_operands(layout, m, n, k)
     ops._launch(module, kernel, a, b, y)
     reference = lhs @ rhs
     torch.testing.assert_close(y.float(), reference.float(), rtol=2e-2,

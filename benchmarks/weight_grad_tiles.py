@@ -13,17 +13,23 @@ wave_cost, byWaves): their `wave_cost` raised, e.g. to 100000, so that
 every launch takes the 128 x 256 kernel.
 """
 import argparse
+import os
 import statistics
+import sys
 
 import torch
 
-import coda_torch
-from coda_torch import ops
-from timing import interleaved_ms, steady_ms, steady_text
+sys.path.insert(0, os.path.dirname(__file__))
+from backward import SIZES  # noqa: E402
+import coda_torch  # noqa: E402
+from coda_torch import ops  # noqa: E402
+from layer_gemms import layer_gemms, layout_operands  # noqa: E402
+from timing import interleaved_ms, steady_ms, steady_text  # noqa: E402
 
-TOKENS = 16384
-SHAPES = [(3072, 2048), (2048, 2048), (11264, 2048), (2048, 5632),
-          (6144, 4096), (4096, 4096), (22016, 4096), (4096, 11008)]
+# The layers' weight gradients (tn), M x N x K = weight rows x columns x
+# tokens.
+SHAPES = [(m, n, k) for hidden, mlp in sorted(SIZES.items())
+          for _, layout, m, n, k in layer_gemms(hidden, mlp) if layout == "tn"]
 
 
 def main():
@@ -36,25 +42,23 @@ def main():
         name, directory = spec.split("=", 1)
         coda_torch.load(directory)
         builds[name] = ops._kernels("swiglu_mlp", "swiglu_mlp_backward", "grad:gemm0.rhs")
-    for m, n in SHAPES:
-        a = torch.randn(TOKENS, m, device="cuda").bfloat16()
-        b = torch.randn(TOKENS, n, device="cuda").bfloat16()
-        y = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    for m, n, k in SHAPES:
+        a, b, y, lhs, rhs = layout_operands("tn", m, n, k)
         fns = {name: (lambda module=module, kernel=kernel: ops._launch(module, kernel, a, b, y))
                for name, (module, (kernel,)) in builds.items()}
-        fns["cublas"] = lambda: a.T @ b
-        reference = (a.T @ b).float()
+        fns["cublas"] = lambda: lhs @ rhs
+        reference = (lhs @ rhs).float()
         for name in builds:
             fns[name]()
             torch.testing.assert_close(y.float(), reference, rtol=2e-2,
                                        atol=2e-2 * reference.abs().max().item())
         rounds = interleaved_ms(fns)
         steady = steady_ms(fns, seconds=args.seconds)
-        line = f"{m} x {n} x {TOKENS}: interleaved " + ", ".join(
+        line = f"{m} x {n} x {k}: interleaved " + ", ".join(
             f"{name} {statistics.median(times):.3f}" for name, times in rounds.items())
         line += " | steady " + steady_text(steady)
         print(line, flush=True)
-        del a, b, y, reference
+        del a, b, y, lhs, rhs, reference
 
 
 if __name__ == "__main__":
