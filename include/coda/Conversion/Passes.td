@@ -145,8 +145,9 @@ def CodaToGPU : Pass<"coda-to-gpu", "ModuleOp"> {
       consumers compute the next. An epilogue that reads no product under
       the cooperative or ping-pong schedule without a cluster has no
       mainloop: one tile per CTA, every thread running the register
-      schedule's epilogue, no ring, producer or mbarrier, so that several
-      CTAs may share an SM.
+      schedule's epilogue, no ring, producer or mbarrier: its shared memory
+      is the epilogue's buffers alone, and a CTA whose registers allow it
+      shares its SM with another.
     - epilogue: the accumulator tile goes to shared memory; each thread
       covers 8 consecutive columns of a row (a row's threads are consecutive
       lanes), evaluates the epilogue region, reads row/column/tile/periodic
