@@ -69,16 +69,18 @@ def eager_residual_norm(x, w, r):
     return h, h.float().pow(2).sum(1)
 
 
-def decoder_layers(hidden, mlp, head_dim=128):
+def decoder_layers(hidden, mlp, head_dim=128, kv_heads=None):
     """A Llama decoder layer (sdpa attention, K/V heads a quarter of the query
-    heads), its coda-patched copies (the whole layer; the MLP and Q/K/V +
-    RoPE ops alone, layer=False), and the rotary tables for SEQ positions."""
+    heads unless kv_heads says), its coda-patched copies (the whole layer;
+    the MLP and Q/K/V + RoPE ops alone, layer=False), and the rotary tables
+    for SEQ positions."""
     import copy
     from transformers import LlamaConfig
     from transformers.models.llama import modeling_llama as hf
     heads = hidden // head_dim
     config = LlamaConfig(hidden_size=hidden, intermediate_size=mlp, num_attention_heads=heads,
-                         num_key_value_heads=heads // 4, max_position_embeddings=SEQ)
+                         num_key_value_heads=kv_heads or heads // 4,
+                         max_position_embeddings=SEQ)
     config._attn_implementation = "sdpa"
     torch.manual_seed(0)
     eager = hf.LlamaDecoderLayer(config, 0).cuda().to(torch.bfloat16)

@@ -38,12 +38,13 @@ from timing import (QUEUE_LEAD_MS, interleaved_ms, median_ms, queued_ms, steady_
                     steady_text)
 
 
-def layer_gemms(hidden, mlp):
-    """(name, layout, M, N, K) of the layer's twelve GEMMs: nt = x W^T,
-    nn = dAcc W, tn = dAcc^T x."""
+def layer_gemms(hidden, mlp, tokens=TOKENS, kv_heads=None):
+    """(name, layout, M, N, K) of the layer's twelve GEMMs at `tokens`
+    tokens (heads of 128, K/V heads a quarter of them unless kv_heads
+    says): nt = x W^T, nn = dAcc W, tn = dAcc^T x."""
     heads = hidden // 128
-    qkv = 128 * (heads + 2 * (heads // 4))
-    t = TOKENS
+    qkv = 128 * (heads + 2 * (kv_heads or heads // 4))
+    t = tokens
     return [("qkv", "nt", t, qkv, hidden), ("o", "nt", t, hidden, hidden),
             ("gate_up", "nt", t, 2 * mlp, hidden), ("down", "nt", t, hidden, mlp),
             ("qkv dX", "nn", t, hidden, qkv), ("o dX", "nn", t, hidden, hidden),
@@ -70,6 +71,23 @@ def layout_operands(layout, m, n, k):
     b = torch.randn(*((n, k) if layout == "nt" else (k, n)), device="cuda").bfloat16()
     y = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
     return a, b, y, a.T if layout == "tn" else a, b.T if layout == "nt" else b
+
+
+def attention_step(hidden, tokens=TOKENS, kv_heads=None):
+    """The layer's attention alone, forward + backward: SDPA, causal, heads
+    of 128 with a quarter as many K/V heads unless kv_heads says, sequences
+    of SEQ."""
+    heads = hidden // 128
+    q = torch.randn(tokens // SEQ, heads, SEQ, 128, device="cuda").bfloat16().requires_grad_()
+    kv = [torch.randn(tokens // SEQ, kv_heads or heads // 4, SEQ, 128, device="cuda").bfloat16()
+          .requires_grad_() for _ in range(2)]
+    do = torch.randn_like(q)
+
+    def run():
+        q.grad = kv[0].grad = kv[1].grad = None
+        torch.nn.functional.scaled_dot_product_attention(
+            q, *kv, is_causal=True, enable_gqa=True).backward(do)
+    return run
 
 
 def kernels_by_operator(step, steps=5):
@@ -158,18 +176,9 @@ def main():
         queued = queued_ms({"layer": first, "inner": inner}, reps=20, lead_ms=QUEUE_LEAD_MS)
         profile = kernels_by_operator(first) if args.profile else []
         inner_profile = kernels_by_operator(inner) if args.profile else []
-        heads = hidden // 128
-        q = torch.randn(TOKENS // SEQ, heads, SEQ, 128, device="cuda").bfloat16().requires_grad_()
-        kv = [torch.randn(TOKENS // SEQ, heads // 4, SEQ, 128, device="cuda").bfloat16()
-              .requires_grad_() for _ in range(2)]
-        do = torch.randn_like(q)
-
-        def attention_step():
-            q.grad = kv[0].grad = kv[1].grad = None
-            torch.nn.functional.scaled_dot_product_attention(
-                q, *kv, is_causal=True, enable_gqa=True).backward(do)
-        attention_ms = median_ms(attention_step)
-        queued_attention_ms = queued_ms({"attention": attention_step}, reps=20,
+        attention = attention_step(hidden)
+        attention_ms = median_ms(attention)
+        queued_attention_ms = queued_ms({"attention": attention}, reps=20,
                                         lead_ms=QUEUE_LEAD_MS)["attention"][0]
         coda_gemms = sum(g["coda_ms"] for g in gemms)
         cublas_gemms = sum(g["cublas_ms"] for g in gemms)
@@ -215,7 +224,7 @@ def main():
                       flush=True)
             for ms, n, op, kernel in launched:
                 print(f"  {ms:7.3f} ms x{n:2d}  {op[:36]:36}  {kernel[:80]}", flush=True)
-        del eager, coda, xb, first, inner, dyb, q, kv, do
+        del eager, coda, xb, first, inner, dyb, attention
         torch.cuda.empty_cache()
         with open(args.out, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "commit": args.commit,

@@ -56,6 +56,36 @@ def idle_gaps(prof, steps=3):
     return sorted(((ms, n // steps, name) for name, (ms, n) in gaps.items()), reverse=True)
 
 
+# Kernel name patterns of each class; the first that matches names the class.
+CLASSES = [("GEMMs", ("nvjet", "gemm", "cutlass", "xmma")),
+           ("attention", ("flash", "fmha", "sdpa", "attention", "cudnn")),
+           ("optimizer", ("adam", "multi_tensor")),
+           ("embedding", ("embedding", "indexselect", "radixsort", "segment", "grad_weight",
+                          "index_select", "sum_and_scatter", "gather"))]
+
+
+def is_annotation(name):
+    """A range the profiler reports beside the kernels it spans (a compiled
+    graph's call, the optimizer's step), not a kernel of its own."""
+    return name.startswith("## ") or name.startswith("Optimizer.")
+
+
+def kernel_class(name):
+    low = name.lower()
+    for cls, patterns in CLASSES:
+        if any(p in low for p in patterns):
+            return cls
+    return "rest"
+
+
+def by_class(rows):
+    """{class: ms per step} of profile rows (ms per step, count, kernel)."""
+    totals = {cls: 0.0 for cls, _ in CLASSES + [("rest", ())]}
+    for ms, _, name in rows:
+        totals[kernel_class(name)] += ms
+    return totals
+
+
 out = {}
 for mode in args.modes:
     torch.manual_seed(0)
@@ -77,7 +107,7 @@ for mode in args.modes:
         torch.cuda.synchronize()
     kernels = [e for e in p.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]
     rows = sorted(((e.device_time_total / 3 / 1000, e.count // 3, e.key) for e in kernels
-                   if e.device_time_total > 0), reverse=True)
+                   if e.device_time_total > 0 and not is_annotation(e.key)), reverse=True)
     # Each kernel's time counts as its launching operator's self device time.
     ops = sorted(((e.self_device_time_total / 3 / 1000, e.count // 3, e.key, str(e.input_shapes))
                   for e in p.key_averages(group_by_input_shape=True)
@@ -86,15 +116,21 @@ for mode in args.modes:
     total = sum(r[0] for r in rows)
     print(f"== {mode}: kernels {total:.2f} ms per step")
     for ms, n, k in rows[:28]:
-        print(f"  {ms:7.3f} ms  x{n:3d}  {k[:110]}")
+        print(f"  {ms:7.3f} ms  x{n:3d}  {kernel_class(k):9}  {k[:100]}")
     print(f"== {mode}: by operator")
     for ms, n, k, shapes in ops[:40]:
         print(f"  {ms:7.3f} ms  x{n:3d}  {k[:40]}  {shapes[:120]}")
+    classes = by_class(rows)
+    ceiling = total / (total - classes["rest"])
+    print(f"== {mode}: by class " + ", ".join(f"{c} {ms:.2f} ms" for c, ms in classes.items())
+          + f"; the step without the rest: {ceiling:.3f}x faster")
+    for ms, n, k in [r for r in rows if kernel_class(r[2]) == "rest"][:8]:
+        print(f"  rest: {ms:7.3f} ms  x{n:3d}  {k[:100]}")
     waits = idle_gaps(p)
     print(f"== {mode}: the GPU waits {sum(w[0] for w in waits):.2f} ms per step; before kernels of")
     for ms, n, k in waits[:15]:
         print(f"  {ms:7.3f} ms  x{n:4d}  {k[:100]}")
-    out[mode] = {"total_ms": total, "rows": rows[:60], "ops": ops[:80], "waits": waits[:40]}
+    out[mode] = {"total_ms": total, "classes": classes, "ceiling": ceiling, "rows": rows[:60], "ops": ops[:80], "waits": waits[:40]}
     del model, opt, fn
     torch.cuda.empty_cache()
 json.dump(out, open(args.out, "w"), indent=1)
