@@ -1,10 +1,11 @@
 """The SM clock each kernel runs at, and so its cycles: coda's plain GEMM,
 cuBLAS and the epilogues whose cost is in question (residual, residual +
 norm partials, column bias, row partials), each alone in a steady loop for
-2.5 s (L2 flushed before every launch, as in the timed rounds) while
-nvidia-smi samples the SM clock and the power every 20 ms. Per kernel:
-median ms, mean MHz and W over the loop (its first fifth dropped), and
-ms x MHz, the cycles in thousands. Two passes over the kernels.
+2.5 s (L2 flushed before every launch, as in the timed rounds) after
+half a second of the same loop, while NVML (timing.EnergyMeter) samples
+the SM clock every 20 ms and counts the energy. Per kernel: median ms,
+mean MHz and W over the loop, and ms x MHz, the cycles in thousands.
+Two passes over the kernels.
 `--shape M N K` (repeatable) and `--cases` choose other shapes and
 epilogues (`--cases` with none: the plain GEMM and cuBLAS alone).
 
@@ -16,46 +17,42 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import time
 
 import coda_runtime
 import torch
 
 from epilogues import BUILD, bf16, case, checked_launcher
+from timing import EnergyMeter
 
 SHAPES = [(16384, 6144, 2048), (16384, 12288, 4096)]
 CASES = ["residual", "residual_norm", "col_bias", "row_sumsq"]
 
 
-def steady(fn, flush, seconds=2.5):
-    """fn in a loop (L2 flushed before each call): median ms, and the mean
-    SM MHz and W that nvidia-smi sampled meanwhile."""
-    for _ in range(20):
-        fn()
-    torch.cuda.synchronize()
-    smi = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm,power.draw",
-                            "--format=csv,noheader,nounits", "-lms", "20"],
-                           stdout=subprocess.PIPE, text=True)
-    time.sleep(0.3)
-    times, start = [], time.time()
-    while time.time() - start < seconds:
-        events = []
-        for _ in range(20):
-            flush.zero_()
-            begin, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
-            begin.record()
-            fn()
-            end.record()
-            events.append((begin, end))
-        torch.cuda.synchronize()
-        times += [begin.elapsed_time(end) for begin, end in events]
-    smi.terminate()
-    samples = [[float(v) for v in line.split(",")]
-               for line in smi.communicate()[0].splitlines() if "," in line]
-    samples = samples[len(samples) // 5:]
-    return (statistics.median(times), statistics.mean(s[0] for s in samples),
-            statistics.mean(s[1] for s in samples))
+def steady(fn, flush, meter, seconds=2.5):
+    """fn in a loop (L2 flushed before each call) after half a second of
+    the same loop: median ms, and the mean SM MHz (NVML, sampled every 20
+    ms) and W (NVML's energy counter over the loop's time) meanwhile."""
+    def loop(seconds):
+        times, start = [], time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            events = []
+            for _ in range(20):
+                flush.zero_()
+                begin, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+                begin.record()
+                fn()
+                end.record()
+                events.append((begin, end))
+            torch.cuda.synchronize()
+            times += [begin.elapsed_time(end) for begin, end in events]
+        return times, time.perf_counter() - start
+    loop(0.5)
+    joules = meter.read()
+    meter.sample_clock()
+    times, wall = loop(seconds)
+    mhz = meter.stop_clock()
+    return statistics.median(times), mhz, (meter.read() - joules) / wall
 
 
 def main():
@@ -69,6 +66,9 @@ def main():
     stream = torch.cuda.current_stream().cuda_stream
     (plain,) = prims.kernels_of("plain_nt")
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    meter = EnergyMeter()
+    if not meter.available:
+        parser.error("the SM clock and the energy counter come from NVML: install pynvml")
     out = {}
     for m, n, k in args.shape or SHAPES:
         torch.manual_seed(0)
@@ -82,7 +82,7 @@ def main():
             fns[name] = checked_launcher(epis, name, kernel_args, checks, stream)
         for rep in range(2):
             for name, fn in fns.items():
-                ms, mhz, watts = steady(fn, flush)
+                ms, mhz, watts = steady(fn, flush, meter)
                 key = f"{m}x{n}x{k} {name}"
                 out.setdefault(key, []).append({"ms": ms, "mhz": mhz, "watts": watts})
                 print(f"{key:32s} pass {rep}: {ms:.4f} ms {mhz:7.1f} MHz {watts:6.1f} W, "
