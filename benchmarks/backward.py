@@ -69,6 +69,12 @@ def eager_residual_norm(x, w, r):
     return h, h.float().pow(2).sum(1)
 
 
+def kv_heads_of(heads, kv_heads=None):
+    """The K/V heads of a layer of `heads` query heads: kv_heads if given,
+    else a quarter of them, the benchmarks' grouped-query layers."""
+    return kv_heads or heads // 4
+
+
 def decoder_layers(hidden, mlp, head_dim=128, kv_heads=None):
     """A Llama decoder layer (sdpa attention, K/V heads a quarter of the query
     heads unless kv_heads says), its coda-patched copies (the whole layer;
@@ -79,7 +85,7 @@ def decoder_layers(hidden, mlp, head_dim=128, kv_heads=None):
     from transformers.models.llama import modeling_llama as hf
     heads = hidden // head_dim
     config = LlamaConfig(hidden_size=hidden, intermediate_size=mlp, num_attention_heads=heads,
-                         num_key_value_heads=kv_heads or heads // 4,
+                         num_key_value_heads=kv_heads_of(heads, kv_heads),
                          max_position_embeddings=SEQ)
     config._attn_implementation = "sdpa"
     torch.manual_seed(0)
@@ -123,12 +129,12 @@ def qkv_rope_inputs(hidden, head_dim=128):
     grad), cos, sin (T x head_dim, bf16), the number of rotated columns and
     an output gradient dq (T x N)."""
     qh = hidden // head_dim
-    n = head_dim * (qh + 2 * (qh // 4))
+    n = head_dim * (qh + 2 * kv_heads_of(qh))
     wq = (torch.randn(n, hidden, device="cuda") / hidden ** 0.5).bfloat16().requires_grad_()
     angles = torch.rand(TOKENS, head_dim // 2, device="cuda") * 6.28
     cos, sin = (torch.cat([f(angles)] * 2, 1).bfloat16() for f in (torch.cos, torch.sin))
     dq = torch.randn(TOKENS, n, device="cuda").bfloat16()
-    return wq, cos, sin, head_dim * (qh + qh // 4), dq
+    return wq, cos, sin, head_dim * (qh + kv_heads_of(qh)), dq
 
 
 def measure(kernels, hidden_sizes, record, head_dim=128, cases=None, steady=0):

@@ -35,7 +35,8 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from backward import SEQ, SIZES, VOCAB, decoder_layers, inside_a_model, layer_step  # noqa: E402
+from backward import (SEQ, SIZES, VOCAB, decoder_layers, inside_a_model,  # noqa: E402
+                      kv_heads_of, layer_step)
 import coda_torch  # noqa: E402
 from layer_gemms import attention_step, layer_gemms, layout_operands  # noqa: E402
 from timing import steady_ms, steady_text  # noqa: E402
@@ -84,7 +85,8 @@ def adamw_step(hidden, mlp, layers, kv_heads):
     from transformers import LlamaConfig, LlamaForCausalLM
     heads = hidden // 128
     config = LlamaConfig(hidden_size=hidden, intermediate_size=mlp, num_attention_heads=heads,
-                         num_key_value_heads=kv_heads or heads // 4, num_hidden_layers=layers,
+                         num_key_value_heads=kv_heads_of(heads, kv_heads),
+                         num_hidden_layers=layers,
                          vocab_size=VOCAB)
     model = LlamaForCausalLM(config).cuda().to(torch.bfloat16)
     for p in model.parameters():
@@ -138,7 +140,7 @@ def main():
                      "floor": floor, "cuBLAS GEMMs": gemms, "attention": attention}
             steady = steady_ms(cases, seconds=args.seconds)
             ms = {name: mean_ms(passes) for name, passes in steady.items()}
-            row = {"hidden": hidden, "mlp": mlp, "kv_heads": kv_heads or hidden // 512,
+            row = {"hidden": hidden, "mlp": mlp, "kv_heads": kv_heads_of(hidden // 128, kv_heads),
                    "tokens": tokens, "steady": steady,
                    "ceiling": ms["torch.compile"] / ms["floor"],
                    "coda_over_torch_compile": ms["torch.compile"] / ms["coda"],
@@ -148,7 +150,7 @@ def main():
             print(f"  torch.compile / floor (the most any fusion reaches) "
                   f"{row['ceiling']:.3f}x; torch.compile / coda {row['coda_over_torch_compile']:.3f}x; "
                   f"coda / floor {row['coda_over_floor']:.3f}", flush=True)
-            del xb, dyb, gemms, attention, cases
+            del xb, dyb, gemms, attention, floor, cases
             torch.cuda.empty_cache()
         del eager, coda, compiled
         torch.cuda.empty_cache()

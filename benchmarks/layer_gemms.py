@@ -29,7 +29,8 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from backward import SEQ, SIZES, TOKENS, decoder_layers, inside_a_model, layer_step  # noqa: E402
+from backward import (SEQ, SIZES, TOKENS, decoder_layers, inside_a_model,  # noqa: E402
+                      kv_heads_of, layer_step)
 import coda_runtime  # noqa: E402
 import coda_torch  # noqa: E402
 from coda_torch import ops  # noqa: E402
@@ -43,7 +44,7 @@ def layer_gemms(hidden, mlp, tokens=TOKENS, kv_heads=None):
     tokens (heads of 128, K/V heads a quarter of them unless kv_heads
     says): nt = x W^T, nn = dAcc W, tn = dAcc^T x."""
     heads = hidden // 128
-    qkv = 128 * (heads + 2 * (kv_heads or heads // 4))
+    qkv = 128 * (heads + 2 * kv_heads_of(heads, kv_heads))
     t = tokens
     return [("qkv", "nt", t, qkv, hidden), ("o", "nt", t, hidden, hidden),
             ("gate_up", "nt", t, 2 * mlp, hidden), ("down", "nt", t, hidden, mlp),
@@ -79,8 +80,8 @@ def attention_step(hidden, tokens=TOKENS, kv_heads=None):
     of SEQ."""
     heads = hidden // 128
     q = torch.randn(tokens // SEQ, heads, SEQ, 128, device="cuda").bfloat16().requires_grad_()
-    kv = [torch.randn(tokens // SEQ, kv_heads or heads // 4, SEQ, 128, device="cuda").bfloat16()
-          .requires_grad_() for _ in range(2)]
+    kv = [torch.randn(tokens // SEQ, kv_heads_of(heads, kv_heads), SEQ, 128, device="cuda")
+          .bfloat16().requires_grad_() for _ in range(2)]
     do = torch.randn_like(q)
 
     def run():

@@ -21,6 +21,7 @@ import torch
 import coda_runtime
 import coda_torch
 from coda_torch import ops
+from backward import kv_heads_of
 from timing import interleaved_ms
 
 T = 16384
@@ -50,10 +51,10 @@ def swiglu_mlp_fp8(hidden, mlp, gen):
 
 def rope_inputs(hidden, gen):
     heads = hidden // 128
-    n = 128 * (heads + 2 * (heads // 4))
+    n = 128 * (heads + 2 * kv_heads_of(heads))
     angles = torch.rand(T, 64, device="cuda", generator=gen) * 6.28
     cos, sin = (torch.cat([f(angles)] * 2, 1).bfloat16() for f in (torch.cos, torch.sin))
-    return n, cos, sin, 128 * (heads + heads // 4)
+    return n, cos, sin, 128 * (heads + kv_heads_of(heads))
 
 
 def linear_qkv_rope(hidden, mlp, gen):
