@@ -42,17 +42,18 @@ from layer_gemms import attention_step, layer_gemms, layout_operands  # noqa: E4
 from timing import steady_ms, steady_text  # noqa: E402
 
 
-def cublas_gemms(hidden, mlp, tokens, kv_heads):
-    """The layer's twelve GEMMs through torch.matmul, one after another."""
-    products = []
-    for _, layout, m, n, k in layer_gemms(hidden, mlp, tokens, kv_heads):
-        _, _, _, lhs, rhs = layout_operands(layout, m, n, k)
-        products.append((lhs, rhs))
-
+def matmuls(products):
+    """torch.matmul (cuBLAS) over each (lhs, rhs) of `products`, in turn."""
     def run():
         for lhs, rhs in products:
             torch.matmul(lhs, rhs)
     return run
+
+
+def cublas_gemms(hidden, mlp, tokens, kv_heads):
+    """The layer's twelve GEMMs through torch.matmul, one after another."""
+    return matmuls([layout_operands(layout, m, n, k)[3:]
+                    for _, layout, m, n, k in layer_gemms(hidden, mlp, tokens, kv_heads)])
 
 
 def lm_head_cases(hidden, tokens):
@@ -69,13 +70,10 @@ def lm_head_cases(hidden, tokens):
     def torch_compile():
         x.grad = norm.weight.grad = head.weight.grad = None
         compiled(x, t).backward()
-    products = [(torch.randn(tokens, hidden, device="cuda").bfloat16(), head.weight.detach().T),
-                (torch.randn(tokens, VOCAB, device="cuda").bfloat16(), head.weight.detach()),
-                (torch.randn(VOCAB, tokens, device="cuda").bfloat16(), x.detach())]
-
-    def gemms():
-        for lhs, rhs in products:
-            torch.matmul(lhs, rhs)
+    gemms = matmuls([
+        (torch.randn(tokens, hidden, device="cuda").bfloat16(), head.weight.detach().T),
+        (torch.randn(tokens, VOCAB, device="cuda").bfloat16(), head.weight.detach()),
+        (torch.randn(VOCAB, tokens, device="cuda").bfloat16(), x.detach())])
     return torch_compile, gemms
 
 
@@ -141,7 +139,7 @@ def main():
             steady = steady_ms(cases, seconds=args.seconds)
             ms = {name: mean_ms(passes) for name, passes in steady.items()}
             row = {"hidden": hidden, "mlp": mlp, "kv_heads": kv_heads_of(hidden // 128, kv_heads),
-                   "tokens": tokens, "steady": steady,
+                   "tokens": tokens, "steady": steady, "ms": ms,
                    "ceiling": ms["torch.compile"] / ms["floor"],
                    "coda_over_torch_compile": ms["torch.compile"] / ms["coda"],
                    "coda_over_floor": ms["coda"] / ms["floor"]}
@@ -163,7 +161,7 @@ def main():
                              seconds=args.seconds)
             part = {name: mean_ms(passes) for name, passes in rest.items()}
             layer = next(r for r in rows if r["hidden"] == hidden and r["tokens"] == tokens)
-            ms = {name: mean_ms(passes) for name, passes in layer["steady"].items()}
+            ms = layer["ms"]
             top = layers * ms["torch.compile"] + part["LM head torch.compile"] + part["AdamW"]
             bottom = layers * ms["floor"] + part["LM head GEMMs"] + part["AdamW"]
             step = {"hidden": hidden, "layers": layers, "tokens": tokens, "steady": rest,

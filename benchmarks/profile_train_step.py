@@ -130,7 +130,8 @@ for mode in args.modes:
     print(f"== {mode}: the GPU waits {sum(w[0] for w in waits):.2f} ms per step; before kernels of")
     for ms, n, k in waits[:15]:
         print(f"  {ms:7.3f} ms  x{n:4d}  {k[:100]}")
-    out[mode] = {"total_ms": total, "classes": classes, "ceiling": ceiling, "rows": rows[:60], "ops": ops[:80], "waits": waits[:40]}
+    out[mode] = {"total_ms": total, "classes": classes, "ceiling": ceiling, "rows": rows[:60],
+                 "ops": ops[:80], "waits": waits[:40]}
     del model, opt, fn
     torch.cuda.empty_cache()
 json.dump(out, open(args.out, "w"), indent=1)
