@@ -15,7 +15,7 @@
 
 #include "coda/Conversion/CodaToGPU/CodaToGPU.h"
 
-#include "GemmKernel.h"
+#include "EpiloguePlan.h"
 
 #include "coda/Dialect/Coda/IR/Coda.h"
 #include "coda/Dialect/Coda/Utils/EpilogueEvaluation.h"
@@ -294,17 +294,18 @@ gpu::GPUFuncOp buildGemmKernel(OpBuilder &kb, GemmOp op, func::FuncOp host,
     frame.outputMaps[i] = tensorMapParamAddress(
         b, entry.getArgument(firstInput + numInputs + numOutputs + n));
   // The epilogue of a batched GEMM's tile works on its batch's views.
+  EpiloguePlan plan = planEpilogue(op, config);
   auto prefetch = [&](ImplicitLocOpBuilder &eb, const KernelFrame &tileFrame,
                       int64_t part, int64_t parts) {
     return prefetchEpilogue(
-        eb, op, config, tileFrame,
+        eb, op, config, plan, tileFrame,
         batchViews(eb, op, tileFrame.batch, epilogueInputs, /*outputs=*/false),
         batchViews(eb, op, tileFrame.batch, epilogueOutputs, /*outputs=*/true),
         part, parts);
   };
   auto emit = [&](ImplicitLocOpBuilder &eb, const KernelFrame &tileFrame) {
     emitEpilogue(
-        eb, op, config, tileFrame,
+        eb, op, config, plan, tileFrame,
         batchViews(eb, op, tileFrame.batch, epilogueInputs, /*outputs=*/false),
         batchViews(eb, op, tileFrame.batch, epilogueOutputs, /*outputs=*/true));
   };

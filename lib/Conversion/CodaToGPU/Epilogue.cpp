@@ -20,7 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "GemmKernel.h"
+#include "EpiloguePlan.h"
 
 #include "coda/Dialect/Coda/IR/Coda.h"
 #include "coda/Dialect/Coda/Utils/EpilogueEvaluation.h"
@@ -41,122 +41,6 @@ using namespace mlir;
 using namespace mlir::coda;
 using namespace mlir::coda::gpu_lowering;
 
-OutputRole mlir::coda::gpu_lowering::getOutputRole(Value yielded) {
-  Operation *def = yielded.getDefiningOp();
-  if (isa<PairType>(yielded.getType()))
-    return OutputRole::pair;
-  if (isa<InterleavedType>(yielded.getType()))
-    return OutputRole::interleaved;
-  if (isa_and_nonnull<RowReduceOp>(def))
-    return OutputRole::rowPartials;
-  if (isa_and_nonnull<ColReduceOp>(def))
-    return OutputRole::colPartials;
-  if (isa_and_nonnull<RowSelectOp>(def))
-    return OutputRole::rowSelect;
-  return OutputRole::tile;
-}
-
-StringRef mlir::coda::gpu_lowering::stringifyRole(OutputRole role) {
-  switch (role) {
-  case OutputRole::tile:
-    return "tile";
-  case OutputRole::pair:
-    return "pair";
-  case OutputRole::interleaved:
-    return "interleaved";
-  case OutputRole::rowPartials:
-    return "row_partials";
-  case OutputRole::colPartials:
-    return "col_partials";
-  case OutputRole::rowSelect:
-    return "row_select";
-  }
-  llvm_unreachable("unknown role");
-}
-
-bool mlir::coda::gpu_lowering::fragmentLayoutSupports(
-    std::optional<int64_t> pairStride) {
-  return !pairStride || *pairStride == 1 || *pairStride % 8 == 0;
-}
-
-/// Whether `value` is a memref with unit innermost stride.
-static bool rowsContiguous(Value value) {
-  auto type = dyn_cast<MemRefType>(value.getType());
-  SmallVector<int64_t> strides;
-  int64_t offset;
-  return type && succeeded(type.getStridesAndOffset(strides, offset)) &&
-         strides.back() == 1;
-}
-
-bool mlir::coda::gpu_lowering::stagesOutput(GemmOp op, unsigned i,
-                                            Schedule schedule) {
-  Value yielded = op.getYieldOp().getValues()[i];
-  OutputRole role = getOutputRole(yielded);
-  Type element = role == OutputRole::pair
-                     ? cast<PairType>(yielded.getType()).getElementType()
-                     : yielded.getType();
-  bool sixteen = isa<BFloat16Type, Float16Type>(element);
-  bool eight = isa<Float8E4M3FNType, Float8E5M2Type>(element) &&
-               role == OutputRole::tile && schedule != Schedule::cooperative;
-  if ((role != OutputRole::tile && role != OutputRole::pair) ||
-      !(sixteen || eight))
-    return false;
-  return rowsContiguous(op.getOutputs()[i]);
-}
-
-std::optional<int64_t> mlir::coda::gpu_lowering::staticPeriod(GemmOp op,
-                                                              unsigned k,
-                                                              int64_t tileN) {
-  auto type = dyn_cast<MemRefType>(op.getEpilogueInputs()[k].getType());
-  if (op.getInputForm(k) != AccessForm::periodic || !type)
-    return std::nullopt;
-  // [B x] M x P.
-  int64_t period = type.getDimSize(type.getRank() - 1);
-  if (ShapedType::isDynamic(period) || period <= 0 || period % 8 ||
-      tileN % period)
-    return std::nullopt;
-  return period;
-}
-
-bool mlir::coda::gpu_lowering::stagesInputRows(GemmOp op, unsigned k,
-                                               int64_t tileN) {
-  Value input = op.getEpilogueInputs()[k];
-  auto type = dyn_cast<MemRefType>(input.getType());
-  AccessForm form = op.getInputForm(k);
-  return (form == AccessForm::col || form == AccessForm::periodic) && type &&
-         isa<FloatType>(type.getElementType()) &&
-         (type.getElementTypeBitWidth() == 16 ||
-          type.getElementTypeBitWidth() == 32) &&
-         rowsContiguous(input) && !staticPeriod(op, k, tileN);
-}
-
-/// Bytes of input `k`'s rows in one warp's buffer.
-static int64_t inputRowBytes(GemmOp op, unsigned k, int64_t tileN) {
-  auto type = cast<MemRefType>(op.getEpilogueInputs()[k].getType());
-  int64_t bytes = type.getElementTypeBitWidth() / 8;
-  if (op.getInputForm(k) == AccessForm::col)
-    return tileN * bytes;
-  return GemmKernelConfig::stagingRows *
-         GemmKernelConfig::stagingRowStride(tileN) * bytes;
-}
-
-int64_t mlir::coda::gpu_lowering::inputRowStagingBytes(GemmOp op,
-                                                       int64_t tileN) {
-  int64_t total = 0;
-  for (unsigned k = 0, e = op.getEpilogueInputs().size(); k < e; ++k)
-    if (stagesInputRows(op, k, tileN))
-      total += inputRowBytes(op, k, tileN);
-  return total;
-}
-
-bool mlir::coda::gpu_lowering::stagesInput(GemmOp op, unsigned k) {
-  Value input = op.getEpilogueInputs()[k];
-  auto type = dyn_cast<MemRefType>(input.getType());
-  return op.getInputForm(k) == AccessForm::tile && type &&
-         isa<BFloat16Type, Float16Type>(type.getElementType()) &&
-         rowsContiguous(input);
-}
-
 namespace {
 
 constexpr int64_t kColumnsPerThread = kEpilogueColumnsPerThread;
@@ -170,12 +54,6 @@ constexpr int64_t kStagingLoadsInFlight = 8;
 int64_t chunkElements(Type element) {
   return 128 / element.getIntOrFloatBitWidth();
 }
-/// Registers per thread that the values a register epilogue prefetches may
-/// take (held through the K loop beside the 128 accumulator registers).
-constexpr int64_t kPrefetchRegisters = 64;
-/// Of those, what one column input may take: an f32 bias's 64 (all 256
-/// columns of a cooperative tile) spilled 4 bytes, 48 none (ptxas -v).
-constexpr int64_t kColumnPrefetchRegisters = 48;
 /// WGMMA fragments: 64 rows, 8-column groups of 2 columns per lane.
 constexpr int64_t kFragmentRows = 64;
 /// A register epilogue thread's rows are 64 f + 16 w + l / 4 (+ 8 h) for
@@ -193,8 +71,6 @@ constexpr int64_t stagingCopies(int64_t rowElements, int64_t chunk) {
 
 } // namespace
 
-/// Whether an epilogue whose outputs have `roles` takes an interior copy
-/// (see EpilogueBuilder::interiorPays).
 /// The vector<values.size() x element> of `values`. Bytes are packed two
 /// to an i16 first: NVPTX builds a vector of bytes from 16-bit halves and
 /// may leave one of them an undefined register, on which ptxas 13.0 crashes
@@ -219,80 +95,6 @@ static Value fromElements(ImplicitLocOpBuilder &b, Type element,
           b, VectorType::get({count / 2}, b.getI16Type()), halves));
 }
 
-static bool interiorPaysFor(ArrayRef<OutputRole> roles) {
-  return llvm::is_contained(roles, OutputRole::tile) &&
-         !llvm::is_contained(roles, OutputRole::pair) &&
-         !llvm::is_contained(roles, OutputRole::interleaved);
-}
-
-static SmallVector<OutputRole> outputRoles(GemmOp op) {
-  SmallVector<OutputRole> roles;
-  for (Value value : op.getYieldOp().getValues())
-    roles.push_back(getOutputRole(value));
-  return roles;
-}
-
-bool mlir::coda::gpu_lowering::storesWithTma(GemmOp op, unsigned i,
-                                             const GemmKernelConfig &config) {
-  SmallVector<OutputRole> roles = outputRoles(op);
-  bool tileInput = false, colInput = false;
-  for (unsigned k = 0, e = op.getEpilogueInputs().size(); k < e; ++k) {
-    AccessForm form = op.getInputForm(k);
-    if (form == AccessForm::pair)
-      return false;
-    tileInput |= form == AccessForm::tile;
-    colInput |= form == AccessForm::col;
-  }
-  if (colInput && (config.schedule != Schedule::pingPong || tileInput))
-    return false;
-  // stmatrix moves 16-bit elements: an FP8 output is staged, not stored
-  // with TMA.
-  Type element =
-      cast<MemRefType>(op.getOutputs()[i].getType()).getElementType();
-  return roles[i] == OutputRole::tile &&
-         stagesOutput(op, i, config.schedule) &&
-         element.getIntOrFloatBitWidth() == 16 && interiorPaysFor(roles);
-}
-
-SmallVector<unsigned>
-mlir::coda::gpu_lowering::tmaStoredOutputs(GemmOp op,
-                                           const GemmKernelConfig &config) {
-  SmallVector<unsigned> stored;
-  if (!config.tmaStores)
-    return stored;
-  for (unsigned i = 0, e = op.getOutputs().size(); i < e; ++i)
-    if (storesWithTma(op, i, config))
-      stored.push_back(i);
-  return stored;
-}
-
-/// How a thread of a register epilogue loads epilogue input `k` before the
-/// K loop (EpiloguePrefetch::values, input by input).
-struct InputPrefetch {
-  enum Kind {
-    /// Not prefetched.
-    none,
-    /// In the fragment layout, the lane's two columns 8j + 2q, + 1 per
-    /// load: a staged tile input's for each of the thread's fragment rows
-    /// (the values it computes with, so that the interior epilogue does
-    /// not move them through its staging buffer), a column input's for
-    /// the first `loads` j (the same for every row).
-    fragments,
-    /// 16-byte chunks of a staged column input's row (whole 32-lane
-    /// passes) that the epilogue stores into the warp's row buffer.
-    rowChunks,
-  } kind = none;
-  /// Vector loads per thread, and elements per load.
-  int64_t loads = 0, lanes = 0;
-};
-
-/// The prefetch of each epilogue input: inputs are taken in order while
-/// their registers fit in kPrefetchRegisters, a column input at most
-/// kColumnPrefetchRegisters of them; the others take none. None at all
-/// where no interior tile is emitted.
-static SmallVector<InputPrefetch> prefetchPlan(GemmOp op,
-                                               const GemmKernelConfig &config);
-
 namespace {
 
 /// One element a thread handles: group `group` (of its groups) and `lane`
@@ -311,33 +113,23 @@ public:
   /// length, from a tile origin that is a multiple of tile N, so its vector
   /// access is aligned too.
   EpilogueBuilder(GemmOp op, const GemmKernelConfig &config,
-                  const KernelFrame &frame, ValueRange inputs,
-                  ValueRange outputs, bool interior = false)
-      : op(op), config(config), frame(frame), inputs(inputs), outputs(outputs),
-        pairStride(op.getPairStride()), interior(interior),
-        roles(outputRoles(op)) {
+                  const EpiloguePlan &plan, const KernelFrame &frame,
+                  ValueRange inputs, ValueRange outputs, bool interior = false)
+      : op(op), config(config), plan(plan), frame(frame), inputs(inputs),
+        outputs(outputs), pairStride(op.getPairStride()), interior(interior) {
+    for (const OutputPlan &output : plan.outputs)
+      roles.push_back(output.role);
     lanesPerGroup = pairStride ? 2 : 1;
   }
 
   void build(ImplicitLocOpBuilder &b);
 
-  /// Whether an interior copy pays: the epilogue writes a tile output and no
-  /// pair or interleaved one (with both copies, cross-entropy's partials
-  /// and SwiGLU's pairs measured slower; docs/performance.md), or, under
-  /// ping-pong, an interleaved output and no pair one (SwiGLU's derivative,
-  /// whose checked copy outlasted the other consumer's K loop).
-  bool interiorPays() const {
-    return interiorPaysFor(roles) ||
-           (config.schedule == Schedule::pingPong &&
-            llvm::is_contained(roles, OutputRole::interleaved) &&
-            !llvm::is_contained(roles, OutputRole::pair));
-  }
-  /// The loads of prefetchEpilogue, where prefetchPlan takes some: part
+  /// The loads of prefetchEpilogue, where the plan takes some: part
   /// `part` of `parts`.
   EpiloguePrefetch prefetch(ImplicitLocOpBuilder &b, int64_t part,
                             int64_t parts) const;
   /// In an interior tile, the values of input `k` that `frame.prefetched`
-  /// holds (see prefetchPlan); else none.
+  /// holds (see InputPlan::prefetch); else none.
   ArrayRef<Value> prefetchedValues(unsigned k) const;
   /// Where the lane's chunk of pass `i` over a column input's row starts,
   /// in elements from the tile's first column: chunk lane + 32 i of
@@ -526,19 +318,14 @@ private:
                   SmallVector<Value> indices, Value stage, Value at,
                   int64_t count, Value room, Value aligned, bool load) const;
   /// Whether output `i`, input `k` go through the staging buffers.
-  bool staged(unsigned i) const {
-    return config.stagedTiles && !frame.accFragments.empty() &&
-           stagesOutput(op, i, config.schedule);
-  }
-  bool stagedInput(unsigned k) const {
-    return config.stagedTiles && !frame.accFragments.empty() &&
-           stagesInput(op, k);
-  }
+  bool staged(unsigned i) const { return plan.outputs[i].staged; }
+  bool stagedInput(unsigned k) const { return plan.inputs[k].staged; }
   /// Whether this copy writes output `i` with TMA stores (an interior tile;
   /// see GemmKernelConfig::tmaStores).
   bool tmaStored(unsigned i) const {
-    return interior && staged(i) && i < frame.outputMaps.size() &&
-           frame.outputMaps[i];
+    assert(!plan.outputs[i].tmaStore ||
+           (i < frame.outputMaps.size() && frame.outputMaps[i]));
+    return interior && plan.outputs[i].tmaStore;
   }
   /// Before the warp writes its staging buffer: in a kernel that stores
   /// with TMA, lane 0 (which issued them) waits until the stores issued
@@ -639,9 +426,6 @@ private:
   /// them when it returns.
   SmallVector<SmallVector<Value>> readStage(ImplicitLocOpBuilder &b,
                                             Value stage, Value lane) const;
-  /// The inputs of pipelinedStagedInputs (with GemmKernelConfig::
-  /// pipelinedInputs).
-  SmallVector<unsigned> pipelined;
   /// The fragment rows a register epilogue's thread has (two per fragment).
   int64_t fragmentRows() const { return 2 * frame.accFragments.size(); }
   /// Slot `slot` of the `position`th pipelined input in the warp's buffer.
@@ -687,6 +471,7 @@ private:
 
   GemmOp op;
   const GemmKernelConfig &config;
+  const EpiloguePlan &plan;
   const KernelFrame &frame;
   ValueRange inputs, outputs;
   std::optional<int64_t> pairStride;
@@ -721,9 +506,7 @@ private:
                                      const Run &run, Value row) const;
   /// Fragments: see gpu_lowering::staticPeriod.
   std::optional<int64_t> staticPeriod(unsigned k) const {
-    if (frame.accFragments.empty())
-      return std::nullopt;
-    return gpu_lowering::staticPeriod(op, k, config.tileN);
+    return plan.inputs[k].period;
   }
   /// With a static period P: the column that `run` reads before lane q's
   /// 2q, (8j + e) mod P.
@@ -1301,7 +1084,8 @@ Value EpilogueBuilder::pipelineSlot(ImplicitLocOpBuilder &b,
       (position * GemmKernelConfig::kPipelineSlots + slot) *
           config.pipelineSlotBytes();
   Type element =
-      cast<MemRefType>(inputs[pipelined[position]].getType()).getElementType();
+      cast<MemRefType>(inputs[plan.pipelined[position]].getType())
+          .getElementType();
   auto slotType = MemRefType::get(
       {GemmKernelConfig::stagingRows *
        GemmKernelConfig::stagingRowStride(config.tileN, chunkElements(element))},
@@ -1319,7 +1103,7 @@ void EpilogueBuilder::issuePipelinedRow(ImplicitLocOpBuilder &b,
   Value firstRow = arith::AddIOp::create(
       b, arith::AddIOp::create(b, frame.blockM, warpFragmentRow(b)),
       index(b, fragmentRowOffset(fragmentRow / 2, fragmentRow % 2)));
-  for (auto [position, k] : llvm::enumerate(pipelined))
+  for (auto [position, k] : llvm::enumerate(plan.pipelined))
     copyToStage(b, inputs[k],
                 pipelineSlot(b, position,
                              fragmentRow % GemmKernelConfig::kPipelineSlots),
@@ -1637,9 +1421,9 @@ void EpilogueBuilder::layOutInputRows(ImplicitLocOpBuilder &b) {
     return;
   MLIRContext *ctx = b.getContext();
   Value warpBase = warpStagingBase(b);
-  int64_t offset = config.tileStagingBytesPerWarp();
   for (auto [k, input] : llvm::enumerate(inputs)) {
-    if (!stagesInputRows(op, k, config.tileN))
+    std::optional<int64_t> offset = plan.inputs[k].rowBufferOffset;
+    if (!offset)
       continue;
     auto type = cast<MemRefType>(input.getType());
     int64_t elements =
@@ -1652,8 +1436,7 @@ void EpilogueBuilder::layOutInputRows(ImplicitLocOpBuilder &b) {
         gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
     inputRowBuffers[k] = memref::ViewOp::create(
         b, bufferType, frame.shared,
-        arith::AddIOp::create(b, warpBase, index(b, offset)), ValueRange{});
-    offset += elements * type.getElementTypeBitWidth() / 8;
+        arith::AddIOp::create(b, warpBase, index(b, *offset)), ValueRange{});
   }
 }
 
@@ -1989,21 +1772,12 @@ SmallVector<Value> EpilogueBuilder::emitRow(
   auto mappingOf = [&](Slot s) -> IRMapping & {
     return mappings[s.group * lanesPerGroup + s.lane];
   };
-  // Where the body reads the accumulator more than once, an edge tile
-  // reads its accumulators through opaque moves, so that its body differs
-  // from the interior tile's: LLVM would otherwise hoist what the two
-  // compute alike from the accumulators above the branch between them
-  // (SimplifyCFG's common-code hoisting), the whole tile's values at once,
-  // live together beside the accumulators they do not replace (ptxas then
-  // spills: an FP8 quantization beside the row maxima it scales by).
-  bool accumulatorReadTwice =
-      llvm::range_size(op.getAccumulatorArg().getUsers()) > 1 &&
-      !llvm::all_equal(op.getAccumulatorArg().getUsers());
+  // An edge tile's accumulators through opaque moves, where the plan says
+  // (EpiloguePlan::opaqueEdgeAccumulators).
   for (int64_t g = 0; g < numGroups; ++g)
     for (int64_t l = 0; l < lanesPerGroup; ++l) {
       Value acc = accumulator({g, l});
-      if (!interior && fragments && accumulatorReadTwice &&
-          acc.getType().isF32())
+      if (!interior && plan.opaqueEdgeAccumulators && acc.getType().isF32())
         acc = LLVM::InlineAsmOp::create(
                   lb, acc.getType(), ValueRange{acc}, "mov.b32 $0, $1;",
                   "=f,f", /*has_side_effects=*/false,
@@ -2021,7 +1795,7 @@ SmallVector<Value> EpilogueBuilder::emitRow(
   // The pipelined inputs' copies of this row have landed (those of the
   // next row may still be in flight), the other lanes' too.
   constexpr int64_t slots = GemmKernelConfig::kPipelineSlots;
-  if (!pipelined.empty()) {
+  if (!plan.pipelined.empty()) {
     NVVM::CpAsyncWaitGroupOp::create(
         lb, lb.getI32IntegerAttr(fragmentRow + 1 < fragmentRows() ? 1 : 0));
     NVVM::SyncWarpOp::create(
@@ -2029,9 +1803,9 @@ SmallVector<Value> EpilogueBuilder::emitRow(
   }
   for (auto [k, input] : llvm::enumerate(inputs)) {
     AccessForm form = op.getInputForm(k);
-    if (auto *position = llvm::find(pipelined, k); position != pipelined.end()) {
+    if (std::optional<unsigned> position = plan.inputs[k].pipelineSlot) {
       stagedValues[k] = readStage(
-          lb, pipelineSlot(lb, position - pipelined.begin(), fragmentRow % slots),
+          lb, pipelineSlot(lb, *position, fragmentRow % slots),
           opaqueIndex(lb, frame.lane));
     } else if (ArrayRef<Value> prefetched = prefetchedValues(k);
         stagedInput(k) && !prefetched.empty()) {
@@ -2050,7 +1824,7 @@ SmallVector<Value> EpilogueBuilder::emitRow(
     }
   }
   // The slots just read take the row kPipelineSlots on.
-  if (!pipelined.empty() && fragmentRow + slots < fragmentRows())
+  if (!plan.pipelined.empty() && fragmentRow + slots < fragmentRows())
     issuePipelinedRow(lb, fragmentRow + slots);
   // Pair inputs: the last pair, and the tile's first pair. With fragments,
   // the lane's first pair through an opaque move, so that each group's pair
@@ -2089,35 +1863,12 @@ SmallVector<Value> EpilogueBuilder::emitRow(
   std::map<std::tuple<unsigned, int64_t, int64_t>, SmallVector<Value>>
       periodicReads;
 
-  // Interleaved outputs are stored as each group run is evaluated, so that
-  // their values do not wait for the rest of the row; where then no output
-  // waits for the whole row (the others staged tiles, narrowed as they are
-  // computed, or row partials but log-sum-exp, which takes its block's
-  // values at once), the row partials are combined then too. SwiGLU's
-  // derivative, an interleaved output beside its row scale's partials,
-  // kept the whole row's values live and spilled 360 bytes under
-  // ping-pong, 64 with the stores alone moved, none with both. (Where an
-  // output does wait for the row, its values are live to the end anyway;
-  // combining early there only moved ptxas's schedule: a batched residual
-  // with an f32 output spilled 4 bytes.) Combined in the blocks' slot
-  // order where group runs follow the groups, as they do but for periodic
-  // inputs.
-  bool rowConsumedEagerly = llvm::all_of(
-      llvm::enumerate(yielded), [&](auto indexed) {
-        unsigned i = indexed.index();
-        switch (roles[i]) {
-        case OutputRole::interleaved:
-          return true;
-        case OutputRole::tile:
-          return staged(i);
-        case OutputRole::rowPartials:
-          return getPartialKind(indexed.value()) != ReductionKind::logsumexp;
-        default:
-          return false;
-        }
-      });
+  // Interleaved outputs are stored, and eager row partials combined
+  // (OutputPlan::eager), as each group run is evaluated; combined in the
+  // blocks' slot order where group runs follow the groups, as they do but
+  // for periodic inputs.
   auto eagerPartials = [&](unsigned i) {
-    return rowConsumedEagerly && roles[i] == OutputRole::rowPartials;
+    return plan.outputs[i].eager && roles[i] == OutputRole::rowPartials;
   };
   // Slot `s`'s value of a partial's reduction, its identity beyond the
   // output.
@@ -2537,7 +2288,9 @@ void EpilogueBuilder::finishColumnPartials(ImplicitLocOpBuilder &b,
 }
 
 void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
-  bool fragments = !frame.accFragments.empty();
+  bool fragments = plan.fragments;
+  assert(fragments == !frame.accFragments.empty() &&
+         "the plan's layout is the schedule's");
   if (fragments)
     layOutFragments(b);
   else
@@ -2576,8 +2329,7 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
         stageInputRows(b, k, Value());
     // The pipelined inputs' first rows, before any row's math.
     if (config.pipelinedInputs) {
-      pipelined = pipelinedStagedInputs(op, config);
-      assert(int64_t(pipelined.size()) == config.pipelinedInputs &&
+      assert(int64_t(plan.pipelined.size()) == config.pipelinedInputs &&
              "the configuration counts the inputs the epilogue pipelines");
       for (int64_t r = 0;
            r < std::min(GemmKernelConfig::kPipelineSlots, fragmentRows()); ++r)
@@ -2660,27 +2412,29 @@ EpiloguePrefetch EpilogueBuilder::prefetch(ImplicitLocOpBuilder &b,
                                            int64_t part, int64_t parts) const {
   EpiloguePrefetch result;
   result.interior = interiorCondition(b);
-  SmallVector<InputPrefetch> plan = prefetchPlan(op, config);
+  SmallVector<InputPrefetch> prefetches;
+  for (const InputPlan &input : plan.inputs)
+    prefetches.push_back(input.prefetch);
   // This part's loads: [first, last) of all of them in order.
   int64_t total = 0;
-  for (const InputPrefetch &input : plan)
+  for (const InputPrefetch &input : prefetches)
     total += input.loads;
   int64_t first = total * part / parts, last = total * (part + 1) / parts;
-  SmallVector<int64_t> taken(plan.size(), 0);
+  SmallVector<int64_t> taken(prefetches.size(), 0);
   SmallVector<Type> types;
   int64_t position = 0;
   for (auto [k, input] : llvm::enumerate(inputs)) {
     auto element = cast<MemRefType>(input.getType()).getElementType();
-    for (int64_t i = 0; i < plan[k].loads; ++i, ++position) {
+    for (int64_t i = 0; i < prefetches[k].loads; ++i, ++position) {
       if (position < first || position >= last)
         continue;
       ++taken[k];
-      types.push_back(VectorType::get({plan[k].lanes}, element));
+      types.push_back(VectorType::get({prefetches[k].lanes}, element));
     }
   }
   // A part with no loads (fewer loads than parts).
   if (types.empty()) {
-    result.values.resize(plan.size());
+    result.values.resize(prefetches.size());
     return result;
   }
   auto ifOp = scf::IfOp::create(b, types, result.interior, /*withElse=*/true);
@@ -2718,7 +2472,7 @@ EpiloguePrefetch EpilogueBuilder::prefetch(ImplicitLocOpBuilder &b,
       return arith::AddIOp::create(tb, laneCol, index(tb, 8 * j));
     };
     for (auto [k, input] : llvm::enumerate(inputs)) {
-      const InputPrefetch &p = plan[k];
+      const InputPrefetch &p = prefetches[k];
       if (p.kind == InputPrefetch::rowChunks) {
         // Pass i's chunk of the tile's columns, as stageInputRows copies it.
         for (int64_t i = 0; i < p.loads; ++i)
@@ -2821,6 +2575,7 @@ Value EpilogueBuilder::interiorCondition(ImplicitLocOpBuilder &b) const {
 
 void mlir::coda::gpu_lowering::emitEpilogue(ImplicitLocOpBuilder &b, GemmOp op,
                                             const GemmKernelConfig &config,
+                                            const EpiloguePlan &plan,
                                             const KernelFrame &frame,
                                             ValueRange inputs,
                                             ValueRange outputs) {
@@ -2829,8 +2584,8 @@ void mlir::coda::gpu_lowering::emitEpilogue(ImplicitLocOpBuilder &b, GemmOp op,
   // pays: straight-line code (the register epilogue is unrolled over the
   // thread's whole share of the tile, the shared-tile one over a few rows)
   // in which the inputs' loads can be issued ahead.
-  EpilogueBuilder checked(op, config, frame, inputs, outputs);
-  if (!checked.interiorPays()) {
+  EpilogueBuilder checked(op, config, plan, frame, inputs, outputs);
+  if (!plan.interiorCopy) {
     checked.build(b);
     return;
   }
@@ -2840,7 +2595,8 @@ void mlir::coda::gpu_lowering::emitEpilogue(ImplicitLocOpBuilder &b, GemmOp op,
       b, interior,
       [&](OpBuilder &ob, Location loc) {
         ImplicitLocOpBuilder tb(loc, ob);
-        EpilogueBuilder(op, config, frame, inputs, outputs, /*interior=*/true)
+        EpilogueBuilder(op, config, plan, frame, inputs, outputs,
+                        /*interior=*/true)
             .build(tb);
         scf::YieldOp::create(tb);
       },
@@ -2867,13 +2623,11 @@ void mlir::coda::gpu_lowering::finishEpilogue(ImplicitLocOpBuilder &b,
 
 EpiloguePrefetch mlir::coda::gpu_lowering::prefetchEpilogue(
     ImplicitLocOpBuilder &b, GemmOp op, const GemmKernelConfig &config,
-    const KernelFrame &frame, ValueRange inputs, ValueRange outputs,
-    int64_t part, int64_t parts) {
-  if (llvm::all_of(prefetchPlan(op, config), [](const InputPrefetch &p) {
-        return p.kind == InputPrefetch::none;
-      }))
+    const EpiloguePlan &plan, const KernelFrame &frame, ValueRange inputs,
+    ValueRange outputs, int64_t part, int64_t parts) {
+  if (!plan.prefetches())
     return {};
-  return EpilogueBuilder(op, config, frame, inputs, outputs)
+  return EpilogueBuilder(op, config, plan, frame, inputs, outputs)
       .prefetch(b, part, parts);
 }
 
@@ -2890,80 +2644,4 @@ mlir::coda::gpu_lowering::mergePrefetches(ArrayRef<EpiloguePrefetch> parts) {
       llvm::append_range(merged.values[k], values);
   }
   return merged;
-}
-
-static SmallVector<InputPrefetch> prefetchPlan(GemmOp op,
-                                               const GemmKernelConfig &config) {
-  unsigned numInputs = op.getEpilogueInputs().size();
-  SmallVector<InputPrefetch> plan(numInputs);
-  // Registers held through the K loop pay where the interior copy's
-  // staging would be the inputs' only cost (a tile output and no pair or
-  // interleaved one); SwiGLU's derivative takes its tile inputs through
-  // pipelined slots instead (pipelinedStagedInputs).
-  if (!config.registerEpilogue() || !interiorPaysFor(outputRoles(op)))
-    return plan;
-  int64_t registers = 0;
-  for (unsigned k = 0; k < numInputs; ++k) {
-    auto type = dyn_cast<MemRefType>(op.getEpilogueInputs()[k].getType());
-    if (!type)
-      continue;
-    int64_t bits = type.getElementTypeBitWidth();
-    InputPrefetch p;
-    int64_t perLoad = 0;
-    if (config.stagedTiles && stagesInput(op, k)) {
-      // An epilogue-only kernel has no K loop to hide the fragment loads'
-      // latency under: its 4-byte loads, one per lane and fragment pair,
-      // filled the load queue (Q/K/V's adjoint: 29 % of its warps' samples
-      // throttled there). Its staged tile inputs enter through the
-      // pipelined slots instead, 16 bytes per copy (that adjoint 1.10x
-      // faster, the residual-norm ones 1.00-1.02x; epilogue_only.py).
-      if (config.epilogueOnly)
-        continue;
-      // All of the thread's fragment rows, or nothing.
-      p = {InputPrefetch::fragments,
-           2 * config.fragmentsPerConsumer() * config.tileN / 8, 2};
-      perLoad = 2 * bits / 32;
-      if (registers + perLoad * p.loads > kPrefetchRegisters)
-        continue;
-    } else if (op.getInputForm(k) == AccessForm::col &&
-               config.stagedInputRowBytes &&
-               stagesInputRows(op, k, config.tileN)) {
-      int64_t rowChunks = config.tileN * bits / 8 / 16;
-      if (rowChunks % 32)
-        continue;
-      p = {InputPrefetch::rowChunks, rowChunks / 32, 128 / bits};
-      perLoad = 4;
-      if (registers + perLoad * p.loads > kPrefetchRegisters)
-        continue;
-    } else if (op.getInputForm(k) == AccessForm::col &&
-               !config.stagedInputRowBytes && (bits == 16 || bits == 32) &&
-               isa<FloatType>(type.getElementType())) {
-      // The first groups that fit.
-      perLoad = 2 * bits / 32;
-      int64_t room =
-          std::min(kColumnPrefetchRegisters, kPrefetchRegisters - registers);
-      p = {InputPrefetch::fragments, std::min(config.tileN / 8, room / perLoad),
-           2};
-      if (!p.loads)
-        continue;
-    } else {
-      continue;
-    }
-    registers += perLoad * p.loads;
-    plan[k] = p;
-  }
-  return plan;
-}
-
-SmallVector<unsigned>
-mlir::coda::gpu_lowering::pipelinedStagedInputs(
-    GemmOp op, const GemmKernelConfig &config) {
-  SmallVector<unsigned> result;
-  if (!config.registerEpilogue() || !config.stagedTiles)
-    return result;
-  SmallVector<InputPrefetch> plan = prefetchPlan(op, config);
-  for (unsigned k = 0, e = op.getEpilogueInputs().size(); k < e; ++k)
-    if (stagesInput(op, k) && plan[k].loads == 0)
-      result.push_back(k);
-  return result;
 }

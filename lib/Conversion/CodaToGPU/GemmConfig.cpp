@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "GemmKernel.h"
+#include "EpiloguePlan.h"
 
 #include "coda/Conversion/CodaToGPU/CodaToGPU.h"
 #include "coda/Dialect/Coda/IR/Coda.h"

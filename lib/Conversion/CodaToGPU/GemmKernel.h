@@ -1,10 +1,11 @@
 //===- GemmKernel.h - shared pieces of the coda.gemm GPU lowering -*- C++ -*-===//
 //
 // The kernel of one coda.gemm is built in two parts: a target-specific
-// mainloop that leaves the f32 accumulator tile in shared memory (GemmTarget;
-// Hopper's TMA + WGMMA one lives in HopperMainloop.cpp), and a
-// target-independent epilogue that evaluates the epilogue region over that tile
-// (CodaToGPU.cpp). Adding a target means implementing GemmTarget.
+// mainloop that leaves the f32 accumulators in registers or in a shared-memory
+// tile (GemmTarget; Hopper's TMA + WGMMA one lives in HopperMainloop.cpp),
+// and the epilogue that evaluates the epilogue region over that tile
+// (Epilogue.cpp, placed by EpiloguePlan.h), which speaks Hopper's fragment
+// layout, stmatrix, ldmatrix and bulk copies too.
 //
 //===----------------------------------------------------------------------===//
 
@@ -306,66 +307,18 @@ enum class OutputRole {
 OutputRole getOutputRole(Value yielded);
 StringRef stringifyRole(OutputRole role);
 
-/// Whether the register epilogue can hold pairs of this stride in one lane
-/// (none, 1, or a multiple of 8).
-bool fragmentLayoutSupports(std::optional<int64_t> pairStride);
-
-/// Whether a register epilogue of `schedule` stages output `i` of `op` (see
-/// GemmKernelConfig::stagedTiles): a tile or pair output of a 16-bit float
-/// type, or of an 8-bit one outside the cooperative schedule (whose 128 x
-/// 256 tile then spills: 492 bytes beside row-wise scales and a row
-/// partial, ptxas -v), contiguous along its rows.
-bool stagesOutput(GemmOp op, unsigned i, Schedule schedule);
-/// Whether the interior register epilogue of `op` may write output `i`
-/// with TMA stores: a staged tile output (stagesOutput) of an epilogue that
-/// takes the interior copy (a tile output and no pair or interleaved one)
-/// and reads no pair input, nor a column input unless the tile is
-/// ping-pong's (128 columns) and no tile input is read beside it. Those
-/// inputs' values per run fill the registers beside the accumulators, and
-/// with the stmatrix path ptxas spills them (column input + tile output:
-/// 116-144 bytes cooperative, none ping-pong; beside a tile input 28 bytes
-/// ping-pong; a pair input: 8 bytes ping-pong).
-bool storesWithTma(GemmOp op, unsigned i, const GemmKernelConfig &config);
-/// The outputs of `op` that its kernel under `config` stores with TMA, in
-/// order: each takes a store descriptor, after the outputs, in the kernel's
-/// parameters, its ABI and its host launch.
-SmallVector<unsigned> tmaStoredOutputs(GemmOp op,
-                                       const GemmKernelConfig &config);
-/// Whether a register epilogue stages input `k` of `op`: a tile input of a
-/// 16-bit float type, contiguous along its rows.
-bool stagesInput(GemmOp op, unsigned k);
-/// The staged tile inputs of `op` that its register epilogue under
-/// `config` does not prefetch into registers (see prefetchEpilogue), in
-/// order: those GemmKernelConfig::pipelinedInputs counts.
-SmallVector<unsigned> pipelinedStagedInputs(GemmOp op,
-                                            const GemmKernelConfig &config);
-/// Bytes per warp that a register epilogue needs to hold the rows of its
-/// column and periodic inputs in shared memory (see
-/// GemmKernelConfig::stagedInputRows): for each such input of a 16- or
-/// 32-bit element type, contiguous along its rows, the tile's columns of
-/// one row (column inputs, once per tile) or of the warp's stagingRows
-/// rows (periodic inputs, once per fragment row). 0 when there is none.
-int64_t inputRowStagingBytes(GemmOp op, int64_t tileN);
-/// Whether input `k` is one of them (not a periodic input with a
-/// staticPeriod: its direct reads are shared already).
-bool stagesInputRows(GemmOp op, unsigned k, int64_t tileN);
-/// The period of periodic input `k` of `op` where a register epilogue
-/// knows it statically: static, a multiple of 8, and dividing `tileN`. Then
-/// every tile starts at a multiple of it, fragment slot (j, e) of lane q
-/// reads column (8j + e) mod P + 2q, and the slots whose columns are
-/// congruent mod P share one read per row.
-std::optional<int64_t> staticPeriod(GemmOp op, unsigned k, int64_t tileN);
+struct EpiloguePlan;
 
 /// Emits, for the tile `frame` describes (assigned, its mainloop not yet
-/// run), the loads a register epilogue of `op` takes before the K loop: its
-/// staged tile inputs and its column inputs, where registers allow (at
-/// most kPrefetchRegisters per thread, held through the K loop beside the
-/// accumulators), in an interior tile. An empty prefetch where it takes
+/// run), the loads a register epilogue of `op` takes before the K loop
+/// (InputPlan::prefetch: staged tile inputs and column inputs, where
+/// registers allow), in an interior tile. An empty prefetch where it takes
 /// none. With `parts` > 1, only part `part` of them (the loads in order,
 /// split into `parts` runs), so that a schedule can issue them over several
 /// k-tiles; mergePrefetches joins the parts.
 EpiloguePrefetch prefetchEpilogue(ImplicitLocOpBuilder &b, GemmOp op,
                                   const GemmKernelConfig &config,
+                                  const EpiloguePlan &plan,
                                   const KernelFrame &frame, ValueRange inputs,
                                   ValueRange outputs, int64_t part = 0,
                                   int64_t parts = 1);
@@ -377,8 +330,9 @@ EpiloguePrefetch mergePrefetches(ArrayRef<EpiloguePrefetch> parts);
 /// kernel's epilogue `inputs` (the values of `frame.prefetched` where
 /// given) and writes its `outputs`.
 void emitEpilogue(ImplicitLocOpBuilder &b, GemmOp op,
-                  const GemmKernelConfig &config, const KernelFrame &frame,
-                  ValueRange inputs, ValueRange outputs);
+                  const GemmKernelConfig &config, const EpiloguePlan &plan,
+                  const KernelFrame &frame, ValueRange inputs,
+                  ValueRange outputs);
 
 /// Emitted once by each epilogue thread of a register schedule after its
 /// last tile: waits until the TMA stores it issued have completed.

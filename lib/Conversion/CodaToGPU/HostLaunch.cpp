@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "GemmKernel.h"
+#include "EpiloguePlan.h"
 
 #include "coda/Dialect/Coda/IR/Coda.h"
 

@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "GemmKernel.h"
+#include "EpiloguePlan.h"
 
 #include "coda/ABI/KernelAbi.h"
 #include "coda/Dialect/Coda/IR/Coda.h"

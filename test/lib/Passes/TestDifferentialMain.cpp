@@ -391,5 +391,9 @@ void TestDifferentialMainPass::runOnOperation() {
 } // namespace
 
 namespace mlir::coda {
-void registerCodaTestPasses() { PassRegistration<TestDifferentialMainPass>(); }
+void registerTestEpiloguePlanPass();
+void registerCodaTestPasses() {
+  PassRegistration<TestDifferentialMainPass>();
+  registerTestEpiloguePlanPass();
+}
 } // namespace mlir::coda
