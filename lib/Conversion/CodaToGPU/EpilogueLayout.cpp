@@ -1,0 +1,152 @@
+//===- EpilogueLayout.cpp - which slots of a tile a thread owns -------------===//
+//
+// The thread's groups, their columns and runs, the group runs of pair
+// outputs and the lanes that combine each row partial, for the shared-tile
+// layout and the WGMMA fragment layout.
+//
+//===----------------------------------------------------------------------===//
+
+#include "EpilogueBuilder.h"
+
+using namespace mlir;
+using namespace mlir::coda;
+using namespace mlir::coda::gpu_lowering;
+
+void EpilogueBuilder::layOutSharedTile(ImplicitLocOpBuilder &b) {
+  int64_t groupsPerThread = kColumnsPerThread / lanesPerGroup;
+  int64_t threadsPerRow = config.tileN / kColumnsPerThread;
+  Value laneInRow =
+      arith::RemUIOp::create(b, frame.tid, index(b, threadsPerRow));
+  Value firstGroup =
+      arith::MulIOp::create(b, laneInRow, index(b, groupsPerThread));
+  for (int64_t g = 0; g < groupsPerThread; ++g) {
+    groups.push_back(arith::AddIOp::create(b, firstGroup, index(b, g)));
+    localCols.push_back(SmallVector<Value, 2>(
+        getGroupColumns(b, b.getLoc(), groups.back(), pairStride)));
+  }
+  // Runs of slots whose columns are consecutive in memory.
+  if (!pairStride || *pairStride == 1) {
+    runs.emplace_back();
+    for (int64_t g = 0; g < groupsPerThread; ++g)
+      for (int64_t l = 0; l < lanesPerGroup; ++l)
+        runs.back().push_back({g, l});
+  } else if (*pairStride % groupsPerThread == 0) {
+    for (int64_t l = 0; l < 2; ++l) {
+      runs.emplace_back();
+      for (int64_t g = 0; g < groupsPerThread; ++g)
+        runs.back().push_back({g, l});
+    }
+  } else {
+    for (int64_t g = 0; g < groupsPerThread; ++g)
+      for (int64_t l = 0; l < 2; ++l)
+        runs.push_back({{g, l}});
+  }
+  groupRuns.emplace_back();
+  for (int64_t g = 0; g < groupsPerThread; ++g)
+    groupRuns.back().push_back(g);
+  // A row partial covers t / 8 consecutive lanes (t = its tile), all of this
+  // thread's columns in one of them.
+  if (config.rowPartialTile) {
+    int64_t lanesPerPartial = config.rowPartialTile / kColumnsPerThread;
+    PartialBlock block;
+    for (int64_t g = 0; g < groupsPerThread; ++g)
+      for (int64_t l = 0; l < lanesPerGroup; ++l)
+        block.slots.push_back({g, l});
+    block.indexInTile =
+        arith::DivUIOp::create(b, laneInRow, index(b, lanesPerPartial));
+    partialBlocks.push_back(block);
+    for (int32_t offset = lanesPerPartial / 2; offset >= 1; offset /= 2)
+      partialOffsets.push_back(offset);
+    partialLeader = arith::CmpIOp::create(
+        b, arith::CmpIPredicate::eq,
+        arith::RemUIOp::create(b, laneInRow, index(b, lanesPerPartial)),
+        index(b, 0));
+  }
+}
+
+void EpilogueBuilder::layOutFragments(ImplicitLocOpBuilder &b) {
+  // Lane l holds columns 8j + 2q and 8j + 2q + 1, q = l mod 4.
+  laneQ = arith::RemUIOp::create(b, frame.lane, index(b, 4));
+  twoQ = arith::MulIOp::create(b, laneQ, index(b, 2));
+  int64_t groupsOf8 = config.tileN / 8;
+  auto column = [&](int64_t j, int64_t e) -> Value {
+    return arith::AddIOp::create(b, twoQ, index(b, 8 * j + e));
+  };
+  auto addGroup = [&](Value number, ArrayRef<std::pair<int64_t, int64_t>> at) {
+    groups.push_back(number);
+    localCols.emplace_back();
+    fragmentPos.emplace_back(at.begin(), at.end());
+    for (auto [j, e] : at)
+      localCols.back().push_back(column(j, e));
+  };
+  if (!pairStride) {
+    for (int64_t j = 0; j < groupsOf8; ++j) {
+      for (int64_t e = 0; e < 2; ++e)
+        addGroup(column(j, e), {{j, e}});
+      runs.push_back({{2 * j, 0}, {2 * j + 1, 0}});
+      groupRuns.push_back({2 * j, 2 * j + 1});
+    }
+  } else if (*pairStride == 1) {
+    // A lane's two columns are a pair: group 4j + q.
+    for (int64_t j = 0; j < groupsOf8; ++j) {
+      addGroup(arith::AddIOp::create(
+                   b, arith::DivUIOp::create(b, twoQ, index(b, 2)),
+                   index(b, 4 * j)),
+               {{j, 0}, {j, 1}});
+      runs.push_back({{j, 0}, {j, 1}});
+      groupRuns.push_back({j});
+    }
+  } else {
+    // Stride s (a multiple of 8): column c of the first half of a 2s block
+    // pairs with c + s, which the same lane holds in group j + s / 8; the
+    // pair's number is (c / 2s) s + c mod 2s.
+    int64_t s = *pairStride;
+    for (int64_t j = 0; j < groupsOf8; ++j) {
+      if ((8 * j) % (2 * s) >= s)
+        continue;
+      int64_t first = groups.size();
+      for (int64_t e = 0; e < 2; ++e)
+        addGroup(arith::AddIOp::create(
+                     b, twoQ,
+                     index(b, (8 * j) / (2 * s) * s + (8 * j) % (2 * s) + e)),
+                 {{j, e}, {j + s / 8, e}});
+      for (int64_t l = 0; l < 2; ++l)
+        runs.push_back({{first, l}, {first + 1, l}});
+      groupRuns.push_back({first, first + 1});
+    }
+  }
+  // Group runs that read the same columns of a periodic input with a
+  // static period next to each other, so that the read they share (see
+  // staticPeriod) is live only between them.
+  for (unsigned k = 0; k < inputs.size(); ++k) {
+    std::optional<int64_t> period = staticPeriod(k);
+    if (!period)
+      continue;
+    auto key = [&](const SmallVector<int64_t> &groupRun) {
+      return (8 * fragmentPos[groupRun.front()].front().first) % *period;
+    };
+    llvm::stable_sort(groupRuns, [&](const SmallVector<int64_t> &x,
+                                     const SmallVector<int64_t> &y) {
+      return key(x) < key(y);
+    });
+    break;
+  }
+  // The four lanes of a quad share the rows; each thread holds part of
+  // every row partial of the tile.
+  if (config.rowPartialTile) {
+    int64_t t = config.rowPartialTile;
+    for (int64_t p = 0; p < config.tileN / t; ++p) {
+      PartialBlock block;
+      block.indexInTile = index(b, p);
+      for (auto [g, positions] : llvm::enumerate(fragmentPos))
+        for (auto [l, pos] : llvm::enumerate(positions))
+          if (8 * pos.first / t == p)
+            block.slots.push_back({int64_t(g), int64_t(l)});
+      partialBlocks.push_back(block);
+    }
+    partialOffsets = {1, 2};
+    partialLeader = arith::CmpIOp::create(
+        b, arith::CmpIPredicate::eq,
+        arith::RemUIOp::create(b, frame.lane, index(b, 4)), index(b, 0));
+  }
+}
