@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "EpilogueBuilder.h"
+#include "EpilogueNodes.h"
 
 using namespace mlir;
 using namespace mlir::coda;
@@ -108,10 +108,65 @@ void EpilogueBuilder::finishColumnPartials(ImplicitLocOpBuilder &b,
   }
 }
 
+EpilogueBuilder::EpilogueBuilder(GemmOp op, const GemmKernelConfig &config,
+                                 const EpiloguePlan &plan,
+                                 const KernelFrame &frame, ValueRange inputs,
+                                 ValueRange outputs, bool interior)
+    : op(op), config(config), plan(plan), frame(frame), inputs(inputs),
+      outputs(outputs), pairStride(op.getPairStride()), interior(interior) {
+  for (const OutputPlan &output : plan.outputs)
+    roles.push_back(output.role);
+  lanesPerGroup = pairStride ? 2 : 1;
+}
+
+EpilogueBuilder::~EpilogueBuilder() = default;
+
+std::unique_ptr<InputNode>
+mlir::coda::gpu_lowering::makeInputNode(EpilogueBuilder &e, unsigned k) {
+  switch (e.op.getInputForm(k)) {
+  case AccessForm::tile:
+    return makeTileInput(e, k);
+  case AccessForm::col:
+    return makeColumnInput(e, k);
+  case AccessForm::row:
+    return makeRowInput(e, k);
+  case AccessForm::scalar:
+    return makeScalarInput(e, k);
+  case AccessForm::periodic:
+    return makePeriodicInput(e, k);
+  case AccessForm::pair:
+    return makePairInput(e, k);
+  }
+  llvm_unreachable("unknown access form");
+}
+
+std::unique_ptr<OutputNode>
+mlir::coda::gpu_lowering::makeOutputNode(EpilogueBuilder &e, unsigned i) {
+  switch (e.plan.outputs[i].role) {
+  case OutputRole::tile:
+    return makeTileOutput(e, i);
+  case OutputRole::pair:
+    return makePairOutput(e, i);
+  case OutputRole::interleaved:
+    return makeInterleavedOutput(e, i);
+  case OutputRole::rowPartials:
+    return makeRowPartialsOutput(e, i);
+  case OutputRole::colPartials:
+    return makeColumnPartialsOutput(e, i);
+  case OutputRole::rowSelect:
+    return makeRowSelectOutput(e, i);
+  }
+  llvm_unreachable("unknown output role");
+}
+
 void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
   bool fragments = plan.fragments;
   assert(fragments == !frame.accFragments.empty() &&
          "the plan's layout is the schedule's");
+  for (unsigned k = 0, e = inputs.size(); k < e; ++k)
+    inputNodes.push_back(makeInputNode(*this, k));
+  for (unsigned i = 0, e = outputs.size(); i < e; ++i)
+    outputNodes.push_back(makeOutputNode(*this, i));
   if (fragments)
     layOutFragments(b);
   else
@@ -133,21 +188,16 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
     }
   }
 
-  // Running column partials: one per (col_reduce output, slot).
-  YieldOp yield = op.getYieldOp();
-  int64_t slotsPerThread = groups.size() * lanesPerGroup;
+  // The values the outputs carry across the tile's rows (column partials).
   SmallVector<Value> colInit;
-  for (auto [i, role] : llvm::enumerate(roles))
-    if (role == OutputRole::colPartials)
-      for (int64_t s = 0; s < slotsPerThread; ++s)
-        colInit.push_back(identity(b, getPartialKind(yield.getValues()[i])));
+  for (std::unique_ptr<OutputNode> &node : outputNodes)
+    node->beginTile(b, colInit);
 
   SmallVector<Value> colAccs;
   if (fragments) {
     // The tile's columns of the column inputs it stages, once per tile.
-    for (unsigned k = 0; k < inputs.size(); ++k)
-      if (inputRowBuffers[k] && op.getInputForm(k) == AccessForm::col)
-        stageInputRows(b, k, Value());
+    for (std::unique_ptr<InputNode> &node : inputNodes)
+      node->beginTile(b);
     // The pipelined inputs' first rows, before any row's math.
     if (config.pipelinedInputs) {
       assert(int64_t(plan.pipelined.size()) == config.pipelinedInputs &&
@@ -378,10 +428,8 @@ Value EpilogueBuilder::interiorCondition(ImplicitLocOpBuilder &b) const {
   for (auto [i, output] : llvm::enumerate(outputs)) {
     if (roles[i] == OutputRole::tile)
       aligned(output);
-    // An interleaved output's runs: both values of a lane's two columns.
-    // (This check costs SwiGLU's derivative under ping-pong 4 bytes of
-    // spill, ptxas -v; checking each run's stores instead spilled 20 in the
-    // FP8 adjoint: docs/performance.md.)
+    // An interleaved output's runs: both values of a lane's two columns,
+    // checked once per tile (checking each run's stores spills more).
     if (roles[i] == OutputRole::interleaved)
       condition = arith::AndIOp::create(
           b, condition,

@@ -86,6 +86,9 @@ struct Slot {
   int64_t group, lane;
 };
 
+class InputNode;
+class OutputNode;
+
 /// Builds the epilogue of one tile.
 class EpilogueBuilder {
 public:
@@ -97,13 +100,8 @@ public:
   /// access is aligned too.
   EpilogueBuilder(GemmOp op, const GemmKernelConfig &config,
                   const EpiloguePlan &plan, const KernelFrame &frame,
-                  ValueRange inputs, ValueRange outputs, bool interior = false)
-      : op(op), config(config), plan(plan), frame(frame), inputs(inputs),
-        outputs(outputs), pairStride(op.getPairStride()), interior(interior) {
-    for (const OutputPlan &output : plan.outputs)
-      roles.push_back(output.role);
-    lanesPerGroup = pairStride ? 2 : 1;
-  }
+                  ValueRange inputs, ValueRange outputs, bool interior = false);
+  ~EpilogueBuilder();
 
   void build(ImplicitLocOpBuilder &b);
 
@@ -129,7 +127,8 @@ public:
   /// with rows 16-byte aligned.
   Value interiorCondition(ImplicitLocOpBuilder &b) const;
 
-private:
+  // What follows is the builder's state and the helpers its parts and its
+  // nodes (EpilogueNodes.h) share.
   Value trueValue(ImplicitLocOpBuilder &b) const {
     return arith::ConstantIntOp::create(b, b.getI1Type(), 1);
   }
@@ -239,23 +238,10 @@ private:
     Value room;
     /// Per slot, the region's values: block arguments and results.
     SmallVector<IRMapping> mappings;
-    /// Per input, what the whole row shares: a staged input's runs, a row
-    /// or scalar input's value.
-    SmallVector<SmallVector<SmallVector<Value>>> stagedValues;
-    SmallVector<Value> shared;
     /// Pair inputs: the tile's first pair and the last one.
     Value firstPair, lastPair;
     /// The runs of each group run.
     SmallVector<SmallVector<unsigned>> runsOfGroupRun;
-    /// Staged tile outputs' runs, narrowed as they are computed: (output,
-    /// run) -> values.
-    DenseMap<std::pair<unsigned, unsigned>, SmallVector<Value>> narrowed;
-    /// The row's reads of periodic inputs with a static period: (input,
-    /// column mod P, run length) -> values.
-    std::map<std::tuple<unsigned, int64_t, int64_t>, SmallVector<Value>>
-        periodicReads;
-    /// Eager row partials' running values, per output and block.
-    DenseMap<unsigned, SmallVector<Value>> runningPartials;
   };
   IRMapping &mapping(Row &r, Slot s) const {
     return r.mappings[s.group * lanesPerGroup + s.lane];
@@ -264,11 +250,6 @@ private:
   int64_t slotOffset(Slot s) const {
     auto [j, e] = fragmentPos[s.group][s.lane];
     return 8 * j + e;
-  }
-  /// Whether output `i` is row partials combined as each group run is
-  /// computed (OutputPlan::eager).
-  bool eagerPartials(unsigned i) const {
-    return plan.outputs[i].eager && roles[i] == OutputRole::rowPartials;
   }
   /// The row's position, bounds and clamped row.
   Row beginRow(ImplicitLocOpBuilder &lb, Value localRow,
@@ -279,38 +260,26 @@ private:
                     const Run &run) const;
   void mapAccumulators(ImplicitLocOpBuilder &lb, Row &r,
                        function_ref<Value(Slot)> accumulator);
-  /// The reads the whole row shares, before any group run.
-  void readRowInputs(ImplicitLocOpBuilder &lb, Row &r);
-  void beginGroupRuns(ImplicitLocOpBuilder &lb, Row &r);
-  /// Each input's values of group run `gr`, by how the input moves.
-  void mapGroupRunInputs(ImplicitLocOpBuilder &lb, Row &r, unsigned gr);
-  void mapStagedInput(Row &r, unsigned k, unsigned gr);
+  /// The reads the whole row shares, before any group run: the pipelined
+  /// slots' wait and refill around the inputs' readRow, the pair inputs'
+  /// bounds, the inputs' stageRow.
+  void readRow(ImplicitLocOpBuilder &lb, Row &r);
+  /// Maps `arg` to `value` at every slot of group run `gr`.
+  void mapEverySlot(Row &r, unsigned gr, Value arg, Value value);
+  /// The values of each run of group run `gr` of input `k`, from its row
+  /// buffer, or (a tile or column input) from global memory or its
+  /// prefetched registers.
   void mapRowBufferInput(ImplicitLocOpBuilder &lb, Row &r, unsigned k,
                          unsigned gr);
   void mapTileOrColumnInput(ImplicitLocOpBuilder &lb, Row &r, unsigned k,
                             unsigned gr);
-  void mapPairInput(ImplicitLocOpBuilder &lb, Row &r, unsigned k,
-                    unsigned gr);
-  void mapPeriodicInput(ImplicitLocOpBuilder &lb, Row &r, unsigned k,
-                        unsigned gr);
-  /// What the outputs take of group run `gr` as soon as it is computed.
-  void consumeGroupRun(ImplicitLocOpBuilder &lb, Row &r, unsigned gr);
   /// Slot `s`'s value of a partial's reduction, its identity beyond the
   /// output.
   Value partialTerm(ImplicitLocOpBuilder &lb, Row &r, Slot s, Value value,
                     ReductionKind kind);
-  void storeInterleaved(ImplicitLocOpBuilder &lb, Row &r, unsigned i,
-                        ArrayRef<unsigned> runIndices);
-  /// Each output's part of the row, by role, once the row is computed.
-  void storeRowOutputs(ImplicitLocOpBuilder &lb, Row &r,
-                       MutableArrayRef<Value> nextCol);
-  void storeTileOutput(ImplicitLocOpBuilder &lb, Row &r, unsigned i);
-  void storePairOutput(ImplicitLocOpBuilder &lb, Row &r, unsigned i);
-  void storeRowPartials(ImplicitLocOpBuilder &lb, Row &r, unsigned i);
-  void accumulateColumnPartials(ImplicitLocOpBuilder &lb, Row &r, unsigned i,
-                                MutableArrayRef<Value> running);
-  void storeRowSelect(ImplicitLocOpBuilder &lb, Row &r, unsigned i);
-  /// Writes this tile's column partials from each thread's running values.
+  /// The nodes of the epilogue's inputs and outputs (made by build).
+  SmallVector<std::unique_ptr<InputNode>> inputNodes;
+  SmallVector<std::unique_ptr<OutputNode>> outputNodes;
   void finishColumnPartials(ImplicitLocOpBuilder &b, ValueRange colAccs);
 
   /// Whether `memref` admits vector accesses along its last dimension (unit
@@ -587,6 +556,36 @@ private:
   /// with 16-byte accesses where aligned, else element by element.
   void stageInputRows(ImplicitLocOpBuilder &b, unsigned k,
                       Value firstRow) const;
+  /// One lane's share of copying input `k`'s rows into its row buffer
+  /// (stageInputRows): chunk `first` + lane of `chunks` 16-byte chunks,
+  /// `chunksPerRow` to a row of the buffer; its parts: one lane's chunks,
+  /// their sources, whether each exists, and the copy with 16-byte accesses
+  /// or element by element.
+  struct InputRowCopy {
+    unsigned k;
+    bool periodic;
+    int64_t chunk, chunksPerRow, chunks;
+    Value firstRow, lastRow;
+    /// Chunk `first` + lane: its index, its place in the buffer, its first
+    /// column and (periodic) its row.
+    struct Chunk {
+      Value index, at, col, row;
+    };
+  };
+  InputRowCopy::Chunk inputRowChunk(ImplicitLocOpBuilder &cb,
+                                    const InputRowCopy &c,
+                                    int64_t first) const;
+  SmallVector<Value> inputRowSource(ImplicitLocOpBuilder &sb,
+                                    const InputRowCopy &c,
+                                    const InputRowCopy::Chunk &ch,
+                                    Value e) const;
+  Value inputRowChunkExists(ImplicitLocOpBuilder &cb, const InputRowCopy &c,
+                            const InputRowCopy::Chunk &ch,
+                            int64_t first) const;
+  void copyInputRowChunks(ImplicitLocOpBuilder &tb,
+                          const InputRowCopy &c) const;
+  void copyInputRowElements(ImplicitLocOpBuilder &tb,
+                            const InputRowCopy &c) const;
   /// The values of `run` (in the lane's row of the buffer) of staged input
   /// `k`.
   SmallVector<Value> readInputRun(ImplicitLocOpBuilder &b, unsigned k,

@@ -187,8 +187,10 @@ mlir::coda::gpu_lowering::tmaStoredOutputs(GemmOp op,
   return stored;
 }
 
-/// How a thread of a register epilogue loads epilogue input `k` before the
-
+/// The prefetch of each epilogue input: inputs are taken in order while
+/// their registers fit in kPrefetchRegisters, a column input at most
+/// kColumnPrefetchRegisters of them; the others take none. None at all
+/// where no interior tile is emitted.
 static SmallVector<InputPrefetch> prefetchPlan(GemmOp op,
                                                const GemmKernelConfig &config) {
   unsigned numInputs = op.getEpilogueInputs().size();
@@ -209,11 +211,9 @@ static SmallVector<InputPrefetch> prefetchPlan(GemmOp op,
     int64_t perLoad = 0;
     if (config.stagedTiles && stagesInput(op, k)) {
       // An epilogue-only kernel has no K loop to hide the fragment loads'
-      // latency under: its 4-byte loads, one per lane and fragment pair,
-      // filled the load queue (Q/K/V's adjoint: 29 % of its warps' samples
-      // throttled there). Its staged tile inputs enter through the
-      // pipelined slots instead, 16 bytes per copy (that adjoint 1.10x
-      // faster, the residual-norm ones 1.00-1.02x; epilogue_only.py).
+      // latency under, and its 4-byte loads, one per lane and fragment
+      // pair, fill the load queue: its staged tile inputs enter through the
+      // pipelined slots instead, 16 bytes per copy.
       if (config.epilogueOnly)
         continue;
       // All of the thread's fragment rows, or nothing.

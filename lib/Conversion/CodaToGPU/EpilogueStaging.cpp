@@ -552,17 +552,141 @@ void EpilogueBuilder::layOutInputRows(ImplicitLocOpBuilder &b) {
   }
 }
 
+EpilogueBuilder::InputRowCopy::Chunk
+EpilogueBuilder::inputRowChunk(ImplicitLocOpBuilder &cb, const InputRowCopy &c,
+                               int64_t first) const {
+  InputRowCopy::Chunk ch;
+  ch.index = arith::AddIOp::create(cb, frame.lane, index(cb, first));
+  // Past the last chunk (a partial last pass): read the last one again.
+  Value clamped =
+      first + 32 <= c.chunks
+          ? ch.index
+          : arith::MinUIOp::create(cb, ch.index, index(cb, c.chunks - 1))
+                .getResult();
+  Value r = arith::DivUIOp::create(cb, clamped, index(cb, c.chunksPerRow));
+  Value col = arith::RemUIOp::create(cb, clamped, index(cb, c.chunksPerRow));
+  int64_t stride = GemmKernelConfig::stagingRowStride(config.tileN);
+  ch.col = arith::AddIOp::create(
+      cb, frame.blockN, arith::MulIOp::create(cb, col, index(cb, c.chunk)));
+  ch.at = arith::AddIOp::create(
+      cb, arith::MulIOp::create(cb, r, index(cb, stride)),
+      arith::MulIOp::create(cb, col, index(cb, c.chunk)));
+  if (c.periodic)
+    ch.row = arith::MinUIOp::create(
+        cb, arith::AddIOp::create(cb, c.firstRow, r), c.lastRow);
+  return ch;
+}
+
+SmallVector<Value>
+EpilogueBuilder::inputRowSource(ImplicitLocOpBuilder &sb,
+                                const InputRowCopy &c,
+                                const InputRowCopy::Chunk &ch,
+                                Value e) const {
+  Value column = arith::AddIOp::create(sb, ch.col, e);
+  if (!c.periodic)
+    return {column};
+  Value wrapped = arith::RemUIOp::create(
+      sb, arith::IndexCastUIOp::create(sb, sb.getI32Type(), column),
+      periods[c.k]);
+  return {ch.row, arith::IndexCastUIOp::create(sb, sb.getIndexType(), wrapped)};
+}
+
+Value EpilogueBuilder::inputRowChunkExists(ImplicitLocOpBuilder &cb,
+                                           const InputRowCopy &c,
+                                           const InputRowCopy::Chunk &ch,
+                                           int64_t first) const {
+  if (first + 32 <= c.chunks)
+    return trueValue(cb);
+  return arith::CmpIOp::create(cb, arith::CmpIPredicate::ult, ch.index,
+                               index(cb, c.chunks));
+}
+
+void EpilogueBuilder::copyInputRowChunks(ImplicitLocOpBuilder &tb,
+                                         const InputRowCopy &c) const {
+  // 16-byte copies, kStagingLoadsInFlight chunks' loads issued before their
+  // stores: one branch for the whole copy, so that the loads' latencies
+  // overlap instead of adding up chunk after chunk.
+  Value stage = inputRowBuffers[c.k];
+  auto type = cast<MemRefType>(inputs[c.k].getType());
+  auto chunkType = VectorType::get({c.chunk}, type.getElementType());
+  for (int64_t batch = 0; batch < c.chunks;
+       batch += 32 * kStagingLoadsInFlight) {
+    SmallVector<std::pair<int64_t, InputRowCopy::Chunk>> batchChunks;
+    SmallVector<Value> loaded;
+    for (int64_t first = batch;
+         first < std::min(c.chunks, batch + 32 * kStagingLoadsInFlight);
+         first += 32) {
+      InputRowCopy::Chunk ch = inputRowChunk(tb, c, first);
+      loaded.push_back(vector::LoadOp::create(
+          tb, chunkType, inputs[c.k], inputRowSource(tb, c, ch, index(tb, 0)),
+          /*nontemporal=*/false, llvm::MaybeAlign(16)));
+      batchChunks.push_back({first, ch});
+    }
+    for (auto [entry, value] : llvm::zip_equal(batchChunks, loaded)) {
+      auto [first, ch] = entry;
+      auto store = [&, ch = ch, value = value](ImplicitLocOpBuilder &sb) {
+        vector::StoreOp::create(sb, value, stage, ValueRange{ch.at},
+                                /*nontemporal=*/false, llvm::MaybeAlign(16));
+      };
+      if (first + 32 <= c.chunks) {
+        store(tb);
+        continue;
+      }
+      scf::IfOp::create(tb, inputRowChunkExists(tb, c, ch, first),
+                        [&](OpBuilder &sb, Location sloc) {
+                          ImplicitLocOpBuilder stb(sloc, sb);
+                          store(stb);
+                          scf::YieldOp::create(stb);
+                        });
+    }
+  }
+}
+
+void EpilogueBuilder::copyInputRowElements(ImplicitLocOpBuilder &tb,
+                                           const InputRowCopy &c) const {
+  // Element by element; a column input's elements beyond N are left as
+  // they are (what the epilogue computes from them is masked).
+  Value stage = inputRowBuffers[c.k];
+  for (int64_t first = 0; first < c.chunks; first += 32) {
+    InputRowCopy::Chunk ch = inputRowChunk(tb, c, first);
+    Value n = c.periodic
+                  ? index(tb, c.chunk)
+                  : arith::MinUIOp::create(
+                        tb, columnsLeft(tb, ch.col, frame.sizeN),
+                        index(tb, c.chunk))
+                        .getResult();
+    scf::IfOp::create(
+        tb, inputRowChunkExists(tb, c, ch, first),
+        [&](OpBuilder &cb, Location cloc) {
+          ImplicitLocOpBuilder eb(cloc, cb);
+          scf::ForOp::create(
+              eb, index(eb, 0), n, index(eb, 1), ValueRange{},
+              [&](OpBuilder &fb, Location floc, Value e, ValueRange) {
+                ImplicitLocOpBuilder lb(floc, fb);
+                memref::StoreOp::create(
+                    lb,
+                    memref::LoadOp::create(lb, inputs[c.k],
+                                           inputRowSource(lb, c, ch, e)),
+                    stage, ValueRange{arith::AddIOp::create(lb, ch.at, e)});
+                scf::YieldOp::create(lb);
+              });
+          scf::YieldOp::create(eb);
+        });
+  }
+}
+
 void EpilogueBuilder::stageInputRows(ImplicitLocOpBuilder &b, unsigned k,
                                      Value firstRow) const {
   Value input = inputs[k];
   auto type = cast<MemRefType>(input.getType());
   int64_t bytes = type.getElementTypeBitWidth() / 8;
-  int64_t chunk = 16 / bytes;
-  int64_t chunksPerRow = config.tileN / chunk;
-  bool periodic = GemmOp(op).getInputForm(k) == AccessForm::periodic;
-  int64_t rows = periodic ? GemmKernelConfig::stagingRows : 1;
-  int64_t stride = GemmKernelConfig::stagingRowStride(config.tileN);
-  int64_t chunks = rows * chunksPerRow;
+  InputRowCopy c;
+  c.k = k;
+  c.chunk = 16 / bytes;
+  c.chunksPerRow = config.tileN / c.chunk;
+  c.periodic = GemmOp(op).getInputForm(k) == AccessForm::periodic;
+  c.chunks = (c.periodic ? GemmKernelConfig::stagingRows : 1) * c.chunksPerRow;
+  c.firstRow = firstRow;
   Value stage = inputRowBuffers[k];
   Type i32 = b.getI32Type();
   Value allLanes = arith::ConstantIntOp::create(b, i32, -1);
@@ -573,7 +697,7 @@ void EpilogueBuilder::stageInputRows(ImplicitLocOpBuilder &b, unsigned k,
     NVVM::SyncWarpOp::create(b, allLanes);
     for (auto [i, value] : llvm::enumerate(prefetched))
       vector::StoreOp::create(b, value, stage,
-                              ValueRange{columnChunkStart(b, i, chunk)},
+                              ValueRange{columnChunkStart(b, i, c.chunk)},
                               /*nontemporal=*/false, llvm::MaybeAlign(16));
     NVVM::SyncWarpOp::create(b, allLanes);
     return;
@@ -582,142 +706,38 @@ void EpilogueBuilder::stageInputRows(ImplicitLocOpBuilder &b, unsigned k,
   // periodic input) the period a multiple of the chunk, so that a chunk
   // never wraps.
   Value fast = rowsAligned(b, input, 16);
-  if (periodic)
+  if (c.periodic)
     fast = arith::AndIOp::create(
         b, fast,
         arith::CmpIOp::create(
             b, arith::CmpIPredicate::eq,
             arith::RemUIOp::create(
-                b, periods[k], arith::ConstantIntOp::create(b, i32, chunk)),
+                b, periods[k], arith::ConstantIntOp::create(b, i32, c.chunk)),
             arith::ConstantIntOp::create(b, i32, 0)));
-  Value lastRow = arith::SubIOp::create(b, frame.sizeM, index(b, 1));
-  // Chunk `first` + lane: its row and column in the buffer, and the
-  // element of its column `col` + e to read.
-  struct Chunk {
-    Value index, at, col, row;
-  };
-  auto chunkAt = [&](ImplicitLocOpBuilder &cb, int64_t first) {
-    Chunk ch;
-    ch.index = arith::AddIOp::create(cb, frame.lane, index(cb, first));
-    // Past the last chunk (a partial last pass): read the last one again.
-    Value clamped =
-        first + 32 <= chunks
-            ? ch.index
-            : arith::MinUIOp::create(cb, ch.index, index(cb, chunks - 1))
-                  .getResult();
-    Value r = arith::DivUIOp::create(cb, clamped, index(cb, chunksPerRow));
-    Value c = arith::RemUIOp::create(cb, clamped, index(cb, chunksPerRow));
-    ch.col = arith::AddIOp::create(
-        cb, frame.blockN, arith::MulIOp::create(cb, c, index(cb, chunk)));
-    ch.at = arith::AddIOp::create(
-        cb, arith::MulIOp::create(cb, r, index(cb, stride)),
-        arith::MulIOp::create(cb, c, index(cb, chunk)));
-    if (periodic)
-      ch.row = arith::MinUIOp::create(
-          cb, arith::AddIOp::create(cb, firstRow, r), lastRow);
-    return ch;
-  };
-  auto source = [&](ImplicitLocOpBuilder &sb, const Chunk &ch,
-                    Value e) -> SmallVector<Value> {
-    Value column = arith::AddIOp::create(sb, ch.col, e);
-    if (!periodic)
-      return {column};
-    Value wrapped = arith::RemUIOp::create(
-        sb, arith::IndexCastUIOp::create(sb, i32, column), periods[k]);
-    return {ch.row,
-            arith::IndexCastUIOp::create(sb, sb.getIndexType(), wrapped)};
-  };
-  auto exists = [&](ImplicitLocOpBuilder &cb, const Chunk &ch,
-                    int64_t first) -> Value {
-    if (first + 32 <= chunks)
-      return trueValue(cb);
-    return arith::CmpIOp::create(cb, arith::CmpIPredicate::ult, ch.index,
-                                 index(cb, chunks));
-  };
+  c.lastRow = arith::SubIOp::create(b, frame.sizeM, index(b, 1));
   // Every chunk whole: a column input's tile inside N (a periodic input's
   // columns all exist).
   Value whole =
-      periodic ? fast
-               : arith::AndIOp::create(
-                     b, fast,
-                     arith::CmpIOp::create(
-                         b, arith::CmpIPredicate::ule,
-                         arith::AddIOp::create(b, frame.blockN,
-                                               index(b, config.tileN)),
-                         frame.sizeN));
+      c.periodic ? fast
+                 : arith::AndIOp::create(
+                       b, fast,
+                       arith::CmpIOp::create(
+                           b, arith::CmpIPredicate::ule,
+                           arith::AddIOp::create(b, frame.blockN,
+                                                 index(b, config.tileN)),
+                           frame.sizeN));
   // The warp's lanes are done reading what the buffer held.
   NVVM::SyncWarpOp::create(b, allLanes);
   scf::IfOp::create(
       b, whole,
       [&](OpBuilder &ob, Location loc) {
-        // 16-byte copies, kStagingLoadsInFlight chunks' loads issued before
-        // their stores: one branch for the whole copy, so that the loads'
-        // latencies overlap instead of adding up chunk after chunk.
         ImplicitLocOpBuilder tb(loc, ob);
-        auto chunkType = VectorType::get({chunk}, type.getElementType());
-        for (int64_t batch = 0; batch < chunks;
-             batch += 32 * kStagingLoadsInFlight) {
-          SmallVector<std::pair<int64_t, Chunk>> batchChunks;
-          SmallVector<Value> loaded;
-          for (int64_t first = batch;
-               first < std::min(chunks, batch + 32 * kStagingLoadsInFlight);
-               first += 32) {
-            Chunk ch = chunkAt(tb, first);
-            loaded.push_back(vector::LoadOp::create(
-                tb, chunkType, inputs[k], source(tb, ch, index(tb, 0)),
-                /*nontemporal=*/false, llvm::MaybeAlign(16)));
-            batchChunks.push_back({first, ch});
-          }
-          for (auto [entry, value] : llvm::zip_equal(batchChunks, loaded)) {
-            auto [first, ch] = entry;
-            auto store = [&, ch = ch, value = value](ImplicitLocOpBuilder &sb) {
-              vector::StoreOp::create(sb, value, stage, ValueRange{ch.at},
-                                      /*nontemporal=*/false,
-                                      llvm::MaybeAlign(16));
-            };
-            if (first + 32 <= chunks) {
-              store(tb);
-              continue;
-            }
-            scf::IfOp::create(tb, exists(tb, ch, first),
-                              [&](OpBuilder &sb, Location sloc) {
-                                ImplicitLocOpBuilder stb(sloc, sb);
-                                store(stb);
-                                scf::YieldOp::create(stb);
-                              });
-          }
-        }
+        copyInputRowChunks(tb, c);
         scf::YieldOp::create(tb);
       },
       [&](OpBuilder &ob, Location loc) {
-        // Element by element; a column input's elements beyond N are left
-        // as they are (what the epilogue computes from them is masked).
         ImplicitLocOpBuilder tb(loc, ob);
-        for (int64_t first = 0; first < chunks; first += 32) {
-          Chunk ch = chunkAt(tb, first);
-          Value n = periodic
-                        ? index(tb, chunk)
-                        : arith::MinUIOp::create(
-                              tb, columnsLeft(tb, ch.col, frame.sizeN),
-                              index(tb, chunk))
-                              .getResult();
-          scf::IfOp::create(
-              tb, exists(tb, ch, first), [&](OpBuilder &cb, Location cloc) {
-                ImplicitLocOpBuilder eb(cloc, cb);
-                scf::ForOp::create(
-                    eb, index(eb, 0), n, index(eb, 1), ValueRange{},
-                    [&](OpBuilder &fb, Location floc, Value e, ValueRange) {
-                      ImplicitLocOpBuilder lb(floc, fb);
-                      memref::StoreOp::create(
-                          lb,
-                          memref::LoadOp::create(lb, inputs[k],
-                                                 source(lb, ch, e)),
-                          stage, ValueRange{arith::AddIOp::create(lb, ch.at, e)});
-                      scf::YieldOp::create(lb);
-                    });
-                scf::YieldOp::create(eb);
-              });
-        }
+        copyInputRowElements(tb, c);
         scf::YieldOp::create(tb);
       });
   NVVM::SyncWarpOp::create(b, allLanes);
