@@ -1,4 +1,5 @@
-//===- Epilogue.cpp - the epilogue of a coda.gemm kernel -------------------===//
+//===- Epilogue.cpp - the epilogue of a coda.gemm kernel
+//-------------------===//
 //
 // The epilogue of a GEMM kernel's tile (EpilogueBuilder.h): the plan read
 // once, the interior and edge copies, the walk over the layout's rows (the
@@ -20,8 +21,8 @@ void EpilogueBuilder::finishColumnPartials(ImplicitLocOpBuilder &b,
   // the accumulator tile, one row per (pass row | warp); then one thread per
   // column combines the rows in order and writes this tile's partial.
   bool fragments = !frame.accFragments.empty();
-  int64_t scratchRows = fragments ? config.epilogueThreads / 32
-                                  : config.epilogueRowsPerPass();
+  int64_t scratchRows =
+      fragments ? config.epilogueThreads / 32 : config.epilogueRowsPerPass();
   MLIRContext *ctx = b.getContext();
   auto scratchType = MemRefType::get(
       {scratchRows, config.tileN}, b.getF32Type(), MemRefLayoutAttrInterface(),
@@ -268,8 +269,7 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
             }
             running = emitRow(
                 lb, localRow, /*fragmentRow=*/-1,
-                [&](Slot s) { return acc.lookup({s.group, s.lane}); },
-                running);
+                [&](Slot s) { return acc.lookup({s.group, s.lane}); }, running);
           }
           scf::YieldOp::create(lb, running);
         });
@@ -402,8 +402,7 @@ Value EpilogueBuilder::interiorCondition(ImplicitLocOpBuilder &b) const {
       b, within(b, frame.blockM, config.tileM, frame.sizeM),
       within(b, frame.blockN, config.tileN, frame.sizeN));
   auto aligned = [&](Value memref) {
-    condition =
-        arith::AndIOp::create(b, condition, rowsAligned(b, memref, 16));
+    condition = arith::AndIOp::create(b, condition, rowsAligned(b, memref, 16));
   };
   for (auto [k, input] : llvm::enumerate(inputs)) {
     AccessForm form = GemmOp(op).getInputForm(k);
@@ -433,13 +432,13 @@ Value EpilogueBuilder::interiorCondition(ImplicitLocOpBuilder &b) const {
     if (roles[i] == OutputRole::interleaved)
       condition = arith::AndIOp::create(
           b, condition,
-          rowsAligned(b, output,
-                      4 * cast<MemRefType>(output.getType())
-                              .getElementTypeBitWidth() / 8));
+          rowsAligned(
+              b, output,
+              4 * cast<MemRefType>(output.getType()).getElementTypeBitWidth() /
+                  8));
   }
   return condition;
 }
-
 
 void mlir::coda::gpu_lowering::emitEpilogue(ImplicitLocOpBuilder &b, GemmOp op,
                                             const GemmKernelConfig &config,

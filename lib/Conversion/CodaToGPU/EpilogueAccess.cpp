@@ -1,4 +1,5 @@
-//===- EpilogueAccess.cpp - the epilogue's accesses of global memory --------===//
+//===- EpilogueAccess.cpp - the epilogue's accesses of global memory
+//--------===//
 //
 // Runs of a row read and written in global memory: one vector access where
 // a run is in bounds and aligned, else element by element with clamped or
@@ -13,8 +14,9 @@ using namespace mlir;
 using namespace mlir::coda;
 using namespace mlir::coda::gpu_lowering;
 
-Value mlir::coda::gpu_lowering::fromElements(
-    ImplicitLocOpBuilder &b, Type element, ArrayRef<Value> values) {
+Value mlir::coda::gpu_lowering::fromElements(ImplicitLocOpBuilder &b,
+                                             Type element,
+                                             ArrayRef<Value> values) {
   int64_t count = values.size();
   auto type = VectorType::get({count}, element);
   if (element.getIntOrFloatBitWidth() != 8 || count % 2)
@@ -84,18 +86,19 @@ Value EpilogueBuilder::rowsAligned(ImplicitLocOpBuilder &b, Value memref,
 }
 
 EpilogueBuilder::RunBounds
-EpilogueBuilder::limitBounds(ImplicitLocOpBuilder &b, Value inRow,
-                             Value first, int64_t count, Value limit) const {
+EpilogueBuilder::limitBounds(ImplicitLocOpBuilder &b, Value inRow, Value first,
+                             int64_t count, Value limit) const {
   Value end = arith::AddIOp::create(b, first, index(b, count));
   Value whole = arith::AndIOp::create(
-      b, inRow, arith::CmpIOp::create(b, arith::CmpIPredicate::ule, end, limit));
-  return {whole, [=](ImplicitLocOpBuilder &eb, int64_t e) -> Value {
-            Value col = arith::AddIOp::create(eb, first, index(eb, e));
-            return arith::AndIOp::create(
-                eb, inRow,
-                arith::CmpIOp::create(eb, arith::CmpIPredicate::ult, col,
-                                      limit));
-          }};
+      b, inRow,
+      arith::CmpIOp::create(b, arith::CmpIPredicate::ule, end, limit));
+  return {
+      whole, [=](ImplicitLocOpBuilder &eb, int64_t e) -> Value {
+        Value col = arith::AddIOp::create(eb, first, index(eb, e));
+        return arith::AndIOp::create(
+            eb, inRow,
+            arith::CmpIOp::create(eb, arith::CmpIPredicate::ult, col, limit));
+      }};
 }
 
 EpilogueBuilder::RunBounds
@@ -136,11 +139,10 @@ SmallVector<Value> EpilogueBuilder::loadRun(ImplicitLocOpBuilder &b,
   if (!alignment || !vectors)
     return scalarLoads(b);
   auto vectorType = VectorType::get({count}, element);
-  Value fast =
-      interior ? Value()
-               : arith::AndIOp::create(b, inBounds,
-                                       rowsAligned(b, memref, *alignment))
-                     .getResult();
+  Value fast = interior ? Value()
+                        : arith::AndIOp::create(
+                              b, inBounds, rowsAligned(b, memref, *alignment))
+                              .getResult();
   return readRun(
       b, vectorType, fast,
       [&](ImplicitLocOpBuilder &vb) -> Value {
@@ -181,9 +183,8 @@ SmallVector<Value> EpilogueBuilder::readRun(
   return values;
 }
 
-SmallVector<Value>
-EpilogueBuilder::narrowPairs(ImplicitLocOpBuilder &b,
-                             ArrayRef<Value> values) const {
+SmallVector<Value> EpilogueBuilder::narrowPairs(ImplicitLocOpBuilder &b,
+                                                ArrayRef<Value> values) const {
   SmallVector<Value> result(values);
   auto narrowed = [](Value v) -> arith::TruncFOp {
     auto trunc = v.getDefiningOp<arith::TruncFOp>();
@@ -196,24 +197,24 @@ EpilogueBuilder::narrowPairs(ImplicitLocOpBuilder &b,
     if (!lo || !hi || lo.getType() != hi.getType())
       continue;
     if (isa<Float8E4M3FNType, Float8E5M2Type>(lo.getType())) {
-      SmallVector<Value> bytes = truncToFp8(
-          b, {lo.getIn(), hi.getIn()}, cast<FloatType>(lo.getType()));
+      SmallVector<Value> bytes = truncToFp8(b, {lo.getIn(), hi.getIn()},
+                                            cast<FloatType>(lo.getType()));
       result[e] = bytes[0];
       result[e + 1] = bytes[1];
       continue;
     }
     // LLVM scalarizes a vector fptrunc whose elements have other uses, so
     // the packed conversion is asked for by name (element 0 is `lo`).
-    auto rn = NVVM::FPRoundingModeAttr::get(b.getContext(),
-                                            NVVM::FPRoundingMode::RN);
+    auto rn =
+        NVVM::FPRoundingModeAttr::get(b.getContext(), NVVM::FPRoundingMode::RN);
     auto pairType = VectorType::get({2}, lo.getType());
     Value pair;
     if (lo.getType().isBF16())
-      pair = NVVM::ConvertF32x2ToBF16x2Op::create(b, b.getLoc(), pairType, hi.getIn(),
-                                                  lo.getIn(), Value(), rn);
+      pair = NVVM::ConvertF32x2ToBF16x2Op::create(
+          b, b.getLoc(), pairType, hi.getIn(), lo.getIn(), Value(), rn);
     else if (lo.getType().isF16())
-      pair = NVVM::ConvertF32x2ToF16x2Op::create(b, b.getLoc(), pairType, hi.getIn(),
-                                                  lo.getIn(), Value(), rn);
+      pair = NVVM::ConvertF32x2ToF16x2Op::create(
+          b, b.getLoc(), pairType, hi.getIn(), lo.getIn(), Value(), rn);
     else
       continue;
     result[e] = vector::ExtractOp::create(b, pair, ArrayRef<int64_t>{0});
@@ -266,9 +267,9 @@ void EpilogueBuilder::storeRun(ImplicitLocOpBuilder &b, Value memref,
       });
 }
 
-SmallVector<Value>
-EpilogueBuilder::readPeriodicRun(ImplicitLocOpBuilder &b, unsigned k,
-                                 const Run &run, Value row) const {
+SmallVector<Value> EpilogueBuilder::readPeriodicRun(ImplicitLocOpBuilder &b,
+                                                    unsigned k, const Run &run,
+                                                    Value row) const {
   Value input = inputs[k];
   Type i32 = b.getI32Type();
   int64_t count = run.size();
@@ -304,8 +305,8 @@ EpilogueBuilder::readPeriodicRun(ImplicitLocOpBuilder &b, unsigned k,
       }
       values.push_back(memref::LoadOp::create(
           sb, input,
-          ValueRange{row, arith::IndexCastUIOp::create(sb, sb.getIndexType(),
-                                                       at)}));
+          ValueRange{row,
+                     arith::IndexCastUIOp::create(sb, sb.getIndexType(), at)}));
     }
     return values;
   };
@@ -319,8 +320,8 @@ EpilogueBuilder::readPeriodicRun(ImplicitLocOpBuilder &b, unsigned k,
   auto vectorLoad = [&](ImplicitLocOpBuilder &vb) -> Value {
     return vector::LoadOp::create(
         vb, vectorType, input,
-        ValueRange{row,
-                   arith::IndexCastUIOp::create(vb, vb.getIndexType(), wrapped)},
+        ValueRange{
+            row, arith::IndexCastUIOp::create(vb, vb.getIndexType(), wrapped)},
         /*nontemporal=*/false, llvm::MaybeAlign(*alignment));
   };
   // Interior: the interior condition checked the period and the alignment,
@@ -340,9 +341,9 @@ EpilogueBuilder::readPeriodicRun(ImplicitLocOpBuilder &b, unsigned k,
   return readRun(b, vectorType, fast, vectorLoad, scalarLoads);
 }
 
-SmallVector<Value>
-EpilogueBuilder::readInputRun(ImplicitLocOpBuilder &b, unsigned k,
-                              const Run &run) const {
+SmallVector<Value> EpilogueBuilder::readInputRun(ImplicitLocOpBuilder &b,
+                                                 unsigned k,
+                                                 const Run &run) const {
   Value input = inputs[k];
   Type element = cast<MemRefType>(input.getType()).getElementType();
   int64_t bytes = element.getIntOrFloatBitWidth() / 8;
@@ -358,8 +359,8 @@ EpilogueBuilder::readInputRun(ImplicitLocOpBuilder &b, unsigned k,
   if (count == 1)
     return {memref::LoadOp::create(b, inputRowBuffers[k], ValueRange{at})};
   Value loaded = vector::LoadOp::create(
-      b, VectorType::get({count}, element), inputRowBuffers[k],
-      ValueRange{at}, /*nontemporal=*/false, llvm::MaybeAlign(bytes * count));
+      b, VectorType::get({count}, element), inputRowBuffers[k], ValueRange{at},
+      /*nontemporal=*/false, llvm::MaybeAlign(bytes * count));
   SmallVector<Value> values;
   for (int64_t i = 0; i < count; ++i)
     values.push_back(

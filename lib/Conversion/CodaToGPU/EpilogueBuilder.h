@@ -44,7 +44,6 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
-
 namespace mlir::coda::gpu_lowering {
 
 inline constexpr int64_t kColumnsPerThread = kEpilogueColumnsPerThread;
@@ -194,9 +193,9 @@ public:
     for (Value v : values)
       sum = arith::AddFOp::create(
           b, sum,
-          math::Exp2Op::create(
-              b, math::FmaOp::create(b, v, log2e, negScaledShift),
-              arith::FastMathFlags::afn));
+          math::Exp2Op::create(b,
+                               math::FmaOp::create(b, v, log2e, negScaledShift),
+                               arith::FastMathFlags::afn));
     Value lse = arith::AddFOp::create(b, hi, math::LogOp::create(b, sum));
     return arith::SelectOp::create(b, empty, negInf, lse);
   }
@@ -336,7 +335,8 @@ public:
   /// from one row's copy to the next.
   Value rowRoom(ImplicitLocOpBuilder &b, Value row, Value room) const {
     return arith::SelectOp::create(
-        b, arith::CmpIOp::create(b, arith::CmpIPredicate::ult, row, frame.sizeM),
+        b,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::ult, row, frame.sizeM),
         room, index(b, 0));
   }
   /// Copies `count` elements between a row segment of `memref` at `indices`
@@ -404,10 +404,10 @@ public:
   }
   /// The values of a run read with `vectorLoad` (a vector of `type`) where
   /// `fast` holds (always when it is null), else with `scalarLoads`.
-  SmallVector<Value> readRun(
-      ImplicitLocOpBuilder &b, VectorType type, Value fast,
-      function_ref<Value(ImplicitLocOpBuilder &)> vectorLoad,
-      function_ref<SmallVector<Value>(ImplicitLocOpBuilder &)> scalarLoads)
+  SmallVector<Value>
+  readRun(ImplicitLocOpBuilder &b, VectorType type, Value fast,
+          function_ref<Value(ImplicitLocOpBuilder &)> vectorLoad,
+          function_ref<SmallVector<Value>(ImplicitLocOpBuilder &)> scalarLoads)
       const;
   /// The warp's staging buffer as stagingRows x `rowElements` elements of
   /// `element`, flat.
@@ -573,15 +573,13 @@ public:
     };
   };
   InputRowCopy::Chunk inputRowChunk(ImplicitLocOpBuilder &cb,
-                                    const InputRowCopy &c,
-                                    int64_t first) const;
+                                    const InputRowCopy &c, int64_t first) const;
   SmallVector<Value> inputRowSource(ImplicitLocOpBuilder &sb,
                                     const InputRowCopy &c,
                                     const InputRowCopy::Chunk &ch,
                                     Value e) const;
   Value inputRowChunkExists(ImplicitLocOpBuilder &cb, const InputRowCopy &c,
-                            const InputRowCopy::Chunk &ch,
-                            int64_t first) const;
+                            const InputRowCopy::Chunk &ch, int64_t first) const;
   void copyInputRowChunks(ImplicitLocOpBuilder &tb,
                           const InputRowCopy &c) const;
   void copyInputRowElements(ImplicitLocOpBuilder &tb,

@@ -1,4 +1,5 @@
-//===- EpilogueLayout.cpp - which slots of a tile a thread owns -------------===//
+//===- EpilogueLayout.cpp - which slots of a tile a thread owns
+//-------------===//
 //
 // The thread's groups, their columns and runs, the group runs of pair
 // outputs and the lanes that combine each row partial, for the shared-tile
@@ -89,10 +90,10 @@ void EpilogueBuilder::layOutFragments(ImplicitLocOpBuilder &b) {
   } else if (*pairStride == 1) {
     // A lane's two columns are a pair: group 4j + q.
     for (int64_t j = 0; j < groupsOf8; ++j) {
-      addGroup(arith::AddIOp::create(
-                   b, arith::DivUIOp::create(b, twoQ, index(b, 2)),
-                   index(b, 4 * j)),
-               {{j, 0}, {j, 1}});
+      addGroup(
+          arith::AddIOp::create(b, arith::DivUIOp::create(b, twoQ, index(b, 2)),
+                                index(b, 4 * j)),
+          {{j, 0}, {j, 1}});
       runs.push_back({{j, 0}, {j, 1}});
       groupRuns.push_back({j});
     }

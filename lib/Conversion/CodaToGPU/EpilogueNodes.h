@@ -57,16 +57,16 @@ public:
   virtual ~OutputNode() = default;
   /// Once per tile: the running values it carries across the tile's rows
   /// (appended to `running`).
-  virtual void beginTile(ImplicitLocOpBuilder &b,
-                         SmallVector<Value> &running) {}
+  virtual void beginTile(ImplicitLocOpBuilder &b, SmallVector<Value> &running) {
+  }
   /// Once per row, after the inputs' reads.
   virtual void beginRow(ImplicitLocOpBuilder &b, EpilogueBuilder::Row &r) {}
   /// After the region of group run `gr` is evaluated: first every output's
   /// narrowGroupRun, then every output's consumeGroupRun.
-  virtual void narrowGroupRun(ImplicitLocOpBuilder &b,
-                              EpilogueBuilder::Row &r, unsigned gr) {}
-  virtual void consumeGroupRun(ImplicitLocOpBuilder &b,
-                               EpilogueBuilder::Row &r, unsigned gr) {}
+  virtual void narrowGroupRun(ImplicitLocOpBuilder &b, EpilogueBuilder::Row &r,
+                              unsigned gr) {}
+  virtual void consumeGroupRun(ImplicitLocOpBuilder &b, EpilogueBuilder::Row &r,
+                               unsigned gr) {}
   /// Once per row, after its last group run; `running` as beginTile made it.
   virtual void endRow(ImplicitLocOpBuilder &b, EpilogueBuilder::Row &r,
                       MutableArrayRef<Value> running) {}
@@ -96,8 +96,7 @@ std::unique_ptr<OutputNode> makeRowPartialsOutput(EpilogueBuilder &e,
                                                   unsigned i);
 std::unique_ptr<OutputNode> makeColumnPartialsOutput(EpilogueBuilder &e,
                                                      unsigned i);
-std::unique_ptr<OutputNode> makeRowSelectOutput(EpilogueBuilder &e,
-                                                unsigned i);
+std::unique_ptr<OutputNode> makeRowSelectOutput(EpilogueBuilder &e, unsigned i);
 
 } // namespace mlir::coda::gpu_lowering
 

@@ -78,9 +78,8 @@ bool mlir::coda::gpu_lowering::stagesOutput(GemmOp op, unsigned i,
   return rowsContiguous(op.getOutputs()[i]);
 }
 
-std::optional<int64_t> mlir::coda::gpu_lowering::staticPeriod(GemmOp op,
-                                                              unsigned k,
-                                                              int64_t tileN) {
+std::optional<int64_t>
+mlir::coda::gpu_lowering::staticPeriod(GemmOp op, unsigned k, int64_t tileN) {
   auto type = dyn_cast<MemRefType>(op.getEpilogueInputs()[k].getType());
   if (op.getInputForm(k) != AccessForm::periodic || !type)
     return std::nullopt;
@@ -170,8 +169,7 @@ bool mlir::coda::gpu_lowering::storesWithTma(GemmOp op, unsigned i,
   // with TMA.
   Type element =
       cast<MemRefType>(op.getOutputs()[i].getType()).getElementType();
-  return roles[i] == OutputRole::tile &&
-         stagesOutput(op, i, config.schedule) &&
+  return roles[i] == OutputRole::tile && stagesOutput(op, i, config.schedule) &&
          element.getIntOrFloatBitWidth() == 16 && interiorPaysFor(roles);
 }
 
@@ -252,8 +250,7 @@ static SmallVector<InputPrefetch> prefetchPlan(GemmOp op,
   return plan;
 }
 
-SmallVector<unsigned>
-mlir::coda::gpu_lowering::pipelinedStagedInputs(
+SmallVector<unsigned> mlir::coda::gpu_lowering::pipelinedStagedInputs(
     GemmOp op, const GemmKernelConfig &config) {
   SmallVector<unsigned> result;
   if (!config.registerEpilogue() || !config.stagedTiles)
@@ -331,15 +328,15 @@ static void planInputRowBuffers(GemmOp op, const GemmKernelConfig &config,
   }
 }
 
-EpiloguePlan mlir::coda::gpu_lowering::planEpilogue(
-    GemmOp op, const GemmKernelConfig &config) {
+EpiloguePlan
+mlir::coda::gpu_lowering::planEpilogue(GemmOp op,
+                                       const GemmKernelConfig &config) {
   EpiloguePlan plan;
   plan.fragments = config.registerEpilogue();
   bool stagedTiles = config.stagedTiles && plan.fragments;
   SmallVector<OutputRole> roles = outputRoles(op);
   plan.interiorCopy = planInteriorCopy(roles, config);
-  plan.opaqueEdgeAccumulators =
-      planOpaqueEdgeAccumulators(op, plan.fragments);
+  plan.opaqueEdgeAccumulators = planOpaqueEdgeAccumulators(op, plan.fragments);
 
   SmallVector<InputPrefetch> prefetches = prefetchPlan(op, config);
   if (config.pipelinedInputs)

@@ -1,4 +1,5 @@
-//===- EpiloguePlan.h - where each epilogue operand lives and moves -*- C++ -*-===//
+//===- EpiloguePlan.h - where each epilogue operand lives and moves -*- C++
+//-*-===//
 //
 // The placement decisions of a GEMM's epilogue, made once: for every input
 // and output, whether it is staged through the warp's shared-memory buffer,

@@ -1,4 +1,5 @@
-//===- EpilogueRow.cpp - the epilogue of one row ----------------------------===//
+//===- EpilogueRow.cpp - the epilogue of one row
+//----------------------------===//
 //
 // One row of the thread: its accumulators and shared inputs, then group run
 // by group run each input's values by how it moves, the region evaluated
@@ -37,8 +38,7 @@ EpilogueBuilder::Row EpilogueBuilder::beginRow(ImplicitLocOpBuilder &lb,
             lb, arith::SubIOp::create(lb, frame.sizeN, frame.blockN), twoQ),
         index(lb, 0));
   r.rowClamped =
-      interior ? r.row
-               : arith::MinUIOp::create(lb, r.row, lastRow).getResult();
+      interior ? r.row : arith::MinUIOp::create(lb, r.row, lastRow).getResult();
   r.mappings.resize(groups.size() * lanesPerGroup);
   return r;
 }
@@ -61,8 +61,7 @@ Value EpilogueBuilder::runInBounds(ImplicitLocOpBuilder &lb, const Row &r,
     return roomBounds(lb, r.room, slotOffset(run.front()), run.size()).whole;
   Value end = arith::AddIOp::create(
       lb, cols[run.front().group][run.front().lane], index(lb, run.size()));
-  return arith::CmpIOp::create(lb, arith::CmpIPredicate::ule, end,
-                               frame.sizeN);
+  return arith::CmpIOp::create(lb, arith::CmpIPredicate::ule, end, frame.sizeN);
 }
 
 void EpilogueBuilder::mapAccumulators(ImplicitLocOpBuilder &lb, Row &r,
@@ -73,12 +72,12 @@ void EpilogueBuilder::mapAccumulators(ImplicitLocOpBuilder &lb, Row &r,
     for (int64_t l = 0; l < lanesPerGroup; ++l) {
       Value acc = accumulator({g, l});
       if (!interior && plan.opaqueEdgeAccumulators && acc.getType().isF32())
-        acc = LLVM::InlineAsmOp::create(
-                  lb, acc.getType(), ValueRange{acc}, "mov.b32 $0, $1;",
-                  "=f,f", /*has_side_effects=*/false,
-                  /*is_align_stack=*/false,
-                  LLVM::tailcallkind::TailCallKind::None,
-                  LLVM::AsmDialectAttr(), ArrayAttr())
+        acc = LLVM::InlineAsmOp::create(lb, acc.getType(), ValueRange{acc},
+                                        "mov.b32 $0, $1;", "=f,f",
+                                        /*has_side_effects=*/false,
+                                        /*is_align_stack=*/false,
+                                        LLVM::tailcallkind::TailCallKind::None,
+                                        LLVM::AsmDialectAttr(), ArrayAttr())
                   .getResult(0);
       mapping(r, {g, l}).map(op.getAccumulatorArg(), acc);
     }

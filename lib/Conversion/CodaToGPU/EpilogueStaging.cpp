@@ -1,4 +1,5 @@
-//===- EpilogueStaging.cpp - the warp's staging buffer ----------------------===//
+//===- EpilogueStaging.cpp - the warp's staging buffer
+//----------------------===//
 //
 // What moves through a warp's part of shared memory: 16-bit tile outputs
 // written by the lanes and copied out in 16-byte rows, or stored with
@@ -39,11 +40,11 @@ void EpilogueBuilder::copyStaged(ImplicitLocOpBuilder &b, Value memref,
     vectorCopy(b);
     return;
   }
-  Value fast = arith::AndIOp::create(
-      b,
-      arith::CmpIOp::create(b, arith::CmpIPredicate::sge, room,
-                            index(b, count)),
-      aligned);
+  Value fast =
+      arith::AndIOp::create(b,
+                            arith::CmpIOp::create(b, arith::CmpIPredicate::sge,
+                                                  room, index(b, count)),
+                            aligned);
   scf::IfOp::create(
       b, fast,
       [&](OpBuilder &ob, Location loc) {
@@ -82,19 +83,17 @@ Value EpilogueBuilder::stagingBuffer(ImplicitLocOpBuilder &b,
   MLIRContext *ctx = b.getContext();
   auto stageType = MemRefType::get(
       {GemmKernelConfig::stagingRows *
-       GemmKernelConfig::stagingRowStride(rowElements,
-                                          chunkElements(element))},
-      element,
-      MemRefLayoutAttrInterface(),
+       GemmKernelConfig::stagingRowStride(rowElements, chunkElements(element))},
+      element, MemRefLayoutAttrInterface(),
       gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
-  return memref::ViewOp::create(b, stageType, frame.shared,
-                                warpStagingBase(b), ValueRange{});
+  return memref::ViewOp::create(b, stageType, frame.shared, warpStagingBase(b),
+                                ValueRange{});
 }
 
 EpilogueBuilder::StagingCopy
 EpilogueBuilder::stagingCopy(ImplicitLocOpBuilder &b, Value firstRow,
-                             Value firstCol, int64_t rowElements,
-                             int64_t chunk, int64_t t, Value lane) const {
+                             Value firstCol, int64_t rowElements, int64_t chunk,
+                             int64_t t, Value lane) const {
   if (!lane)
     lane = frame.lane;
   int64_t chunksPerRow = rowElements / chunk;
@@ -104,15 +103,14 @@ EpilogueBuilder::stagingCopy(ImplicitLocOpBuilder &b, Value firstRow,
       b, arith::DivUIOp::create(b, lane, index(b, chunksPerRow)),
       index(b, t * rowsPerCopy));
   Value chunkStart = arith::MulIOp::create(b, myChunk, index(b, chunk));
-  return {
-      arith::AddIOp::create(b, firstRow, r),
-      arith::AddIOp::create(b, firstCol, chunkStart),
-      arith::AddIOp::create(
-          b,
-          arith::MulIOp::create(
-              b, r,
-              index(b, GemmKernelConfig::stagingRowStride(rowElements, chunk))),
-          chunkStart)};
+  return {arith::AddIOp::create(b, firstRow, r),
+          arith::AddIOp::create(b, firstCol, chunkStart),
+          arith::AddIOp::create(
+              b,
+              arith::MulIOp::create(b, r,
+                                    index(b, GemmKernelConfig::stagingRowStride(
+                                                 rowElements, chunk))),
+              chunkStart)};
 }
 
 Value EpilogueBuilder::opaque(ImplicitLocOpBuilder &b, Value value) const {
@@ -139,8 +137,8 @@ EpilogueBuilder::loadStaged(ImplicitLocOpBuilder &b, Value input,
   // opaque copy of the lane index, they are computed where used instead of
   // held through the K loop.
   Value lane = opaqueIndex(b, frame.lane);
-  Value firstRow =
-      arith::SubIOp::create(b, row, arith::DivUIOp::create(b, lane, index(b, 4)));
+  Value firstRow = arith::SubIOp::create(
+      b, row, arith::DivUIOp::create(b, lane, index(b, 4)));
   awaitStagingBuffer(b);
   copyToStage(b, input, stage, firstRow, lane, /*async=*/false);
   NVVM::SyncWarpOp::create(b,
@@ -203,7 +201,8 @@ void EpilogueBuilder::copyToStage(ImplicitLocOpBuilder &b, Value input,
     return;
   }
   Value room = columnsLeft(
-      b, stagingCopy(b, firstRow, frame.blockN, rowElements, chunk, 0, lane).col,
+      b,
+      stagingCopy(b, firstRow, frame.blockN, rowElements, chunk, 0, lane).col,
       frame.sizeN);
   Value aligned = rowsAligned(b, input, 16);
   // Chunk by chunk with bounds, element by element where a chunk is not
@@ -262,8 +261,8 @@ SmallVector<SmallVector<Value>>
 EpilogueBuilder::readStage(ImplicitLocOpBuilder &b, Value stage,
                            Value lane) const {
   Type element = cast<MemRefType>(stage.getType()).getElementType();
-  int64_t rowStride = GemmKernelConfig::stagingRowStride(
-      config.tileN, chunkElements(element));
+  int64_t rowStride =
+      GemmKernelConfig::stagingRowStride(config.tileN, chunkElements(element));
   Value allLanes = arith::ConstantIntOp::create(b, b.getI32Type(), -1);
   Value quadRow = arith::DivUIOp::create(b, lane, index(b, 4));
   // A run's columns: 8j + e + 2q on, from the head's fragment position.
@@ -328,18 +327,17 @@ EpilogueBuilder::readStage(ImplicitLocOpBuilder &b, Value stage,
   return result;
 }
 
-Value EpilogueBuilder::pipelineSlot(ImplicitLocOpBuilder &b,
-                                    unsigned position, int64_t slot) const {
-  int64_t offset =
-      config.pipelineSlotsOffset() +
-      (position * GemmKernelConfig::kPipelineSlots + slot) *
-          config.pipelineSlotBytes();
-  Type element =
-      cast<MemRefType>(inputs[plan.pipelined[position]].getType())
-          .getElementType();
+Value EpilogueBuilder::pipelineSlot(ImplicitLocOpBuilder &b, unsigned position,
+                                    int64_t slot) const {
+  int64_t offset = config.pipelineSlotsOffset() +
+                   (position * GemmKernelConfig::kPipelineSlots + slot) *
+                       config.pipelineSlotBytes();
+  Type element = cast<MemRefType>(inputs[plan.pipelined[position]].getType())
+                     .getElementType();
   auto slotType = MemRefType::get(
       {GemmKernelConfig::stagingRows *
-       GemmKernelConfig::stagingRowStride(config.tileN, chunkElements(element))},
+       GemmKernelConfig::stagingRowStride(config.tileN,
+                                          chunkElements(element))},
       element, MemRefLayoutAttrInterface(),
       gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup));
   return memref::ViewOp::create(
@@ -362,9 +360,9 @@ void EpilogueBuilder::issuePipelinedRow(ImplicitLocOpBuilder &b,
   NVVM::CpAsyncCommitGroupOp::create(b);
 }
 
-void EpilogueBuilder::storeStaged(ImplicitLocOpBuilder &b, Value out,
-                                  Value row, int64_t rowElements,
-                                  Value firstCol, Value limit,
+void EpilogueBuilder::storeStaged(ImplicitLocOpBuilder &b, Value out, Value row,
+                                  int64_t rowElements, Value firstCol,
+                                  Value limit,
                                   ArrayRef<StagedRun> staged) const {
   Type element = cast<MemRefType>(out.getType()).getElementType();
   int64_t chunk = chunkElements(element);
@@ -378,8 +376,8 @@ void EpilogueBuilder::storeStaged(ImplicitLocOpBuilder &b, Value out,
         b, arith::AddIOp::create(b, rowStart, run.laneOffset),
         index(b, run.first));
     int64_t count = run.values.size();
-    Value v = count == 1 ? run.values.front()
-                         : fromElements(b, element, run.values);
+    Value v =
+        count == 1 ? run.values.front() : fromElements(b, element, run.values);
     if (count == 1)
       memref::StoreOp::create(b, v, stage, ValueRange{at});
     else
@@ -393,8 +391,7 @@ void EpilogueBuilder::storeStaged(ImplicitLocOpBuilder &b, Value out,
   Value room, aligned;
   if (!interior) {
     room = columnsLeft(
-        b, stagingCopy(b, firstRow, firstCol, rowElements, chunk, 0)
-               .col,
+        b, stagingCopy(b, firstRow, firstCol, rowElements, chunk, 0).col,
         limit);
     aligned = rowsAligned(b, out, 16);
   }
@@ -568,9 +565,9 @@ EpilogueBuilder::inputRowChunk(ImplicitLocOpBuilder &cb, const InputRowCopy &c,
   int64_t stride = GemmKernelConfig::stagingRowStride(config.tileN);
   ch.col = arith::AddIOp::create(
       cb, frame.blockN, arith::MulIOp::create(cb, col, index(cb, c.chunk)));
-  ch.at = arith::AddIOp::create(
-      cb, arith::MulIOp::create(cb, r, index(cb, stride)),
-      arith::MulIOp::create(cb, col, index(cb, c.chunk)));
+  ch.at =
+      arith::AddIOp::create(cb, arith::MulIOp::create(cb, r, index(cb, stride)),
+                            arith::MulIOp::create(cb, col, index(cb, c.chunk)));
   if (c.periodic)
     ch.row = arith::MinUIOp::create(
         cb, arith::AddIOp::create(cb, c.firstRow, r), c.lastRow);
@@ -578,10 +575,8 @@ EpilogueBuilder::inputRowChunk(ImplicitLocOpBuilder &cb, const InputRowCopy &c,
 }
 
 SmallVector<Value>
-EpilogueBuilder::inputRowSource(ImplicitLocOpBuilder &sb,
-                                const InputRowCopy &c,
-                                const InputRowCopy::Chunk &ch,
-                                Value e) const {
+EpilogueBuilder::inputRowSource(ImplicitLocOpBuilder &sb, const InputRowCopy &c,
+                                const InputRowCopy::Chunk &ch, Value e) const {
   Value column = arith::AddIOp::create(sb, ch.col, e);
   if (!c.periodic)
     return {column};
@@ -649,12 +644,12 @@ void EpilogueBuilder::copyInputRowElements(ImplicitLocOpBuilder &tb,
   Value stage = inputRowBuffers[c.k];
   for (int64_t first = 0; first < c.chunks; first += 32) {
     InputRowCopy::Chunk ch = inputRowChunk(tb, c, first);
-    Value n = c.periodic
-                  ? index(tb, c.chunk)
-                  : arith::MinUIOp::create(
-                        tb, columnsLeft(tb, ch.col, frame.sizeN),
-                        index(tb, c.chunk))
-                        .getResult();
+    Value n =
+        c.periodic
+            ? index(tb, c.chunk)
+            : arith::MinUIOp::create(tb, columnsLeft(tb, ch.col, frame.sizeN),
+                                     index(tb, c.chunk))
+                  .getResult();
     scf::IfOp::create(
         tb, inputRowChunkExists(tb, c, ch, first),
         [&](OpBuilder &cb, Location cloc) {
@@ -717,15 +712,15 @@ void EpilogueBuilder::stageInputRows(ImplicitLocOpBuilder &b, unsigned k,
   c.lastRow = arith::SubIOp::create(b, frame.sizeM, index(b, 1));
   // Every chunk whole: a column input's tile inside N (a periodic input's
   // columns all exist).
-  Value whole =
-      c.periodic ? fast
-                 : arith::AndIOp::create(
-                       b, fast,
-                       arith::CmpIOp::create(
-                           b, arith::CmpIPredicate::ule,
-                           arith::AddIOp::create(b, frame.blockN,
-                                                 index(b, config.tileN)),
-                           frame.sizeN));
+  Value whole = c.periodic
+                    ? fast
+                    : arith::AndIOp::create(
+                          b, fast,
+                          arith::CmpIOp::create(
+                              b, arith::CmpIPredicate::ule,
+                              arith::AddIOp::create(b, frame.blockN,
+                                                    index(b, config.tileN)),
+                              frame.sizeN));
   // The warp's lanes are done reading what the buffer held.
   NVVM::SyncWarpOp::create(b, allLanes);
   scf::IfOp::create(

@@ -1,4 +1,5 @@
-//===- ColumnPartialsOutput.cpp - per-column partial reductions over the tile ---===//
+//===- ColumnPartialsOutput.cpp - per-column partial reductions over the tile
+//---===//
 //
 // `coda.col_reduce <kind> %v tile T`: one partial per column and tile of
 // rows. Each thread carries a running value per slot across the tile's rows
@@ -31,8 +32,7 @@ struct ColumnPartialsOutput : OutputNode {
   void endRow(ImplicitLocOpBuilder &b, EpilogueBuilder::Row &r,
               MutableArrayRef<Value> runningValues) override {
     ReductionKind kind = getPartialKind(yielded());
-    MutableArrayRef<Value> mine =
-        runningValues.slice(first, slotsPerThread());
+    MutableArrayRef<Value> mine = runningValues.slice(first, slotsPerThread());
     for (int64_t g = 0, end = e.groups.size(); g < end; ++g)
       for (int64_t l = 0; l < e.lanesPerGroup; ++l) {
         Value masked = arith::SelectOp::create(

@@ -33,8 +33,7 @@ struct InterleavedOutput : OutputNode {
       }
       // A run of columns [c, c + r) fills [2c, 2c + 2r): even, odd per
       // column.
-      Value col =
-          arith::MulIOp::create(b, e.cols[head.group][head.lane], two);
+      Value col = arith::MulIOp::create(b, e.cols[head.group][head.lane], two);
       e.storeRun(b, e.outputs[i], {r.row, col}, values,
                  e.plan.fragments
                      ? e.roomBounds(b, r.room, e.slotOffset(head),

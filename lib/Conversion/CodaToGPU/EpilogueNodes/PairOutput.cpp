@@ -22,8 +22,7 @@ struct PairOutput : OutputNode {
               MutableArrayRef<Value> running) override {
     // Pair j of block k lands in column k s + j: the tile's pairs start at
     // blockN / 2.
-    Value tilePairs =
-        arith::DivUIOp::create(b, e.frame.blockN, e.index(b, 2));
+    Value tilePairs = arith::DivUIOp::create(b, e.frame.blockN, e.index(b, 2));
     Value pairLimit = arith::DivUIOp::create(b, e.frame.sizeN, e.index(b, 2));
     if (e.plan.outputs[i].staged) {
       // A group run's pairs: pairStatic + the lane's part of the number.

@@ -36,9 +36,9 @@ struct RowPartialsOutput : OutputNode {
     for (auto [p, block] : llvm::enumerate(e.partialBlocks))
       for (Slot s : block.slots) {
         if (llvm::is_contained(e.groupRuns[gr], s.group))
-          running[p] = buildReductionCombine(
-              b, b.getLoc(), kind(), running[p],
-              e.partialTerm(b, r, s, yielded(), kind()));
+          running[p] =
+              buildReductionCombine(b, b.getLoc(), kind(), running[p],
+                                    e.partialTerm(b, r, s, yielded(), kind()));
       }
   }
 
@@ -59,12 +59,12 @@ struct RowPartialsOutput : OutputNode {
           b, partial, e.index(b, e.config.rowPartialTile));
       Value exists = arith::CmpIOp::create(b, arith::CmpIPredicate::ult,
                                            blockStart, e.frame.sizeN);
-      e.storeIf(b,
-                arith::AndIOp::create(
-                    b, arith::AndIOp::create(b, e.partialLeader, r.inRow),
-                    exists),
-                e.fromF32(b, acc, e.partialElementType(i)), e.outputs[i],
-                {r.row, partial});
+      e.storeIf(
+          b,
+          arith::AndIOp::create(
+              b, arith::AndIOp::create(b, e.partialLeader, r.inRow), exists),
+          e.fromF32(b, acc, e.partialElementType(i)), e.outputs[i],
+          {r.row, partial});
     }
   }
 

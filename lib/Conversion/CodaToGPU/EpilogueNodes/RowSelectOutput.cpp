@@ -40,10 +40,9 @@ struct RowSelectOutput : OutputNode {
                       e.index(b, e.slotOffset({g, l})))
                 : arith::CmpIOp::create(b, arith::CmpIPredicate::eq, target,
                                         e.cols[g][l]);
-        Value hit = arith::AndIOp::create(b, e.slotInBounds(b, r, {g, l}),
-                                          matches);
-        e.storeIf(b, hit, slotMapping.lookup(yielded()), e.outputs[i],
-                  {r.row});
+        Value hit =
+            arith::AndIOp::create(b, e.slotInBounds(b, r, {g, l}), matches);
+        e.storeIf(b, hit, slotMapping.lookup(yielded()), e.outputs[i], {r.row});
       }
   }
 };
@@ -51,7 +50,6 @@ struct RowSelectOutput : OutputNode {
 } // namespace
 
 std::unique_ptr<OutputNode>
-mlir::coda::gpu_lowering::makeRowSelectOutput(EpilogueBuilder &e,
-                                              unsigned i) {
+mlir::coda::gpu_lowering::makeRowSelectOutput(EpilogueBuilder &e, unsigned i) {
   return std::make_unique<RowSelectOutput>(e, i);
 }

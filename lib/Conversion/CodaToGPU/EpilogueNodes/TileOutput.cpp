@@ -1,4 +1,5 @@
-//===- TileOutput.cpp - an M x N output written at the element's position ---===//
+//===- TileOutput.cpp - an M x N output written at the element's position
+//---===//
 //
 // A value yielded as it is: written at (m, n). In a register epilogue a
 // 16-bit (or, outside the cooperative schedule, 8-bit) one is narrowed as
@@ -48,11 +49,11 @@ struct TileOutput : OutputNode {
       for (Slot slot : run)
         values.push_back(e.mapping(r, slot).lookup(yielded()));
       Value col = e.cols[head.group][head.lane];
-      e.storeRun(b, e.outputs[i], {r.row, col}, values,
-                 e.plan.fragments
-                     ? e.roomBounds(b, r.room, e.slotOffset(head), run.size())
-                     : e.limitBounds(b, r.inRow, col, run.size(),
-                                     e.frame.sizeN));
+      e.storeRun(
+          b, e.outputs[i], {r.row, col}, values,
+          e.plan.fragments
+              ? e.roomBounds(b, r.room, e.slotOffset(head), run.size())
+              : e.limitBounds(b, r.inRow, col, run.size(), e.frame.sizeN));
     }
   }
 
