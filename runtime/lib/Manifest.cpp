@@ -501,7 +501,8 @@ Manifest Manifest::parse(const std::string &text) {
       if (const Json *v = optional(p, "operand"))
         param.operand = stringOf(*v, pctx + " operand");
       if (const Json *v = optional(p, "role"))
-        param.role = stringOf(*v, pctx + " role");
+        param.role =
+            std::string(abi::name(vocabulary<abi::ParamRole>(*v, pctx)));
       if (const Json *v = optional(p, "access"))
         param.store = vocabulary<abi::Access>(*v, pctx) == abi::Access::store;
       // A descriptor's encoding: every field, as the compiler wrote it.

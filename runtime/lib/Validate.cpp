@@ -2,11 +2,14 @@
 
 #include "coda/Runtime/Validate.h"
 
+#include "coda/ABI/KernelAbi.h"
+
 #include <algorithm>
 #include <map>
 #include <sstream>
 
 using namespace coda::runtime;
+namespace abi = coda::abi;
 
 namespace {
 
@@ -85,7 +88,9 @@ private:
       const TensorRef *t = tensor(p);
       if (t)
         checkTensor(p, *t);
-      (p.role == "partials" ? in : out) = t;
+      (abi::parse<abi::ParamRole>(p.role) == abi::ParamRole::partials ? in
+                                                                      : out) =
+          t;
     }
     // Batched partials ([B x] M x T or [B x] T x N) reduce to [B x] M (N).
     if (!in || !out || in->sizes.size() < 2 || in->sizes.size() > 3 ||
@@ -252,7 +257,8 @@ private:
   /// known: a batched GEMM's have the batch first, but column inputs.
   std::vector<int64_t> expectedShape(const ParamSpec &p) const {
     std::vector<int64_t> shape = unbatchedShape(p);
-    if (kernel.batched && !shape.empty() && p.role != "col")
+    if (kernel.batched && !shape.empty() &&
+        abi::parse<abi::ParamRole>(p.role) != abi::ParamRole::col)
       shape.insert(shape.begin(), sizes.b);
     return shape;
   }
@@ -260,23 +266,30 @@ private:
     int64_t m = sizes.m, n = sizes.n;
     if (p.kind == ParamSpec::Kind::tensormap)
       return {};
-    const std::string &r = p.role;
-    if (r == "tile")
+    std::optional<abi::ParamRole> role = abi::parse<abi::ParamRole>(p.role);
+    if (!role)
+      return {};
+    switch (*role) {
+    case abi::ParamRole::tile:
       return {m, n};
-    if (r == "row" || r == "row_select")
+    case abi::ParamRole::row:
+    case abi::ParamRole::rowSelect:
       return {m};
-    if (r == "col")
+    case abi::ParamRole::col:
       return {n};
-    if (r == "periodic")
+    case abi::ParamRole::periodic:
       return {m, -1};
-    if (r == "pair")
+    case abi::ParamRole::pair:
       return {m, n / 2};
-    if (r == "interleaved")
+    case abi::ParamRole::interleaved:
       return {m, 2 * n};
-    if (r == "row_partials")
+    case abi::ParamRole::rowPartials:
       return {m, ceilDiv(n, p.partialTile ? p.partialTile : kernel.tileN)};
-    if (r == "col_partials")
+    case abi::ParamRole::colPartials:
       return {ceilDiv(m, p.partialTile ? p.partialTile : kernel.tileM), n};
+    case abi::ParamRole::scalar:
+      return {};
+    }
     return {};
   }
 

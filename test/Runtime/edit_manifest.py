@@ -31,6 +31,7 @@ write("swizzle", edited(lambda k: k["params"][0].update(swizzle="256B")))
 write("nofill", edited(lambda k: k["params"][1].pop("oob_fill")))
 write("kind", edited(lambda k: k.update(kind="conv")))
 write("access", edited(lambda k: k["params"][0].update(access="write")))
+write("role", edited(lambda k: next(p for p in k["params"] if "role" in p).update(role="diagonal")))
 write("swizzle64", edited(lambda k: k["params"][0].update(swizzle="64B")))
 version = json.loads(text)
 version["version"] = 1

@@ -54,6 +54,25 @@ enum class Swizzle { none, bytes32, bytes64, bytes128 };
 enum class L2Promotion { none, bytes64, bytes128, bytes256 };
 enum class OobFill { zero, nan };
 enum class Interleave { none, bytes16, bytes32 };
+/// What a kernel's memref or scalar parameter is (its `role`): a GEMM
+/// epilogue input's access form (tile, row, col, scalar, periodic, pair) or
+/// an output's kind (tile, pair, interleaved, row or column partials,
+/// row_select), whose shape follows from it and M, N; or a reduce_partials
+/// kernel's partials and reduced output (docs/KernelABI.md).
+enum class ParamRole {
+  tile,
+  row,
+  col,
+  scalar,
+  periodic,
+  pair,
+  interleaved,
+  rowPartials,
+  colPartials,
+  rowSelect,
+  partials,
+  reduced
+};
 
 /// Each value with its name in the manifest, in declaration order.
 template <typename E> struct Vocabulary;
@@ -104,6 +123,23 @@ template <> struct Vocabulary<Interleave> {
       {Interleave::none, "none"},
       {Interleave::bytes16, "16B"},
       {Interleave::bytes32, "32B"}};
+};
+
+template <> struct Vocabulary<ParamRole> {
+  static constexpr std::string_view field = "role";
+  static constexpr std::pair<ParamRole, std::string_view> names[] = {
+      {ParamRole::tile, "tile"},
+      {ParamRole::row, "row"},
+      {ParamRole::col, "col"},
+      {ParamRole::scalar, "scalar"},
+      {ParamRole::periodic, "periodic"},
+      {ParamRole::pair, "pair"},
+      {ParamRole::interleaved, "interleaved"},
+      {ParamRole::rowPartials, "row_partials"},
+      {ParamRole::colPartials, "col_partials"},
+      {ParamRole::rowSelect, "row_select"},
+      {ParamRole::partials, "partials"},
+      {ParamRole::reduced, "reduced"}};
 };
 
 /// The manifest's name of `value`.

@@ -30,23 +30,6 @@ OutputRole mlir::coda::gpu_lowering::getOutputRole(Value yielded) {
   return OutputRole::tile;
 }
 
-StringRef mlir::coda::gpu_lowering::stringifyRole(OutputRole role) {
-  switch (role) {
-  case OutputRole::tile:
-    return "tile";
-  case OutputRole::pair:
-    return "pair";
-  case OutputRole::interleaved:
-    return "interleaved";
-  case OutputRole::rowPartials:
-    return "row_partials";
-  case OutputRole::colPartials:
-    return "col_partials";
-  case OutputRole::rowSelect:
-    return "row_select";
-  }
-  llvm_unreachable("unknown role");
-}
 
 bool mlir::coda::gpu_lowering::fragmentLayoutSupports(
     std::optional<int64_t> pairStride) {

@@ -305,6 +305,8 @@ enum class OutputRole {
   rowSelect
 };
 OutputRole getOutputRole(Value yielded);
+/// The manifest's name of an output of `role` (coda::abi::ParamRole;
+/// KernelAbi.cpp).
 StringRef stringifyRole(OutputRole role);
 
 struct EpiloguePlan;

@@ -28,6 +28,51 @@ template <typename E> StringAttr abiName(OpBuilder &b, E value) {
   return b.getStringAttr(StringRef(text.data(), text.size()));
 }
 
+/// The manifest's role of an output of `role`.
+abi::ParamRole abiRole(OutputRole role) {
+  using abi::ParamRole;
+  switch (role) {
+  case OutputRole::tile:
+    return ParamRole::tile;
+  case OutputRole::pair:
+    return ParamRole::pair;
+  case OutputRole::interleaved:
+    return ParamRole::interleaved;
+  case OutputRole::rowPartials:
+    return ParamRole::rowPartials;
+  case OutputRole::colPartials:
+    return ParamRole::colPartials;
+  case OutputRole::rowSelect:
+    return ParamRole::rowSelect;
+  }
+  llvm_unreachable("unknown role");
+}
+
+/// The manifest's role of an input read in `form`.
+abi::ParamRole abiRole(AccessForm form) {
+  using abi::ParamRole;
+  switch (form) {
+  case AccessForm::tile:
+    return ParamRole::tile;
+  case AccessForm::row:
+    return ParamRole::row;
+  case AccessForm::col:
+    return ParamRole::col;
+  case AccessForm::scalar:
+    return ParamRole::scalar;
+  case AccessForm::periodic:
+    return ParamRole::periodic;
+  case AccessForm::pair:
+    return ParamRole::pair;
+  }
+  llvm_unreachable("unknown access form");
+}
+
+StringRef roleName(abi::ParamRole role) {
+  std::string_view text = abi::name(role);
+  return StringRef(text.data(), text.size());
+}
+
 std::string typeName(Type type) {
   std::string s;
   llvm::raw_string_ostream os(s);
@@ -133,10 +178,10 @@ DictionaryAttr mlir::coda::gpu_lowering::buildGemmKernelAbi(
     }));
   };
   for (auto [i, input] : llvm::enumerate(op.getEpilogueInputs()))
-    shaped("input" + std::to_string(i), stringifyAccessForm(op.getInputForm(i)),
+    shaped("input" + std::to_string(i), roleName(abiRole(op.getInputForm(i))),
            input);
   for (auto [i, output] : llvm::enumerate(op.getOutputs())) {
-    shaped("output" + std::to_string(i), stringifyRole(roles[i]), output);
+    shaped("output" + std::to_string(i), roleName(abiRole(roles[i])), output);
     // The columns (rows) each partial covers: its reduction's tile.
     Operation *def = op.getYieldOp().getValues()[i].getDefiningOp();
     int64_t tile = 0;
@@ -212,7 +257,15 @@ DictionaryAttr mlir::coda::gpu_lowering::buildReducePartialsAbi(
       b.getNamedAttr(
           "params",
           b.getArrayAttr(
-              {memrefParam(b, host, "partials", "partials", op.getPartials()),
-               memrefParam(b, host, "output", "reduced", op.getInit())})),
+              {memrefParam(b, host, "partials",
+                           roleName(abi::ParamRole::partials),
+                           op.getPartials()),
+               memrefParam(b, host, "output", roleName(abi::ParamRole::reduced),
+                           op.getInit())})),
   }, op);
+}
+
+StringRef mlir::coda::gpu_lowering::stringifyRole(OutputRole role) {
+  std::string_view name = abi::name(abiRole(role));
+  return StringRef(name.data(), name.size());
 }

@@ -41,8 +41,8 @@ struct ParamSpec {
   using Kind = abi::ParamKind;
   Kind kind = Kind::scalar;
   std::string name;
-  /// tensormap: "lhs"/"rhs"/"output<i>"; memref/scalar: access form or
-  /// output role.
+  /// tensormap: "lhs"/"rhs"/"output<i>"; memref/scalar: its role, one of
+  /// coda::abi::ParamRole's names (checked when the manifest is read).
   std::string operand, role;
   /// tensormap: an output's store descriptor ("access": "store"), which the
   /// runtime encodes only where the output's rows are 16-byte aligned (null
