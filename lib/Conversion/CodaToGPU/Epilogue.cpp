@@ -1,5 +1,4 @@
-//===- Epilogue.cpp - the epilogue of a coda.gemm kernel
-//-------------------===//
+//===- Epilogue.cpp - the epilogue of a coda.gemm kernel ------------------===//
 //
 // The epilogue of a GEMM kernel's tile (EpilogueBuilder.h): the plan read
 // once, the interior and edge copies, the walk over the layout's rows (the

@@ -1,5 +1,4 @@
-//===- EpilogueAccess.cpp - the epilogue's accesses of global memory
-//--------===//
+//===- EpilogueAccess.cpp - the epilogue's accesses of global memory ------===//
 //
 // Runs of a row read and written in global memory: one vector access where
 // a run is in bounds and aligned, else element by element with clamped or

@@ -1,5 +1,4 @@
-//===- EpilogueLayout.cpp - which slots of a tile a thread owns
-//-------------===//
+//===- EpilogueLayout.cpp - which slots of a tile a thread owns -----------===//
 //
 // The thread's groups, their columns and runs, the group runs of pair
 // outputs and the lanes that combine each row partial, for the shared-tile

@@ -1,5 +1,4 @@
-//===- EpiloguePlan.h - where each epilogue operand lives and moves -*- C++
-//-*-===//
+//===- EpiloguePlan.h - where epilogue operands live and move ---*- C++ -*-===//
 //
 // The placement decisions of a GEMM's epilogue, made once: for every input
 // and output, whether it is staged through the warp's shared-memory buffer,

@@ -1,5 +1,4 @@
-//===- EpilogueRow.cpp - the epilogue of one row
-//----------------------------===//
+//===- EpilogueRow.cpp - the epilogue of one row --------------------------===//
 //
 // One row of the thread: its accumulators and shared inputs, then group run
 // by group run each input's values by how it moves, the region evaluated

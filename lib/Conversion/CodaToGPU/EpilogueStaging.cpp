@@ -1,5 +1,4 @@
-//===- EpilogueStaging.cpp - the warp's staging buffer
-//----------------------===//
+//===- EpilogueStaging.cpp - the warp's staging buffer --------------------===//
 //
 // What moves through a warp's part of shared memory: 16-bit tile outputs
 // written by the lanes and copied out in 16-byte rows, or stored with

@@ -1,4 +1,4 @@
-//===- HopperMainloop.cpp - sm_90a GEMM kernels: Hopper's GemmTarget -----===//
+//===- HopperMainloop.cpp - sm_90a GEMM kernels: Hopper's GemmTarget ------===//
 //
 // TMA loads of the lhs and rhs tiles (either operand K-major or stored
 // MN-major) go into a ring of `stages` shared-memory slots, each guarded by

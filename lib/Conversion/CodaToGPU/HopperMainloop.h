@@ -1,5 +1,4 @@
-//===- HopperMainloop.h - sm_90a GEMM kernels: target and mainloop -*- C++
-//-*-===//
+//===- HopperMainloop.h - sm_90a target and mainloop ------------*- C++ -*-===//
 //
 // Hopper's GEMM target (GemmTarget) and what its schedules share: the TMA
 // ring and its mbarriers, WGMMA over a ring slot and the fragments

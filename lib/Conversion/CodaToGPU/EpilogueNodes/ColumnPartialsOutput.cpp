@@ -1,5 +1,4 @@
-//===- ColumnPartialsOutput.cpp - per-column partial reductions over the tile
-//---===//
+//===- ColumnPartialsOutput.cpp - per-column partial reductions -----------===//
 //
 // `coda.col_reduce <kind> %v tile T`: one partial per column and tile of
 // rows. Each thread carries a running value per slot across the tile's rows

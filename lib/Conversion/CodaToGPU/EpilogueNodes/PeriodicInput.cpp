@@ -1,5 +1,4 @@
-//===- PeriodicInput.cpp - a row of a table, column taken mod its period
-//---===//
+//===- PeriodicInput.cpp - a table row, column mod its period -------------===//
 //
 // `periodic %x = %t`: an M x P table read at column n mod P (RoPE's cos and
 // sin per head). With a static period that divides the tile, the runs whose

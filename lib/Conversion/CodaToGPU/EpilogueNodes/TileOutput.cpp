@@ -1,5 +1,4 @@
-//===- TileOutput.cpp - an M x N output written at the element's position
-//---===//
+//===- TileOutput.cpp - an M x N output at (m, n) -------------------------===//
 //
 // A value yielded as it is: written at (m, n). In a register epilogue a
 // 16-bit (or, outside the cooperative schedule, 8-bit) one is narrowed as

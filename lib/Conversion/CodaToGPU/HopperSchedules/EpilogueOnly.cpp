@@ -1,5 +1,4 @@
-//===- EpilogueOnly.cpp - the register epilogue alone
-//-----------------------===//
+//===- EpilogueOnly.cpp - the register epilogue alone ---------------------===//
 //
 // An epilogue that reads no product: one tile per CTA, every thread an
 // epilogue thread, no ring, producer or barrier.

@@ -1,5 +1,4 @@
-//===- RegisterEpilogue.cpp - cooperative and ping-pong
-//---------------------===//
+//===- RegisterEpilogue.cpp - cooperative and ping-pong -------------------===//
 //
 // The register schedules: persistent CTAs whose consumer warpgroups run the
 // epilogue from their accumulator registers, both on every tile

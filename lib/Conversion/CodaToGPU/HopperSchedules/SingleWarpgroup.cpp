@@ -1,5 +1,4 @@
-//===- SingleWarpgroup.cpp - one warpgroup loads and computes
-//---------------===//
+//===- SingleWarpgroup.cpp - one warpgroup loads and computes -------------===//
 //
 // The `single` schedule: 128 threads per CTA, one tile each; the epilogue
 // reads the accumulators from a shared-memory tile.

@@ -1,5 +1,4 @@
-//===- StagedPersistent.cpp - persistent, the epilogue from a staging tile
-//---===//
+//===- StagedPersistent.cpp - persistent, epilogue from a staging tile ----===//
 //
 // The `staged` schedule: persistent 128 x 128 tiles whose epilogue runs on
 // two producer warps from a staging tile while the consumers compute the

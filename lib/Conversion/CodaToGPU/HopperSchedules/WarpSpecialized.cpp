@@ -1,5 +1,4 @@
-//===- WarpSpecialized.cpp - a producer and two consumer warpgroups
-//---------===//
+//===- WarpSpecialized.cpp - a producer and two consumers -----------------===//
 //
 // The `warp_specialized` schedule: 128 x 256 tiles, one per CTA; the
 // consumers' accumulators end in a shared-memory tile for the epilogue.
