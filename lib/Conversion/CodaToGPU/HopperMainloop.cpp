@@ -18,7 +18,8 @@
 //                     staging tile while the consumers compute the next one
 //   cooperative,      persistent, registers moved from the producer to the
 //   ping-pong         consumers (setmaxnreg), which run the epilogue from
-//                     their accumulator registers
+//                     their accumulator registers (RegisterEpilogue.cpp,
+//                     with Cooperative.cpp or PingPong.cpp)
 //   epilogue-only     no product: the register epilogue alone
 //
 // The other schedules end the accumulator fragments in a shared-memory tile
@@ -389,8 +390,12 @@ void HopperTarget::emitKernelBody(ImplicitLocOpBuilder &b, KernelFrame &frame,
     emitEpilogueOnly(b, frame, c, epilogue);
     return;
   }
-  if (c.registerEpilogue()) {
-    emitRegisterEpilogueSchedule(b, frame, c, epilogue);
+  if (c.schedule == Schedule::cooperative) {
+    emitCooperative(b, frame, c, epilogue);
+    return;
+  }
+  if (c.schedule == Schedule::pingPong) {
+    emitPingPong(b, frame, c, epilogue);
     return;
   }
   if (c.schedule == Schedule::staged) {

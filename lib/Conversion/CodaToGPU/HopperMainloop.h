@@ -13,6 +13,8 @@
 
 #include "GemmKernel.h"
 
+#include <functional>
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -499,31 +501,71 @@ OpBuilder::InsertPoint emitWarpSpecialized(ImplicitLocOpBuilder &b,
 void emitPersistent(ImplicitLocOpBuilder &b, KernelFrame &frame,
                     const GemmKernelConfig &c, EpilogueEmitter epilogue);
 
+/// What the two register schedules (RegisterEpilogue.cpp) do differently,
+/// in the order the shared kernel asks: Cooperative.cpp and PingPong.cpp.
+class RegisterSchedule {
+public:
+  virtual ~RegisterSchedule() = default;
+  /// Barriers of its own, made after the ring's.
+  virtual void createBarriers(Mainloop &m) {}
+  /// The named barrier (an index) the threads of a tile's epilogue meet on.
+  virtual Value epilogueBarrier(ImplicitLocOpBuilder &cb, Mainloop &m,
+                                Value consumerIndex) const = 0;
+  /// The consumer's frame once its threads are numbered (its scratch).
+  virtual void placeConsumer(ImplicitLocOpBuilder &cb, Mainloop &m,
+                             KernelFrame &consumer, Value consumerIndex) {}
+  /// The consumer's first row in WGMMA row units (null: row 0).
+  virtual Value rowUnits(ImplicitLocOpBuilder &cb, Mainloop &m,
+                         Value consumerIndex) const {
+    return Value();
+  }
+  /// Whether the epilogue's loads are issued at once before the K loop
+  /// (else in kPrefetchParts parts after the first k-tiles' WGMMAs).
+  virtual bool prefetchesBeforeKLoop() const = 0;
+  /// Before a tile's K loop, after its prefetch.
+  virtual void beforeKLoop(ImplicitLocOpBuilder &b, Mainloop &m,
+                           Value iteration) {}
+  /// Runs once every WGMMA of the tile is issued (null: nothing).
+  virtual std::function<void(ImplicitLocOpBuilder &)>
+  issued(const KernelFrame &consumer, Value consumerIndex) {
+    return nullptr;
+  }
+  /// Emits `body` for the consumer's tiles of the CTA's tile loop.
+  virtual void forOwnTiles(ImplicitLocOpBuilder &tb, Mainloop &m,
+                           Value iteration, Value consumerIndex,
+                           function_ref<void(ImplicitLocOpBuilder &)> body) {
+    body(tb);
+  }
+};
+
 /// Persistent, 384 threads, registers in the consumers' accumulators: each
 /// CTA loops over tiles (blockIdx.x, + gridDim.x, ...). Warpgroup 0 gives
 /// its registers up (setmaxnreg) and its first thread streams the k-tiles of
 /// all of the CTA's tiles through the ring, running ahead across tile
 /// boundaries. Warpgroups 1 and 2 take the registers and run the epilogue
-/// from their accumulator registers:
-///
-///   cooperative  both compute every tile, 64 rows each; meanwhile the
-///                producer already fills the ring with the next tile's
-///                first k-tiles
-///   ping-pong    each computes whole tiles, the even iterations one, the
-///                odd the other, in turn: a consumer starts its K loop once
-///                the other has issued all of its own (a `turn` barrier per
-///                warpgroup, one phase per tile), so the two never compete
-///                for the tensor cores and one's epilogue runs under the
-///                other's K loop
-///
-/// Each role is a block of its own, reached by one warp-uniform branch,
-/// that returns: the two never rejoin. Ring slots are counted across tiles.
-/// In turn, every parity wait of a consumer is for a phase at most one
-/// behind the barrier's (the other consumer has waited on all the ring's
-/// earlier uses), as parity waits require.
+/// from their accumulator registers, as `schedule` has them share the
+/// tiles. Each role is a block of its own, reached by one warp-uniform
+/// branch, that returns: the two never rejoin. Ring slots are counted
+/// across tiles.
 void emitRegisterEpilogueSchedule(ImplicitLocOpBuilder &b, KernelFrame &frame,
                                   const GemmKernelConfig &c,
-                                  EpilogueEmitter epilogue);
+                                  EpilogueEmitter epilogue,
+                                  RegisterSchedule &schedule);
+
+/// Cooperative: both consumers compute every tile, 64 rows each; meanwhile
+/// the producer already fills the ring with the next tile's first k-tiles.
+void emitCooperative(ImplicitLocOpBuilder &b, KernelFrame &frame,
+                     const GemmKernelConfig &c, EpilogueEmitter epilogue);
+
+/// Ping-pong: each consumer computes whole tiles, the even iterations one,
+/// the odd the other, in turn: a consumer starts its K loop once the other
+/// has issued all of its own (a `turn` barrier per warpgroup, one phase per
+/// tile), so the two never compete for the tensor cores and one's epilogue
+/// runs under the other's K loop. Every parity wait of a consumer is for a
+/// phase at most one behind the barrier's (the other consumer has waited on
+/// all the ring's earlier uses), as parity waits require.
+void emitPingPong(ImplicitLocOpBuilder &b, KernelFrame &frame,
+                  const GemmKernelConfig &c, EpilogueEmitter epilogue);
 
 /// An epilogue that reads no product (GemmKernelConfig::epilogueOnly): the
 /// register schedule's epilogue of one tile per CTA, over accumulator
