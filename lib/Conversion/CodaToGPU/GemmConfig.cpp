@@ -67,16 +67,8 @@ LogicalResult checkTmaOperand(GemmOp op, StringRef name, Value operand) {
   return success();
 }
 
-/// Picks the tile shape for `op` and checks everything the kernel needs.
-FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
-                                         int64_t tileM, int64_t tileN,
-                                         int64_t stages, bool warpSpecialized,
-                                         bool persistent, bool cooperative,
-                                         bool pingPong, int64_t clusterM,
-                                         RasterOrder raster, int64_t swizzle) {
-  if (!op.hasPureBufferSemantics())
-    return op.emitOpError("GPU lowering takes coda.gemm on memrefs; "
-                          "bufferize first (one-shot-bufferize)");
+/// The epilogue's operand and output types that the sm_90a lowering takes.
+LogicalResult checkEpilogueTypes(GemmOp op) {
   // 8-bit floats are GEMM operands and outputs; an epilogue reading them
   // would take neither the prefetch nor the staging of 16-bit inputs.
   for (auto [k, input] : llvm::enumerate(op.getEpilogueInputs()))
@@ -98,36 +90,33 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
              << (role == OutputRole::pair ? "column pair" : "interleaved pair")
              << "; the sm_90a lowering writes FP8 tile outputs only";
   }
-  // The verifier guarantees one operand element type.
-  Type lhsElement = op.getLhsType().getElementType();
+  return success();
+}
 
-  GemmKernelConfig config;
-  config.operandType = lhsElement;
-  config.operandBytes = lhsElement.getIntOrFloatBitWidth() / 8;
-  config.tileK = 128 / std::max<int64_t>(config.operandBytes, 1);
-  config.tileM = tileM;
-  config.tileN = tileN;
-  config.stages = stages;
-  config.rhsKMajor = op.getTransposeB();
-  config.lhsKMajor = !op.getTransposeA();
-  config.batched = op.isBatched();
-  config.rhsBatched = op.getRhsType().getRank() == 3;
-
-  // Block reductions fix the tile: a partial covers exactly one CTA's tile.
+/// The tiles that block reductions fix (a partial covers exactly one CTA's
+/// tile), and the reductions that fixed them, for diagnostics.
+struct ReductionTiles {
   std::optional<int64_t> rowTile, colTile;
   Operation *rowReduce = nullptr, *colReduce = nullptr;
+};
+
+/// Fixes `config`'s tile to `op`'s block reductions.
+FailureOr<ReductionTiles> fixReductionTiles(GemmOp op,
+                                            GemmKernelConfig &config) {
+  ReductionTiles t;
+  // Block reductions fix the tile: a partial covers exactly one CTA's tile.
   for (Value value : op.getYieldOp().getValues()) {
     Operation *def = value.getDefiningOp();
     std::optional<int64_t> *slot = nullptr;
     int64_t tile = 0;
     if (auto reduce = dyn_cast_or_null<RowReduceOp>(def)) {
-      slot = &rowTile;
+      slot = &t.rowTile;
       tile = reduce.getTile();
-      rowReduce = def;
+      t.rowReduce = def;
     } else if (auto reduce = dyn_cast_or_null<ColReduceOp>(def)) {
-      slot = &colTile;
+      slot = &t.colTile;
       tile = reduce.getTile();
-      colReduce = def;
+      t.colReduce = def;
       ++config.numColPartials;
     } else {
       continue;
@@ -141,23 +130,35 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
   // A row reduction's tile t: the CTA tile may span several partials when
   // t divides it, each reduced by t / 8 consecutive lanes of a row; else the
   // tile is t.
-  if (rowTile) {
-    int64_t lanes = *rowTile / kEpilogueColumnsPerThread;
-    bool divides = *rowTile % kEpilogueColumnsPerThread == 0 &&
-                   llvm::isPowerOf2_64(lanes) && config.tileN % *rowTile == 0;
+  if (t.rowTile) {
+    int64_t lanes = *t.rowTile / kEpilogueColumnsPerThread;
+    bool divides = *t.rowTile % kEpilogueColumnsPerThread == 0 &&
+                   llvm::isPowerOf2_64(lanes) && config.tileN % *t.rowTile == 0;
     if (std::optional<int64_t> stride = op.getPairStride())
-      divides = divides && *rowTile % (2 * *stride) == 0;
+      divides = divides && *t.rowTile % (2 * *stride) == 0;
     if (!divides)
-      config.tileN = *rowTile;
-    config.rowPartialTile = *rowTile;
+      config.tileN = *t.rowTile;
+    config.rowPartialTile = *t.rowTile;
   }
-  if (colTile)
-    config.tileM = *colTile;
+  if (t.colTile)
+    config.tileM = *t.colTile;
+  return t;
+}
+
+/// The schedule of `config` from the options (falling back, with a
+/// warning, where one cannot serve `op`), its cluster and tile order, and
+/// the epilogue-only kernel of an epilogue that reads no product.
+LogicalResult chooseSchedule(GemmOp op, GemmKernelConfig &config,
+                             const ReductionTiles &t, bool warpSpecialized,
+                             bool persistent, bool cooperative, bool pingPong,
+                             int64_t clusterM, RasterOrder raster,
+                             int64_t swizzle) {
   std::optional<int64_t> pairStride = op.getPairStride();
   // Whether the tile may narrow to `narrowN` columns: its row partials and
   // pairs still fit in one tile.
   auto narrowsTo = [&](int64_t narrowN) {
-    return config.tileN >= narrowN && (!rowTile || narrowN % *rowTile == 0) &&
+    return config.tileN >= narrowN &&
+           (!t.rowTile || narrowN % *t.rowTile == 0) &&
            (!pairStride || narrowN % (2 * *pairStride) == 0);
   };
   // The register schedules: a producer warpgroup that gives its registers
@@ -209,7 +210,7 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
     config.numThreads = 384;
     config.epilogueThreads = 256;
   }
-  if (config.schedule == Schedule::single && !colTile &&
+  if (config.schedule == Schedule::single && !t.colTile &&
       config.tileM * config.tileN > 128 * 128)
     config.tileM = 64;
   if (clusterM != 1 && clusterM != 2)
@@ -239,6 +240,12 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
     config.producerRegisters = config.consumerRegisters = 0;
   }
 
+  return success();
+}
+
+/// A register epilogue's staging buffers, row buffers, TMA stores and
+/// pipelined slots, each where it fits beside what came before.
+void placeEpilogueBuffers(GemmOp op, GemmKernelConfig &config) {
   // Register epilogues stage their 16-bit tile inputs and tile and pair
   // outputs (and 8-bit outputs: see stagesOutput) where the buffers fit
   // beside the ring and the scratch (cooperative 128 x 256 with 4 stages:
@@ -274,7 +281,13 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
         config.pipelinedInputs = 0;
     }
   }
+}
 
+/// Everything the kernel of `config` needs of `op` and of the target, with
+/// the reduction that set a tile the kernel cannot take named in a note.
+LogicalResult checkConfig(GemmOp op, const GemmTarget &target,
+                          const GemmKernelConfig &config, int64_t stages,
+                          const ReductionTiles &t) {
   // A tile that a block reduction set and the kernel cannot take: the
   // error names the reduction, in a note at its line.
   auto noteReduction = [&](Operation *reduce, int64_t tile, StringRef what,
@@ -289,7 +302,7 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
   // The epilogue gives each row tileN / 8 consecutive lanes of one warp.
   if (config.tileN != 64 && config.tileN != 128 && config.tileN != 256) {
     op.emitOpError("tile N must be 64, 128 or 256, got ") << config.tileN;
-    noteReduction(config.tileN == config.rowPartialTile ? rowReduce : nullptr,
+    noteReduction(config.tileN == config.rowPartialTile ? t.rowReduce : nullptr,
                   config.tileN, "N",
                   "row reductions take tiles of 8, 16, 32, 64, 128 or 256 "
                   "columns");
@@ -301,9 +314,9 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
       (config.epilogueRowsPerPass() == 0 ||
        config.tileM % config.epilogueRowsPerPass() != 0))
     return op.emitOpError("internal: a ")
-           << config.epilogueThreads << "-thread epilogue over "
-           << config.tileN << "-column rows does not cover "
-           << config.tileM << "-row tiles in whole passes";
+           << config.epilogueThreads << "-thread epilogue over " << config.tileN
+           << "-column rows does not cover " << config.tileM
+           << "-row tiles in whole passes";
   if (stages < 2 && !config.epilogueOnly)
     return op.emitOpError("the TMA ring needs at least 2 stages, got ")
            << stages;
@@ -314,9 +327,9 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
              << ", got " << config.tileN;
   }
   if (failed(target.checkOperands(op, config))) {
-    noteReduction(colTile && config.tileM == *colTile ? colReduce : nullptr,
-                  config.tileM, "M",
-                  "column reductions take tiles of 64 or 128 rows");
+    noteReduction(
+        t.colTile && config.tileM == *t.colTile ? t.colReduce : nullptr,
+        config.tileM, "M", "column reductions take tiles of 64 or 128 rows");
     return failure();
   }
   if (failed(checkTmaOperand(op, "lhs", op.getLhs())) ||
@@ -327,6 +340,44 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
            << config.sharedBytes() + config.staticSharedBytes()
            << " bytes of shared memory (at most " << kMaxSharedBytes
            << "); use fewer stages or a smaller tile";
+  return success();
+}
+
+/// Picks the tile shape for `op` and checks everything the kernel needs.
+FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
+                                         int64_t tileM, int64_t tileN,
+                                         int64_t stages, bool warpSpecialized,
+                                         bool persistent, bool cooperative,
+                                         bool pingPong, int64_t clusterM,
+                                         RasterOrder raster, int64_t swizzle) {
+  if (!op.hasPureBufferSemantics())
+    return op.emitOpError("GPU lowering takes coda.gemm on memrefs; "
+                          "bufferize first (one-shot-bufferize)");
+  if (failed(checkEpilogueTypes(op)))
+    return failure();
+  // The verifier guarantees one operand element type.
+  Type lhsElement = op.getLhsType().getElementType();
+
+  GemmKernelConfig config;
+  config.operandType = lhsElement;
+  config.operandBytes = lhsElement.getIntOrFloatBitWidth() / 8;
+  config.tileK = 128 / std::max<int64_t>(config.operandBytes, 1);
+  config.tileM = tileM;
+  config.tileN = tileN;
+  config.stages = stages;
+  config.rhsKMajor = op.getTransposeB();
+  config.lhsKMajor = !op.getTransposeA();
+  config.batched = op.isBatched();
+  config.rhsBatched = op.getRhsType().getRank() == 3;
+
+  FailureOr<ReductionTiles> tiles = fixReductionTiles(op, config);
+  if (failed(tiles) ||
+      failed(chooseSchedule(op, config, *tiles, warpSpecialized, persistent,
+                            cooperative, pingPong, clusterM, raster, swizzle)))
+    return failure();
+  placeEpilogueBuffers(op, config);
+  if (failed(checkConfig(op, target, config, stages, *tiles)))
+    return failure();
   return config;
 }
 
