@@ -1,8 +1,9 @@
 //===- SelectGemmConfig.cpp - a kernel configuration per coda.gemm --------===//
 //
 // Chooses the GPU kernel of every coda.gemm on memrefs from what its
-// epilogue writes, and pins it as the op's coda.gemm_config. The rules restate measurements on the H100
-// (docs/performance.md, "Choosing a configuration per GEMM"); a GEMM whose
+// epilogue writes and reads, and pins it as the op's coda.gemm_config. Each
+// rule states its reason; the measurements behind them are in
+// docs/performance.md ("Choosing a configuration per GEMM"). A GEMM whose
 // epilogue the rules do not cover keeps no attribute.
 //
 //===----------------------------------------------------------------------===//
@@ -40,18 +41,13 @@ constexpr int64_t kSMs = 132;
 
 /// A weight gradient (lhs stored K x M, `transpose_a`): its output is a
 /// weight of a few thousand rows and columns, whose 128 x 256 tiles can
-/// fill the last wave poorly (3072 x 2048: 192 tiles on 132 SMs, 1.45
-/// waves), where the cooperative kernel's 128 x 128 tiles take 2.91 waves
-/// of about half the time each. `wide` (a 128 x 256 tile) or that kernel,
-/// whichever's waves weigh less: decided here where M and N are static,
-/// else at launch. One wave of 128 x 256 tiles weighs 1.87 of 128 x 128:
-/// what it took beside column partials at 16384 x 22016 x 4096, whose tiles
-/// fill their waves (benchmarks/norm_weight_grad.py: warp-specialized 4.535
-/// ms in 21 waves, cooperative 128 x 128 4.842 in 42); for plain weight
-/// gradients (cooperative 128 x 256 in clusters of two) 1.76-1.81 there and
-/// at 4096 x 11008, and any weight from 1.84 to 1.90 picks the faster
-/// kernel at each of the 13 shapes of benchmarks/gemm_configs.py --layout
-/// tn in docs/performance.md ("Weight gradients by waves").
+/// fill the last wave poorly where the cooperative kernel's 128 x 128 tiles
+/// take twice the waves of about half the time each. `wide` (a 128 x 256
+/// tile) or that kernel, whichever's waves weigh less: decided here where M
+/// and N are static, else at launch. One wave of 128 x 256 tiles weighs
+/// 1.87 of 128 x 128, the weight that picks the faster kernel at every
+/// measured weight shape (docs/performance.md, "Weight gradients by
+/// waves").
 Attribute byWaves(GemmOp op, GemmConfigAttr wide) {
   constexpr int64_t kWideCost = 187, kNarrowCost = 100;
   MLIRContext *ctx = op.getContext();
@@ -76,11 +72,10 @@ Attribute byWaves(GemmOp op, GemmConfigAttr wide) {
   }
   auto weight = [&](GemmConfigAttr c, int64_t cost) {
     return ::coda::abi::gemmWaves(m, n, batches, c.getTileM(), c.getTileN(),
-                          c.getClusterM(), kSMs) *
+                                  c.getClusterM(), kSMs) *
            cost;
   };
-  return weight(wide, kWideCost) <= weight(narrow, kNarrowCost) ? wide
-                                                                 : narrow;
+  return weight(wide, kWideCost) <= weight(narrow, kNarrowCost) ? wide : narrow;
 }
 
 /// Ping-pong where K <= maxK, whose epilogue runs under the other consumer's
@@ -99,8 +94,91 @@ Attribute pingPongUpTo(GemmOp op, int64_t maxK, GemmConfigAttr beyond = {}) {
       ctx, {makeConfig(ctx, GemmSchedule::pingPong, 128, 1, maxK), beyond});
 }
 
+/// What an epilogue writes and reads, which the rules weigh.
+struct EpilogueShape {
+  bool pairs = false, maxPartials = false, lsePartials = false,
+       partials = false, f32Tile = false, colPartials = false;
+  /// Row partials over a tile no register schedule covers (not dividing
+  /// 128).
+  bool unsupportedPartials = false;
+  int64_t tileOutputs = 0;
+  int64_t numInputs = 0, tileInputs = 0, rowInputs = 0, colInputs = 0;
+  bool pairInput = false;
+  /// The pair stride (rotate-half RoPE), and whether a periodic table's
+  /// period is unknown to the tile's columns.
+  std::optional<int64_t> stride;
+  bool dynamicPeriod = false;
+  bool stridedPairs() const { return stride && *stride > 1; }
+};
+
+EpilogueShape shapeOf(GemmOp op, int64_t tileN) {
+  EpilogueShape e;
+  for (Value value : op.getYieldOp().getValues()) {
+    switch (getOutputRole(value)) {
+    case OutputRole::pair:
+    case OutputRole::interleaved:
+      e.pairs = true;
+      break;
+    case OutputRole::rowPartials: {
+      auto reduce = cast<RowReduceOp>(value.getDefiningOp());
+      e.unsupportedPartials |= 128 % reduce.getTile() != 0;
+      e.partials = true;
+      e.maxPartials |= reduce.getKind() != ReductionKind::sum;
+      e.lsePartials |= reduce.getKind() == ReductionKind::logsumexp;
+      break;
+    }
+    case OutputRole::colPartials:
+      e.colPartials = true;
+      break;
+    case OutputRole::tile:
+      ++e.tileOutputs;
+      e.f32Tile |= value.getType().getIntOrFloatBitWidth() == 32;
+      break;
+    case OutputRole::rowSelect:
+      break;
+    }
+  }
+  e.numInputs = op.getEpilogueInputs().size();
+  for (unsigned k = 0; k < e.numInputs; ++k) {
+    AccessForm form = op.getInputForm(k);
+    e.tileInputs += form == AccessForm::tile;
+    e.rowInputs += form == AccessForm::row;
+    e.colInputs += form == AccessForm::col;
+    e.pairInput |= form == AccessForm::pair;
+    e.dynamicPeriod |=
+        form == AccessForm::periodic && !staticPeriod(op, k, tileN);
+  }
+  e.stride = op.getPairStride();
+  return e;
+}
+
+/// An epilogue that reads no product (an adjoint from saved values) is a
+/// memory-bound pass, which the register schedules stream faster than the
+/// shared-memory tile's: cooperative 128 x 256 without a cluster (no
+/// operand to share), or ping-pong where the cooperative epilogue would
+/// hold more per column than its registers do.
+Attribute selectEpilogueOnly(MLIRContext *ctx, const EpilogueShape &e) {
+  bool wide = e.pairInput || e.rowInputs > 2 || e.f32Tile;
+  if (e.stridedPairs())
+    wide |= e.tileInputs > 1 || e.dynamicPeriod;
+  return wide ? makeConfig(ctx, GemmSchedule::pingPong, 128, 1)
+              : makeConfig(ctx, GemmSchedule::cooperative, 256, 1);
+}
+
+/// Pairs at a stride (rotate-half RoPE): cooperative, whose rows share the
+/// reads of a static period's congruent columns, where it does not spill;
+/// warp-specialized beside a second tile output or input or a dynamic
+/// period, and ping-pong beside a column input, where it would.
+Attribute selectStridedPairs(MLIRContext *ctx, const EpilogueShape &e) {
+  if (e.tileOutputs > 1 || e.tileInputs > 1 || e.dynamicPeriod)
+    return makeConfig(ctx, GemmSchedule::warpSpecialized, 256, 1);
+  if (e.colInputs > 0)
+    return makeConfig(ctx, GemmSchedule::pingPong, 128, 1);
+  return makeConfig(ctx, GemmSchedule::cooperative, 256, 2);
+}
+
 /// The configuration for `op` (a #coda.gemm_config or an array of them
-/// dispatched by K), or null where no rule applies.
+/// dispatched by K or by waves), or null where no rule applies.
 Attribute selectConfig(GemmOp op) {
   MLIRContext *ctx = op.getContext();
   GemmConfigAttr warpSpecialized =
@@ -108,180 +186,60 @@ Attribute selectConfig(GemmOp op) {
   GemmConfigAttr pingPong = makeConfig(ctx, GemmSchedule::pingPong, 128, 1);
   GemmConfigAttr cooperative =
       makeConfig(ctx, GemmSchedule::cooperative, 256, 2);
-
-  // What the epilogue writes and reads, which the rules below weigh.
-  bool pairs = false, maxPartials = false, lsePartials = false,
-       partials = false, f32Tile = false, colPartials = false;
-  int64_t tileOutputs = 0;
-  for (Value value : op.getYieldOp().getValues()) {
-    switch (getOutputRole(value)) {
-    case OutputRole::pair:
-    case OutputRole::interleaved:
-      pairs = true;
-      break;
-    case OutputRole::rowPartials: {
-      auto reduce = cast<RowReduceOp>(value.getDefiningOp());
-      // Every register schedule's row partials cover divisors of 128.
-      if (128 % reduce.getTile() != 0)
-        return {};
-      partials = true;
-      maxPartials |= reduce.getKind() != ReductionKind::sum;
-      lsePartials |= reduce.getKind() == ReductionKind::logsumexp;
-      break;
-    }
-    case OutputRole::colPartials:
-      colPartials = true;
-      break;
-    case OutputRole::tile:
-      ++tileOutputs;
-      f32Tile |= value.getType().getIntOrFloatBitWidth() == 32;
-      break;
-    case OutputRole::rowSelect:
-      break;
-    }
-  }
-  unsigned numInputs = op.getEpilogueInputs().size();
-  int64_t tileInputs = 0, rowInputs = 0, colInputs = 0;
-  bool pairInput = false;
-  for (unsigned k = 0; k < numInputs; ++k) {
-    AccessForm form = op.getInputForm(k);
-    tileInputs += form == AccessForm::tile;
-    rowInputs += form == AccessForm::row;
-    colInputs += form == AccessForm::col;
-    pairInput |= form == AccessForm::pair;
-  }
-  // Pairs at a stride (rotate-half RoPE): cooperative where every periodic
-  // table has a static period, whose reads the rows' congruent columns share
-  // (measured: 0.634 ms against 0.744 ms warp-specialized, hidden 2048);
-  // else warp-specialized (cooperative 0.723 ms but spilling, ping-pong
-  // 0.80 ms; docs/performance.md).
-  std::optional<int64_t> stride = op.getPairStride();
-  // A pair stride the register epilogues' fragment layout cannot serve
-  // (not a multiple of 8: heads narrower than 16 columns): warp-specialized.
-  if (!fragmentLayoutSupports(stride))
+  EpilogueShape e = shapeOf(op, cooperative.getTileN());
+  if (e.unsupportedPartials)
+    return {};
+  // A pair stride the fragment layout cannot serve (heads narrower than 16
+  // columns): the shared-tile epilogue.
+  if (!fragmentLayoutSupports(e.stride))
     return warpSpecialized;
-  // A RoPE table whose period the tile's columns do not show statically.
-  bool dynamicPeriod = false;
-  for (unsigned k = 0; k < numInputs; ++k)
-    dynamicPeriod |= op.getInputForm(k) == AccessForm::periodic &&
-                     !staticPeriod(op, k, cooperative.getTileN());
-  // An epilogue that reads no product (an adjoint from saved values) makes
-  // the kernel its epilogue alone (GemmKernelConfig::epilogueOnly), a
-  // memory-bound pass: the register schedules stream its inputs at 2.1-2.8
-  // TB/s where the warp-specialized kernel, whose epilogue goes through a
-  // shared-memory tile, reached 1.3-1.8 (coda_torch's adjoints at 16384
-  // tokens, hidden 2048 and 4096, benchmarks/epilogue_only.py: cooperative
-  // 1.31-1.50x of warp-specialized, ping-pong 1.27-1.46x; Qwen2's Q/K/V
-  // bias adjoint, whose column partials kept it warp-specialized before,
-  // 1.54-1.55x). Cooperative in 128 x 256 tiles, without a cluster (no
-  // operand to share): 128 x 128 tiles re-read RoPE's table rows once per
-  // 128 columns instead of 256, and ran 0.85-0.98x even with two or three
-  // CTAs per SM. Ping-pong where the cooperative epilogue holds more per
-  // column than its registers do: RoPE's strided pairs beside two tile
-  // inputs (the Q/K/V adjoint spills 234 bytes, ping-pong nothing) or
-  // with a table of no static period (the GPU suite's rope_adjoint spills
-  // 16), a pair input, more than two row inputs or an f32 tile output.
-  if (!op.readsAccumulator()) {
-    bool wide = pairInput || rowInputs > 2 || f32Tile;
-    if (stride && *stride > 1)
-      wide |= tileInputs > 1 || dynamicPeriod;
-    return wide ? pingPong
-                : makeConfig(ctx, GemmSchedule::cooperative, 256, 1);
-  }
+  if (!op.readsAccumulator())
+    return selectEpilogueOnly(ctx, e);
   // Column partials: a weight gradient reducing a column scale's gradient
-  // (norm_weight_grad.mlir: gamma's, beside W as a tile input and gamma as
-  // a column input) runs warp-specialized, the cooperative kernel spilling
-  // beside them in 128 x 256 tiles (800 bytes; ping-pong 46) and not in
-  // 128 x 128 ones, which byWaves weighs against it. Other column partials
-  // keep no configuration.
-  if (colPartials)
+  // runs warp-specialized (the cooperative 128 x 256 kernel spills beside
+  // them), weighed against 128 x 128 tiles; others keep no configuration.
+  if (e.colPartials)
     return op.getTransposeA() ? byWaves(op, warpSpecialized) : Attribute();
-  if (stride && *stride > 1) {
-    // Beside a second tile output or a second tile input (a deferred norm's
-    // Q/K/V GEMM saving its accumulator, and its adjoint reading it with
-    // dY), the cooperative kernel spills (ptxas: coda_torch's
-    // linear_norm_qkv_rope 72 bytes, its adjoint 234); warp-specialized
-    // spills nothing.
-    if (tileOutputs > 1 || tileInputs > 1 || dynamicPeriod)
-      return warpSpecialized;
-    // Beside a column input (a bias added before the rotation) the
-    // cooperative kernel spills too (linear_qkv_rope_bias 172 bytes,
-    // linear_norm_qkv_rope_bias 188); ping-pong spills nothing and was as
-    // fast as warp-specialized or faster (16384 tokens, hidden 2048 / 4096:
-    // 0.364 / 1.199 ms against 0.373 / 1.375; benchmarks/op_variants.py).
-    if (colInputs > 0)
-      return pingPong;
-    return cooperative;
-  }
-  // Epilogues that keep more per element live beside the accumulators
-  // than either register schedule holds: two tile inputs, or a pair input
-  // beside other inputs. The warp-specialized kernel, whose epilogue reads
-  // the accumulators from shared memory, spills nothing. Measured in ptxas
-  // spill stores, cooperative in clusters of two / ping-pong: coda_torch's
-  // swiglu_mlp_backward (two tile inputs) 752 / 272 bytes and
-  // linear_residual_norm_backward (two tile inputs) 132 / 16, the GPU
-  // suite's swiglu_backward_adjoint (pair and row inputs) 440 / 28 (104 / 0
-  // since its pair columns are made where used; ping-pong not yet timed
-  // against the warp-specialized kernel for it).
-  // SwiGLU's derivative (two tile inputs, an interleaved output; with a
-  // deferred norm's row scale and its gradient's row partials, or an FP8
-  // GEMM's row and column scales) spills nothing under ping-pong, whose
-  // epilogue hides under the other consumer's K loop: 16384 tokens, hidden
-  // 2048 / 4096, against warp-specialized, norm_swiglu_mlp's 0.812 / 2.515
-  // ms against 0.962 / 3.270 (cooperative 128 x 128: 0.871 / 2.979),
-  // swiglu_mlp_fp8's 0.648 / 1.594 against 0.743 / 2.154
-  // (benchmarks/op_variants.py).
-  if (tileInputs > 1 && pairs)
+  if (e.stridedPairs())
+    return selectStridedPairs(ctx, e);
+  // Two tile inputs beside pairs (SwiGLU's derivative): ping-pong, whose
+  // epilogue hides under the other consumer's K loop and does not spill,
+  // up to K = 4096.
+  if (e.tileInputs > 1 && e.pairs)
     return pingPongUpTo(op, 4096, warpSpecialized);
-  if (tileInputs > 1 || (pairInput && numInputs > 1))
+  // More per element than either register schedule holds (two tile
+  // inputs, a pair input beside others): the shared-tile epilogue.
+  if (e.tileInputs > 1 || (e.pairInput && e.numInputs > 1))
     return warpSpecialized;
-  // Epilogues that keep more per column live beside the cooperative
-  // kernel's 128 accumulators than its registers hold, where ping-pong's
-  // 128 do not spill: an f32 tile output (written from the registers, not
-  // staged) beside inputs or partials, a pair input, or more than two row
-  // inputs. Measured in ptxas spill stores, cooperative against ping-pong:
-  // the GPU suite's residual_norm (f32 output, a tile input, row partials)
-  // 636 against 0 bytes, coda_torch's linear_cross_entropy_backward (four
-  // row inputs) 44 against 0. An f32 output alone spills in neither and
-  // runs faster cooperative (plain_nn, f16 in, f32 out: 0.58 ms against
-  // 0.63 ms ping-pong at 16384 x 2048 x 6144).
-  if ((f32Tile && (numInputs > 0 || partials)) || pairInput || rowInputs > 2)
+  // More per column than the cooperative kernel's registers hold beside its
+  // 128 accumulators, not ping-pong's: an f32 tile output beside inputs or
+  // partials, a pair input, more than two row inputs.
+  if ((e.f32Tile && (e.numInputs > 0 || e.partials)) || e.pairInput ||
+      e.rowInputs > 2)
     return pingPong;
   // Log-sum-exp partials beside a tile output (an LM head keeping its
-  // logits for the backward: coda_torch's linear_norm_cross_entropy,
-  // variant `saved`): the cooperative kernel in 128 x 256 tiles spills 392
-  // bytes, in 128 x 128 tiles without a cluster nothing, ping-pong 68
-  // (ptxas -v); beyond K = 4096 the 128 x 128 tiles are taken, unmeasured.
-  if (lsePartials && tileOutputs > 0)
+  // logits): the cooperative kernel spills in 128 x 256 tiles, not in
+  // 128 x 128 ones.
+  if (e.lsePartials && e.tileOutputs > 0)
     return pingPongUpTo(op, 4096,
                         makeConfig(ctx, GemmSchedule::cooperative, 128, 1));
-  // Pair or interleaved outputs (SwiGLU) and max / log-sum-exp partials:
-  // measured per K (docs/performance.md, "Each schedule at each block
-  // shape" and "Configurations dispatched by K"), ping-pong is 5-15 %
-  // faster at K = 2048 and 4096, about even at K = 8192, and the cooperative
-  // kernel 4-10 % faster from K = 11008 on.
-  if (pairs || maxPartials)
+  // Pair or interleaved outputs and max / log-sum-exp partials: ping-pong
+  // up to K = 4096, the cooperative kernel's faster mainloop beyond.
+  if (e.pairs || e.maxPartials)
     return pingPongUpTo(op, 4096);
-  // Row and column inputs together (the row-wise scales of an FP8 GEMM):
-  // in clusters of two the cooperative kernel spills 32 bytes (ptxas -v,
-  // the GPU suite's fp8_rowwise, and the same epilogue on bf16 operands),
-  // without a cluster nothing, and it ran as fast or faster there
-  // (docs/performance.md, "FP8 GEMMs").
-  GemmConfigAttr beyond = rowInputs > 0 && colInputs > 0
-                              ? makeConfig(ctx, GemmSchedule::cooperative, 256, 1)
-                              : cooperative;
-  // 8-bit operands: the K loop runs twice as fast, so the epilogue is twice
-  // the share of a tile and ping-pong, which hides it under the other
-  // consumer's K loop, wins up to K = 4096 (FP8 plain and row-wise scaled
-  // GEMMs at the block shapes: 1.044x / 0.947x of cuBLAS with fast
-  // accumulation, against 1.015x / 0.935x cooperative everywhere).
+  // Row and column inputs together (an FP8 GEMM's row-wise scales): no
+  // cluster, beside which the cooperative kernel spills.
+  GemmConfigAttr beyond =
+      e.rowInputs > 0 && e.colInputs > 0
+          ? makeConfig(ctx, GemmSchedule::cooperative, 256, 1)
+          : cooperative;
+  // 8-bit operands halve the K loop, doubling the epilogue's share:
+  // ping-pong, which hides it, up to K = 4096.
   if (cast<MemRefType>(op.getLhs().getType()).getElementTypeBitWidth() == 8)
     return pingPongUpTo(op, 4096, beyond);
   // Plain epilogues, sum partials and inputs: cooperative in clusters of
-  // two, whose staged tile stores beat ws and ping-pong at every block
-  // shape. (A column input measured ping-pong 4 % ahead at K = 2048 in one
-  // process, cooperative 2 % ahead in another: h100-2026-11-24-dispatch.json.)
-  // A weight gradient weighs its waves against 128 x 128 tiles (byWaves).
+  // two, whose staged tile stores are the fastest at the block shapes; a
+  // weight gradient weighs its waves against 128 x 128 tiles.
   if (op.getTransposeA())
     return byWaves(op, beyond);
   return beyond;
