@@ -3,8 +3,9 @@
 // Chooses the GPU kernel of every coda.gemm on memrefs from what its
 // epilogue writes and reads, and pins it as the op's coda.gemm_config. Each
 // rule states its reason; the measurements behind them are in
-// docs/performance.md ("Choosing a configuration per GEMM"). A GEMM whose
-// epilogue the rules do not cover keeps no attribute.
+// docs/performance.md ("Ping-pong, and choosing a configuration per GEMM"
+// and the sections after it) and in the commits that changed them. A GEMM
+// whose epilogue the rules do not cover keeps no attribute.
 //
 //===----------------------------------------------------------------------===//
 
