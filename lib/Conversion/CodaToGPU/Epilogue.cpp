@@ -28,7 +28,7 @@ void EpilogueBuilder::finishColumnPartials(ImplicitLocOpBuilder &b,
       gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
   YieldOp yield = op.getYieldOp();
   ValueRange yielded = yield.getValues();
-  int64_t slotsPerThread = groups.size() * lanesPerGroup;
+  int64_t slotsPerThread = layout.groups.size() * lanesPerGroup;
   Value writer, scratchRow;
   if (fragments) {
     // The 8 lanes of a column (l / 4) first combine by shuffles; lanes 0-3
@@ -62,10 +62,11 @@ void EpilogueBuilder::finishColumnPartials(ImplicitLocOpBuilder &b,
       values.push_back(v);
     }
     auto store = [&](ImplicitLocOpBuilder &sb) {
-      for (int64_t g = 0; g < int64_t(groups.size()); ++g)
+      for (int64_t g = 0; g < int64_t(layout.groups.size()); ++g)
         for (int64_t l = 0; l < lanesPerGroup; ++l)
-          memref::StoreOp::create(sb, values[g * lanesPerGroup + l], scratch,
-                                  ValueRange{scratchRow, localCols[g][l]});
+          memref::StoreOp::create(
+              sb, values[g * lanesPerGroup + l], scratch,
+              ValueRange{scratchRow, layout.localCols[g][l]});
     };
     if (writer) {
       scf::IfOp::create(b, writer, [&](OpBuilder &ob, Location loc) {
@@ -167,14 +168,13 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
     inputNodes.push_back(makeInputNode(*this, k));
   for (unsigned i = 0, e = outputs.size(); i < e; ++i)
     outputNodes.push_back(makeOutputNode(*this, i));
-  if (fragments)
-    layOutFragments(b);
-  else
-    layOutSharedTile(b);
+  layout = fragments
+               ? layOutFragments(b, config, frame.lane, pairStride, plan.inputs)
+               : layOutSharedTile(b, config, frame.tid, pairStride);
   layOutInputRows(b);
   // Columns in the output, the same in every row, and (shared tile; the
   // fragments compare against each row's room) whether they lie in it.
-  for (SmallVector<Value, 2> &group : localCols) {
+  for (SmallVector<Value, 2> &group : layout.localCols) {
     cols.emplace_back();
     inCols.emplace_back();
     for (Value local : group) {
@@ -220,7 +220,7 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
         colAccs = emitRow(
             b, localRow, 2 * int64_t(f) + h,
             [&](Slot s) -> Value {
-              auto [j, e] = fragmentPos[s.group][s.lane];
+              auto [j, e] = layout.fragmentPos[s.group][s.lane];
               return LLVM::ExtractValueOp::create(b, fragment,
                                                   j * 4 + h * 2 + e);
             },
@@ -253,13 +253,13 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
             // construction (rows of tileN + 4 floats, runs at multiples of
             // 4).
             DenseMap<std::pair<int64_t, int64_t>, Value> acc;
-            for (const Run &run : runs) {
+            for (const Run &run : layout.runs) {
               Slot head = run.front();
               auto type =
                   VectorType::get({int64_t(run.size())}, lb.getF32Type());
               Value loaded = vector::LoadOp::create(
                   lb, type, frame.accTile,
-                  ValueRange{localRow, localCols[head.group][head.lane]},
+                  ValueRange{localRow, layout.localCols[head.group][head.lane]},
                   /*nontemporal=*/false,
                   llvm::MaybeAlign(std::min<int64_t>(run.size() * 4, 16)));
               for (auto [e, slot] : llvm::enumerate(run))

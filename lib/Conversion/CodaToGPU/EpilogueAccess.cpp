@@ -277,7 +277,7 @@ SmallVector<Value> EpilogueBuilder::readPeriodicRun(ImplicitLocOpBuilder &b,
   std::optional<int64_t> period = staticPeriod(k);
   if (period) {
     wrapped = arith::AddIOp::create(
-        b, arith::IndexCastUIOp::create(b, i32, twoQ),
+        b, arith::IndexCastUIOp::create(b, i32, layout.twoQ),
         arith::ConstantIntOp::create(b, i32, periodicColumn(*period, run)));
   } else {
     Value column = arith::IndexCastUIOp::create(
@@ -346,8 +346,8 @@ SmallVector<Value> EpilogueBuilder::readInputRun(ImplicitLocOpBuilder &b,
   Value input = inputs[k];
   Type element = cast<MemRefType>(input.getType()).getElementType();
   int64_t bytes = element.getIntOrFloatBitWidth() / 8;
-  auto [j, e] = fragmentPos[run.front().group][run.front().lane];
-  Value at = arith::AddIOp::create(b, twoQ, index(b, 8 * j + e));
+  auto [j, e] = layout.fragmentPos[run.front().group][run.front().lane];
+  Value at = arith::AddIOp::create(b, layout.twoQ, index(b, 8 * j + e));
   if (GemmOp(op).getInputForm(k) == AccessForm::periodic)
     at = arith::AddIOp::create(
         b, at,

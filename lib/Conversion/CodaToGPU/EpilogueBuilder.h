@@ -29,7 +29,7 @@
 #ifndef CODA_LIB_CONVERSION_CODATOGPU_EPILOGUEBUILDER_H
 #define CODA_LIB_CONVERSION_CODATOGPU_EPILOGUEBUILDER_H
 
-#include "EpiloguePlan.h"
+#include "EpilogueLayout.h"
 
 #include "coda/Dialect/Coda/IR/Coda.h"
 #include "coda/Dialect/Coda/Utils/EpilogueEvaluation.h"
@@ -79,12 +79,6 @@ inline constexpr int64_t stagingCopies(int64_t rowElements, int64_t chunk) {
 Value fromElements(ImplicitLocOpBuilder &b, Type element,
                    ArrayRef<Value> values);
 
-/// One element a thread handles: group `group` (of its groups) and `lane`
-/// (0, or 1 for the second column of a pair).
-struct Slot {
-  int64_t group, lane;
-};
-
 class InputNode;
 class OutputNode;
 
@@ -131,15 +125,10 @@ public:
   Value trueValue(ImplicitLocOpBuilder &b) const {
     return arith::ConstantIntOp::create(b, b.getI1Type(), 1);
   }
-  using Run = SmallVector<Slot>;
+  using Run = gpu_lowering::Run;
   /// Per slot values, indexed [group][lane].
   using SlotValues = SmallVector<SmallVector<Value, 2>>;
-  /// The slots that one row partial of a row combines in this thread, and
-  /// the partial's index among the tile's.
-  struct PartialBlock {
-    SmallVector<Slot> slots;
-    Value indexInTile;
-  };
+  using PartialBlock = gpu_lowering::PartialBlock;
 
   Value index(ImplicitLocOpBuilder &b, int64_t v) const {
     return arith::ConstantIndexOp::create(b, v);
@@ -217,9 +206,6 @@ public:
         .getElementType();
   }
 
-  /// The thread's groups, their columns and runs, for each layout.
-  void layOutSharedTile(ImplicitLocOpBuilder &b);
-  void layOutFragments(ImplicitLocOpBuilder &b);
   /// The epilogue of one row of the thread, given each slot's accumulator;
   /// returns the running column partials.
   /// `fragmentRow`: the row's number among the thread's (2f + h of
@@ -247,7 +233,7 @@ public:
   }
   /// Fragments: slot `s`'s column offset from the lane's first column.
   int64_t slotOffset(Slot s) const {
-    auto [j, e] = fragmentPos[s.group][s.lane];
+    auto [j, e] = layout.fragmentPos[s.group][s.lane];
     return 8 * j + e;
   }
   /// The row's position, bounds and clamped row.
@@ -373,14 +359,14 @@ public:
   /// Fragments: the 8-column group j of `run` (a run is the lane's two
   /// columns 8j + 2q, + 1 of one group).
   int64_t groupOf8(const Run &run) const {
-    return fragmentPos[run.front().group][run.front().lane].first;
+    return layout.fragmentPos[run.front().group][run.front().lane].first;
   }
   /// The values of `run` in `loaded`, vectors of the lane's two columns of
   /// each 8-column group (see InputPrefetch::fragments).
   SmallVector<Value> fragmentValues(ImplicitLocOpBuilder &b,
                                     ArrayRef<Value> loaded,
                                     const Run &run) const {
-    auto [j, e] = fragmentPos[run.front().group][run.front().lane];
+    auto [j, e] = layout.fragmentPos[run.front().group][run.front().lane];
     SmallVector<Value> values;
     for (int64_t i = 0, n = run.size(); i < n; ++i)
       values.push_back(
@@ -416,11 +402,11 @@ public:
   /// Fragments: the number of group `g`'s pair in the tile as a constant
   /// plus the lane's part (see layOutFragments).
   std::pair<int64_t, Value> pairNumber(int64_t g) const {
-    auto [j, e] = fragmentPos[g].front();
+    auto [j, e] = layout.fragmentPos[g].front();
     if (*pairStride == 1)
-      return {4 * j, laneQ};
+      return {4 * j, layout.laneQ};
     int64_t s = *pairStride;
-    return {(8 * j) / (2 * s) * s + (8 * j) % (2 * s) + e, twoQ};
+    return {(8 * j) / (2 * s) * s + (8 * j) % (2 * s) + e, layout.twoQ};
   }
   /// What one lane writes of a staged output row: `values` at consecutive
   /// elements from `first` + `laneOffset` (within one 16-byte chunk).
@@ -511,22 +497,10 @@ public:
   SmallVector<OutputRole> roles;
   int64_t lanesPerGroup;
 
-  // The layout: the thread's groups (each group's number is its pair index
-  // in the tile, or its column without pairs), their columns in the tile and
-  // in the output, runs of slots at consecutive columns, runs of groups with
-  // consecutive numbers (pair outputs), the row partials' blocks with the
-  // lane offsets that combine a partial and the lanes that write it.
-  SmallVector<Value> groups;
-  SlotValues localCols, cols, inCols;
-  SmallVector<Run> runs;
-  SmallVector<SmallVector<int64_t>> groupRuns;
-  SmallVector<PartialBlock> partialBlocks;
-  SmallVector<int32_t> partialOffsets;
-  Value partialLeader;
-  /// Fragments: each slot's 8-column group j and column e within the lane's
-  /// two; the lane's q = lane mod 4 and 2q.
-  SmallVector<SmallVector<std::pair<int64_t, int64_t>, 2>> fragmentPos;
-  Value laneQ, twoQ;
+  /// The thread's share of the tile (EpilogueLayout.h), and its groups'
+  /// columns in the output and (shared tile) whether they lie in it.
+  SlotLayout layout;
+  SlotValues cols, inCols;
   /// Per periodic input, its period as i32, and whether its rows may be
   /// read with vector accesses (base and row stride aligned for a run of
   /// the layout's widest run length, the period a multiple of it).
@@ -543,7 +517,7 @@ public:
   /// With a static period P: the column that `run` reads before lane q's
   /// 2q, (8j + e) mod P.
   int64_t periodicColumn(int64_t period, const Run &run) const {
-    auto [j, e] = fragmentPos[run.front().group][run.front().lane];
+    auto [j, e] = layout.fragmentPos[run.front().group][run.front().lane];
     return (8 * j + e) % period;
   }
   /// Per input whose rows are staged (stagesInputRows), its part of the

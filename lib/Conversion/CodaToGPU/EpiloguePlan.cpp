@@ -30,7 +30,6 @@ OutputRole mlir::coda::gpu_lowering::getOutputRole(Value yielded) {
   return OutputRole::tile;
 }
 
-
 bool mlir::coda::gpu_lowering::fragmentLayoutSupports(
     std::optional<int64_t> pairStride) {
   return !pairStride || *pairStride == 1 || *pairStride % 8 == 0;

@@ -34,11 +34,12 @@ EpilogueBuilder::Row EpilogueBuilder::beginRow(ImplicitLocOpBuilder &lb,
     r.room = arith::SelectOp::create(
         lb, r.inRow,
         arith::SubIOp::create(
-            lb, arith::SubIOp::create(lb, frame.sizeN, frame.blockN), twoQ),
+            lb, arith::SubIOp::create(lb, frame.sizeN, frame.blockN),
+            layout.twoQ),
         index(lb, 0));
   r.rowClamped =
       interior ? r.row : arith::MinUIOp::create(lb, r.row, lastRow).getResult();
-  r.mappings.resize(groups.size() * lanesPerGroup);
+  r.mappings.resize(layout.groups.size() * lanesPerGroup);
   return r;
 }
 
@@ -67,7 +68,7 @@ void EpilogueBuilder::mapAccumulators(ImplicitLocOpBuilder &lb, Row &r,
                                       function_ref<Value(Slot)> accumulator) {
   // An edge tile's accumulators through opaque moves, where the plan says
   // (EpiloguePlan::opaqueEdgeAccumulators).
-  for (int64_t g = 0, e = groups.size(); g < e; ++g)
+  for (int64_t g = 0, e = layout.groups.size(); g < e; ++g)
     for (int64_t l = 0; l < lanesPerGroup; ++l) {
       Value acc = accumulator({g, l});
       if (!interior && plan.opaqueEdgeAccumulators && acc.getType().isF32())
@@ -86,8 +87,8 @@ void EpilogueBuilder::mapRowBufferInput(ImplicitLocOpBuilder &lb, Row &r,
                                         unsigned k, unsigned gr) {
   BlockArgument arg = op.getInputArg(k);
   for (unsigned runIndex : r.runsOfGroupRun[gr])
-    for (auto [slot, value] :
-         llvm::zip_equal(runs[runIndex], readInputRun(lb, k, runs[runIndex])))
+    for (auto [slot, value] : llvm::zip_equal(
+             layout.runs[runIndex], readInputRun(lb, k, layout.runs[runIndex])))
       mapping(r, slot).map(arg, value);
 }
 
@@ -96,7 +97,7 @@ void EpilogueBuilder::mapTileOrColumnInput(ImplicitLocOpBuilder &lb, Row &r,
   BlockArgument arg = op.getInputArg(k);
   AccessForm form = op.getInputForm(k);
   for (unsigned runIndex : r.runsOfGroupRun[gr]) {
-    const Run &run = runs[runIndex];
+    const Run &run = layout.runs[runIndex];
     // A column input's runs of the groups it prefetched.
     if (ArrayRef<Value> prefetched = prefetchedValues(k);
         form == AccessForm::col && !prefetched.empty() &&
@@ -133,7 +134,7 @@ Value EpilogueBuilder::partialTerm(ImplicitLocOpBuilder &lb, Row &r, Slot s,
 
 void EpilogueBuilder::mapEverySlot(Row &r, unsigned gr, Value arg,
                                    Value value) {
-  for (int64_t g : groupRuns[gr])
+  for (int64_t g : layout.groupRuns[gr])
     for (int64_t l = 0; l < lanesPerGroup; ++l)
       mapping(r, {g, l}).map(arg, value);
 }
@@ -170,9 +171,9 @@ void EpilogueBuilder::readRow(ImplicitLocOpBuilder &lb, Row &r) {
   for (std::unique_ptr<InputNode> &node : inputNodes)
     node->stageRow(lb, r);
   // The runs of each group run (a run's slots lie in one group run).
-  r.runsOfGroupRun.resize(groupRuns.size());
-  for (auto [runIndex, run] : llvm::enumerate(runs))
-    for (auto [gr, groupRun] : llvm::enumerate(groupRuns))
+  r.runsOfGroupRun.resize(layout.groupRuns.size());
+  for (auto [runIndex, run] : llvm::enumerate(layout.runs))
+    for (auto [gr, groupRun] : llvm::enumerate(layout.groupRuns))
       if (llvm::is_contained(groupRun, run.front().group))
         r.runsOfGroupRun[gr].push_back(runIndex);
 }
@@ -190,7 +191,7 @@ SmallVector<Value> EpilogueBuilder::emitRow(
   // the outputs take of it at once (16-bit outputs narrowed, interleaved
   // ones stored), so that only one group run's inputs and f32 results are
   // live beside the accumulators.
-  for (auto [gr, groupRun] : llvm::enumerate(groupRuns)) {
+  for (auto [gr, groupRun] : llvm::enumerate(layout.groupRuns)) {
     for (std::unique_ptr<InputNode> &node : inputNodes)
       node->mapGroupRun(lb, r, gr);
     for (int64_t g : groupRun) {

@@ -266,7 +266,7 @@ EpilogueBuilder::readStage(ImplicitLocOpBuilder &b, Value stage,
   Value quadRow = arith::DivUIOp::create(b, lane, index(b, 4));
   // A run's columns: 8j + e + 2q on, from the head's fragment position.
   Value laneStart = arith::AddIOp::create(
-      b, arith::MulIOp::create(b, quadRow, index(b, rowStride)), twoQ);
+      b, arith::MulIOp::create(b, quadRow, index(b, rowStride)), layout.twoQ);
   SmallVector<SmallVector<Value>> result;
   // Runs that are whole 8 x 8 matrices of the buffer (run r: the lane's two
   // columns 8r + 2q, + 1 of its row) are read four at a time with ldmatrix,
@@ -274,13 +274,14 @@ EpilogueBuilder::readStage(ImplicitLocOpBuilder &b, Value stage,
   // lanes 8m..8m+7 name the 8 rows of matrix r + m (16-byte aligned, 4
   // banks apart). One instruction replaces four 4-byte loads.
   bool wholeMatrices =
-      element.getIntOrFloatBitWidth() == 16 && runs.size() % 4 == 0;
-  for (auto [r, run] : llvm::enumerate(runs)) {
+      element.getIntOrFloatBitWidth() == 16 && layout.runs.size() % 4 == 0;
+  for (auto [r, run] : llvm::enumerate(layout.runs)) {
     int64_t j = r;
-    wholeMatrices &=
-        run.size() == 2 &&
-        fragmentPos[run[0].group][run[0].lane] == std::pair{j, int64_t(0)} &&
-        fragmentPos[run[1].group][run[1].lane] == std::pair{j, int64_t(1)};
+    wholeMatrices &= run.size() == 2 &&
+                     layout.fragmentPos[run[0].group][run[0].lane] ==
+                         std::pair{j, int64_t(0)} &&
+                     layout.fragmentPos[run[1].group][run[1].lane] ==
+                         std::pair{j, int64_t(1)};
   }
   if (wholeMatrices) {
     Value matrixRow = arith::RemUIOp::create(b, lane, index(b, 8));
@@ -289,7 +290,7 @@ EpilogueBuilder::readStage(ImplicitLocOpBuilder &b, Value stage,
         b, arith::MulIOp::create(b, matrixRow, index(b, rowStride)),
         arith::MulIOp::create(b, matrix, index(b, 8)));
     auto fourMatrices = VectorType::get({4, 2}, element);
-    for (int64_t r = 0, e = runs.size(); r < e; r += 4) {
+    for (int64_t r = 0, e = layout.runs.size(); r < e; r += 4) {
       Value at = arith::AddIOp::create(b, laneRowStart, index(b, 8 * r));
       Value tiles =
           nvgpu::LdMatrixOp::create(b, fourMatrices, stage, ValueRange{at},
@@ -305,8 +306,8 @@ EpilogueBuilder::readStage(ImplicitLocOpBuilder &b, Value stage,
     NVVM::SyncWarpOp::create(b, allLanes);
     return result;
   }
-  for (const Run &run : runs) {
-    auto [j, e] = fragmentPos[run.front().group][run.front().lane];
+  for (const Run &run : layout.runs) {
+    auto [j, e] = layout.fragmentPos[run.front().group][run.front().lane];
     Value at = arith::AddIOp::create(b, laneStart, index(b, 8 * j + e));
     int64_t count = run.size();
     result.emplace_back();
@@ -508,7 +509,7 @@ void EpilogueBuilder::layOutInputRows(ImplicitLocOpBuilder &b) {
   periodicVectors.assign(inputs.size(), Value());
   inputRowBuffers.assign(inputs.size(), Value());
   int64_t widestRun = 0;
-  for (const Run &run : runs)
+  for (const Run &run : layout.runs)
     widestRun = std::max<int64_t>(widestRun, run.size());
   for (auto [k, input] : llvm::enumerate(inputs)) {
     if (op.getInputForm(k) != AccessForm::periodic)

@@ -19,7 +19,9 @@ namespace {
 struct ColumnPartialsOutput : OutputNode {
   using OutputNode::OutputNode;
 
-  int64_t slotsPerThread() const { return e.groups.size() * e.lanesPerGroup; }
+  int64_t slotsPerThread() const {
+    return e.layout.groups.size() * e.lanesPerGroup;
+  }
 
   void beginTile(ImplicitLocOpBuilder &b,
                  SmallVector<Value> &runningValues) override {
@@ -32,7 +34,7 @@ struct ColumnPartialsOutput : OutputNode {
               MutableArrayRef<Value> runningValues) override {
     ReductionKind kind = getPartialKind(yielded());
     MutableArrayRef<Value> mine = runningValues.slice(first, slotsPerThread());
-    for (int64_t g = 0, end = e.groups.size(); g < end; ++g)
+    for (int64_t g = 0, end = e.layout.groups.size(); g < end; ++g)
       for (int64_t l = 0; l < e.lanesPerGroup; ++l) {
         Value masked = arith::SelectOp::create(
             b, e.slotInBounds(b, r, {g, l}),

@@ -24,7 +24,7 @@ struct InterleavedOutput : OutputNode {
     Value two = e.index(b, 2);
     Value limit = arith::MulIOp::create(b, e.frame.sizeN, two);
     for (unsigned runIndex : r.runsOfGroupRun[gr]) {
-      const EpilogueBuilder::Run &run = e.runs[runIndex];
+      const EpilogueBuilder::Run &run = e.layout.runs[runIndex];
       Slot head = run.front();
       SmallVector<Value> values;
       for (Slot slot : run) {

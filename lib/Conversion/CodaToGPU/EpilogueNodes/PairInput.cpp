@@ -21,13 +21,13 @@ struct PairInput : InputNode {
                    unsigned gr) override {
     // Both lanes of a group read their pair's element: pair j of the tile
     // is column blockN / 2 + j (clamped like the rows).
-    for (int64_t g : e.groupRuns[gr]) {
+    for (int64_t g : e.layout.groupRuns[gr]) {
       Value pairCol = arith::MinUIOp::create(
           b,
           arith::AddIOp::create(b, r.firstPair,
                                 e.plan.fragments
                                     ? e.index(b, e.pairNumber(g).first)
-                                    : e.groups[g]),
+                                    : e.layout.groups[g]),
           r.lastPair);
       Value value = memref::LoadOp::create(b, e.inputs[k],
                                            ValueRange{r.rowClamped, pairCol});

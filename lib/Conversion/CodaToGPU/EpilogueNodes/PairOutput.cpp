@@ -27,7 +27,7 @@ struct PairOutput : OutputNode {
     if (e.plan.outputs[i].staged) {
       // A group run's pairs: pairStatic + the lane's part of the number.
       SmallVector<EpilogueBuilder::StagedRun> stagedRuns;
-      for (ArrayRef<int64_t> groupRun : e.groupRuns) {
+      for (ArrayRef<int64_t> groupRun : e.layout.groupRuns) {
         auto [first, laneOffset] = e.pairNumber(groupRun.front());
         stagedRuns.push_back({first, laneOffset, values(r, groupRun)});
       }
@@ -35,10 +35,10 @@ struct PairOutput : OutputNode {
                     pairLimit, stagedRuns);
       return;
     }
-    for (ArrayRef<int64_t> groupRun : e.groupRuns) {
+    for (ArrayRef<int64_t> groupRun : e.layout.groupRuns) {
       SmallVector<Value> pairs = values(r, groupRun);
-      Value pairCol =
-          arith::AddIOp::create(b, tilePairs, e.groups[groupRun.front()]);
+      Value pairCol = arith::AddIOp::create(b, tilePairs,
+                                            e.layout.groups[groupRun.front()]);
       e.storeRun(b, e.outputs[i], {r.row, pairCol}, pairs,
                  e.limitBounds(b, r.inRow, pairCol, pairs.size(), pairLimit));
     }

@@ -41,7 +41,7 @@ struct PeriodicInput : InputNode {
       return;
     }
     for (unsigned runIndex : r.runsOfGroupRun[gr]) {
-      const EpilogueBuilder::Run &run = e.runs[runIndex];
+      const EpilogueBuilder::Run &run = e.layout.runs[runIndex];
       SmallVector<Value> values;
       if (std::optional<int64_t> period = e.plan.inputs[k].period) {
         // Runs whose columns are congruent mod P read once per row.

@@ -24,7 +24,7 @@ struct RowPartialsOutput : OutputNode {
 
   void beginRow(ImplicitLocOpBuilder &b, EpilogueBuilder::Row &r) override {
     if (eager())
-      running.assign(e.partialBlocks.size(), e.identity(b, kind()));
+      running.assign(e.layout.partialBlocks.size(), e.identity(b, kind()));
   }
 
   void consumeGroupRun(ImplicitLocOpBuilder &b, EpilogueBuilder::Row &r,
@@ -33,9 +33,9 @@ struct RowPartialsOutput : OutputNode {
     // groups, as they do but for periodic inputs.
     if (!eager())
       return;
-    for (auto [p, block] : llvm::enumerate(e.partialBlocks))
+    for (auto [p, block] : llvm::enumerate(e.layout.partialBlocks))
       for (Slot s : block.slots) {
-        if (llvm::is_contained(e.groupRuns[gr], s.group))
+        if (llvm::is_contained(e.layout.groupRuns[gr], s.group))
           running[p] =
               buildReductionCombine(b, b.getLoc(), kind(), running[p],
                                     e.partialTerm(b, r, s, yielded(), kind()));
@@ -45,9 +45,9 @@ struct RowPartialsOutput : OutputNode {
   void endRow(ImplicitLocOpBuilder &b, EpilogueBuilder::Row &r,
               MutableArrayRef<Value>) override {
     int64_t partialsPerTile = e.config.tileN / e.config.rowPartialTile;
-    for (auto [p, block] : llvm::enumerate(e.partialBlocks)) {
+    for (auto [p, block] : llvm::enumerate(e.layout.partialBlocks)) {
       Value acc = eager() ? running[p] : combineSlots(b, r, block);
-      acc = e.shuffleCombine(b, kind(), acc, e.partialOffsets);
+      acc = e.shuffleCombine(b, kind(), acc, e.layout.partialOffsets);
       Value partial = arith::AddIOp::create(
           b,
           arith::MulIOp::create(b, e.frame.tileCol,
@@ -59,12 +59,13 @@ struct RowPartialsOutput : OutputNode {
           b, partial, e.index(b, e.config.rowPartialTile));
       Value exists = arith::CmpIOp::create(b, arith::CmpIPredicate::ult,
                                            blockStart, e.frame.sizeN);
-      e.storeIf(
-          b,
-          arith::AndIOp::create(
-              b, arith::AndIOp::create(b, e.partialLeader, r.inRow), exists),
-          e.fromF32(b, acc, e.partialElementType(i)), e.outputs[i],
-          {r.row, partial});
+      e.storeIf(b,
+                arith::AndIOp::create(
+                    b,
+                    arith::AndIOp::create(b, e.layout.partialLeader, r.inRow),
+                    exists),
+                e.fromF32(b, acc, e.partialElementType(i)), e.outputs[i],
+                {r.row, partial});
     }
   }
 

@@ -25,8 +25,8 @@ struct RowSelectOutput : OutputNode {
     auto select = cast<RowSelectOp>(yielded().getDefiningOp());
     Value laneFirstCol;
     if (e.plan.fragments)
-      laneFirstCol = arith::AddIOp::create(b, e.frame.blockN, e.twoQ);
-    for (int64_t g = 0, end = e.groups.size(); g < end; ++g)
+      laneFirstCol = arith::AddIOp::create(b, e.frame.blockN, e.layout.twoQ);
+    for (int64_t g = 0, end = e.layout.groups.size(); g < end; ++g)
       for (int64_t l = 0; l < e.lanesPerGroup; ++l) {
         IRMapping &slotMapping = e.mapping(r, {g, l});
         Value target = slotMapping.lookup(select.getColumn());

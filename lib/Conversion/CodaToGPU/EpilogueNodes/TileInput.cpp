@@ -35,7 +35,7 @@ struct TileInput : InputNode {
       // two columns of one 8-column group).
       int64_t perRow = e.config.tileN / 8;
       prefetched = prefetched.slice(r.fragmentRow * perRow, perRow);
-      for (const EpilogueBuilder::Run &run : e.runs)
+      for (const EpilogueBuilder::Run &run : e.layout.runs)
         staged.push_back(e.fragmentValues(b, prefetched, run));
     } else if (plan.staged) {
       staged = e.loadStaged(b, e.inputs[k], r.row);
@@ -51,7 +51,7 @@ struct TileInput : InputNode {
     BlockArgument arg = e.op.getInputArg(k);
     for (unsigned runIndex : r.runsOfGroupRun[gr])
       for (auto [slot, value] :
-           llvm::zip_equal(e.runs[runIndex], staged[runIndex]))
+           llvm::zip_equal(e.layout.runs[runIndex], staged[runIndex]))
         e.mapping(r, slot).map(arg, value);
   }
 

@@ -30,7 +30,7 @@ struct TileOutput : OutputNode {
       return;
     for (unsigned runIndex : r.runsOfGroupRun[gr]) {
       SmallVector<Value> values;
-      for (Slot slot : e.runs[runIndex])
+      for (Slot slot : e.layout.runs[runIndex])
         values.push_back(e.mapping(r, slot).lookup(yielded()));
       narrowed[runIndex] = e.narrowPairs(b, values);
     }
@@ -42,7 +42,7 @@ struct TileOutput : OutputNode {
       return storeWithTma(b, r);
     if (e.plan.outputs[i].staged)
       return storeStaged(b, r);
-    for (const EpilogueBuilder::Run &run : e.runs) {
+    for (const EpilogueBuilder::Run &run : e.layout.runs) {
       Slot head = run.front();
       SmallVector<Value> values;
       for (Slot slot : run)
@@ -60,8 +60,8 @@ struct TileOutput : OutputNode {
     // Each run is the lane's two columns 8j + 2q, 8j + 2q + 1 of a chunk
     // j: one 32-bit register of stmatrix.
     SmallVector<Value> packed(e.config.tileN / 8);
-    for (auto [runIndex, run] : llvm::enumerate(e.runs)) {
-      auto [j, col] = e.fragmentPos[run.front().group][run.front().lane];
+    for (auto [runIndex, run] : llvm::enumerate(e.layout.runs)) {
+      auto [j, col] = e.layout.fragmentPos[run.front().group][run.front().lane];
       SmallVector<Value> values = narrowed.lookup(runIndex);
       Value pair = vector::FromElementsOp::create(
           b, VectorType::get({2}, values.front().getType()), values);
@@ -73,9 +73,10 @@ struct TileOutput : OutputNode {
   void storeStaged(ImplicitLocOpBuilder &b, EpilogueBuilder::Row &r) {
     // A run's columns: 8j + e + 2q on, from the head's fragment position.
     SmallVector<EpilogueBuilder::StagedRun> stagedRuns;
-    for (auto [runIndex, run] : llvm::enumerate(e.runs)) {
-      auto [j, col] = e.fragmentPos[run.front().group][run.front().lane];
-      stagedRuns.push_back({8 * j + col, e.twoQ, narrowed.lookup(runIndex)});
+    for (auto [runIndex, run] : llvm::enumerate(e.layout.runs)) {
+      auto [j, col] = e.layout.fragmentPos[run.front().group][run.front().lane];
+      stagedRuns.push_back(
+          {8 * j + col, e.layout.twoQ, narrowed.lookup(runIndex)});
     }
     e.storeStaged(b, e.outputs[i], r.row, e.config.tileN, e.frame.blockN,
                   e.frame.sizeN, stagedRuns);
