@@ -335,9 +335,6 @@ public:
   void copyStaged(ImplicitLocOpBuilder &b, Value memref,
                   SmallVector<Value> indices, Value stage, Value at,
                   int64_t count, Value room, Value aligned, bool load) const;
-  /// Whether output `i`, input `k` go through the staging buffers.
-  bool staged(unsigned i) const { return plan.outputs[i].staged; }
-  bool stagedInput(unsigned k) const { return plan.inputs[k].staged; }
   /// Whether this copy writes output `i` with TMA stores (an interior tile;
   /// see GemmKernelConfig::tmaStores).
   bool tmaStored(unsigned i) const {
