@@ -196,9 +196,14 @@ gpu::GPUFuncOp buildGemmKernel(OpBuilder &kb, GemmOp op, func::FuncOp host,
   Location loc = op.getLoc();
   Type mapType = tensorMapParamType(ctx);
   Type indexType = IndexType::get(ctx);
+  EpiloguePlan plan = planEpilogue(op, config);
   SmallVector<OutputRole> roles;
-  for (Value value : op.getYieldOp().getValues())
-    roles.push_back(getOutputRole(value));
+  SmallVector<unsigned> tmaStored;
+  for (auto [i, output] : llvm::enumerate(plan.outputs)) {
+    roles.push_back(output.role);
+    if (output.tmaStore)
+      tmaStored.push_back(i);
+  }
 
   // Kernel: (lhs map, rhs map, M, N, K, [B,] epilogue inputs...,
   // outputs..., the store maps of the TMA-stored outputs...): B where
@@ -211,7 +216,6 @@ gpu::GPUFuncOp buildGemmKernel(OpBuilder &kb, GemmOp op, func::FuncOp host,
     argTypes.push_back(v.getType());
   for (Value v : op.getOutputs())
     argTypes.push_back(v.getType());
-  SmallVector<unsigned> tmaStored = tmaStoredOutputs(op, config);
   argTypes.append(tmaStored.size(), mapType);
   auto kernel = gpu::GPUFuncOp::create(kb, loc, name,
                                        FunctionType::get(ctx, argTypes, {}));
@@ -294,7 +298,6 @@ gpu::GPUFuncOp buildGemmKernel(OpBuilder &kb, GemmOp op, func::FuncOp host,
     frame.outputMaps[i] = tensorMapParamAddress(
         b, entry.getArgument(firstInput + numInputs + numOutputs + n));
   // The epilogue of a batched GEMM's tile works on its batch's views.
-  EpiloguePlan plan = planEpilogue(op, config);
   auto prefetch = [&](ImplicitLocOpBuilder &eb, const KernelFrame &tileFrame,
                       int64_t part, int64_t parts) {
     return prefetchEpilogue(
