@@ -7,7 +7,7 @@ rounds. Every variant's outputs are checked against the first's (16-bit
 outputs bit for bit, f32 partials within rounding) before timing:
 
   python3 benchmarks/epilogue_only.py --variant ws=build/torch-kernels \\
-      --variant pp=<scripts/build-torch-kernels --ping-pong output> ... --out X.json
+      --variant pp=<scripts/build-torch-kernels --schedule=ping-pong output> ... --out X.json
 
 The first variant is the reference of the ratios.
 """

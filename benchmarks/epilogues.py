@@ -13,7 +13,7 @@ before it is timed; the ratio is the median per-round ratio of the plain
 GEMM's time to the epilogue's (below 1: the epilogue costs that much).
 
 --variant NAME=DIR (repeatable) adds the epilogue kernels of another build
-(e.g. scripts/build-gpu-tests --ping-pong) to the same rounds, each against
+(e.g. scripts/build-gpu-tests --schedule=ping-pong) to the same rounds, each against
 the same plain GEMM of $CODA_GPU_TESTS: how each schedule carries each
 primitive.
 """

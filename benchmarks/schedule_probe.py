@@ -1,5 +1,5 @@
 """Where a kernel schedule's time goes: two coda-compile outputs of the GPU
-suite's primitives (e.g. the default and --cooperative) side by side with
+suite's primitives (e.g. the default and --schedule=cooperative) side by side with
 cuBLAS on plain GEMMs with a bf16 output (plain_nt) and an f32 output
 (plain_nn, f16 operands), at full K and at K = 64 (one k-tile: launch, tile
 setup and epilogue only). Each result is checked against float32 first.

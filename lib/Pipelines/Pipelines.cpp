@@ -60,10 +60,7 @@ void mlir::coda::buildCodaToGPUBinaryPipeline(
   kernels.tileM = options.tileM;
   kernels.tileN = options.tileN;
   kernels.stages = options.stages;
-  kernels.warpSpecialized = options.warpSpecialized;
-  kernels.persistent = options.persistent;
-  kernels.cooperative = options.cooperative;
-  kernels.pingPong = options.pingPong;
+  kernels.schedule = options.schedule;
   kernels.clusterM = options.clusterM;
   buildCodaToGPUBinaryPipeline(pm, kernels, options.selectConfig,
                                options.format, options.manifest,

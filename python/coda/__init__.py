@@ -8,7 +8,7 @@ The compiler entry points (needs the package built against MLIR 22):
     coda.compile(source, "out/dir")   # linalg fused first; cubins,
                                       # manifest.json for coda_runtime
     coda.compile(source, "out/bw", derive_backward=True, save_for_backward=True,
-                 persistent=True)                 # coda-compile's options
+                 schedule="staged")       # coda-compile's options
 """
 
 from ._coda_compiler import CompilerError, compile, run_pipeline, verify

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "coda/Conversion/CodaToGPU/KernelOptions.h"
 #include "coda/InitCoda.h"
 #include "coda/Pipelines/Compile.h"
 
@@ -131,9 +132,7 @@ compile(const std::string &source, const std::string &directory, bool fuse,
         bool deriveBackward, bool saveForBackward, const std::string &chip,
         const std::string &format, std::optional<int64_t> tileM,
         std::optional<int64_t> tileN, std::optional<int64_t> stages,
-        std::optional<bool> warpSpecialized, std::optional<bool> persistent,
-        std::optional<bool> cooperative, std::optional<bool> pingPong,
-        std::optional<int64_t> clusterM, std::optional<std::string> raster,
+        std::optional<std::string> schedule, std::optional<int64_t> clusterM, std::optional<std::string> raster,
         std::optional<int64_t> swizzle, std::optional<bool> selectConfig,
         const std::string &ptxasOptions) {
   Session session;
@@ -156,17 +155,19 @@ compile(const std::string &source, const std::string &directory, bool fuse,
   take(options.kernels.tileM, tileM);
   take(options.kernels.tileN, tileN);
   take(options.kernels.stages, stages);
-  take(options.kernels.warpSpecialized, warpSpecialized);
-  take(options.kernels.persistent, persistent);
-  take(options.kernels.cooperative, cooperative);
-  take(options.kernels.pingPong, pingPong);
+  if (schedule) {
+    std::optional<coda::GemmSchedule> value =
+        coda::parseScheduleOption(*schedule);
+    if (!value)
+      session.fail("schedule must be 'single', 'warp-specialized', 'staged', "
+                   "'cooperative' or 'ping-pong', got '" +
+                   *schedule + "'");
+    take(options.kernels.schedule, value);
+  }
   take(options.kernels.clusterM, clusterM);
   if (raster) {
-    // coda-compile's spelling (along-n) of the attribute's (along_n).
-    std::string name = *raster;
-    std::replace(name.begin(), name.end(), '-', '_');
-    std::optional<coda::RasterOrder> order = coda::symbolizeRasterOrder(name);
-    if (!order || raster->find('_') != std::string::npos)
+    std::optional<coda::RasterOrder> order = coda::parseRasterOption(*raster);
+    if (!order)
       session.fail("raster must be 'along-n' or 'along-m', got '" + *raster +
                    "'");
     take(options.kernels.raster, order);
@@ -209,9 +210,7 @@ PYBIND11_MODULE(_coda_compiler, m) {
         py::arg("save_for_backward") = false, py::arg("chip") = "sm_90a",
         py::arg("format") = "bin", py::arg("tile_m") = py::none(),
         py::arg("tile_n") = py::none(), py::arg("stages") = py::none(),
-        py::arg("warp_specialized") = py::none(),
-        py::arg("persistent") = py::none(), py::arg("cooperative") = py::none(),
-        py::arg("ping_pong") = py::none(), py::arg("cluster_m") = py::none(),
+        py::arg("schedule") = py::none(), py::arg("cluster_m") = py::none(),
         py::arg("raster") = py::none(), py::arg("swizzle") = py::none(),
         py::arg("select_config") = py::none(), py::arg("ptxas_options") = "",
         "Compile `source` for the GPU into `directory` (what coda-compile "

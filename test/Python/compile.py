@@ -15,13 +15,13 @@ print(sorted(os.path.basename(p) for p in written))
 # CHECK: ['coda_kernels.ptx', 'fusion-report.txt', 'host.mlir', 'manifest.json']
 
 # The backward program, saving for it, and persistent kernels, as
-# coda-compile --derive-backward --save-for-backward --persistent.
+# coda-compile --derive-backward --save-for-backward --schedule=staged.
 import json  # noqa: E402
 
 mlp = open(os.path.join(os.path.dirname(sys.argv[2]), "..", "..", "python", "coda_torch",
                         "kernels", "swiglu_mlp.mlir")).read()
 coda.compile(mlp, out + "/mlp", format="isa", derive_backward=True, save_for_backward=True,
-             persistent=True)
+             schedule="staged")
 manifest = json.load(open(out + "/mlp/manifest.json"))
 for kernel in manifest["kernels"]:
     roles = [p.get("role") for p in kernel["params"] if p.get("role")]

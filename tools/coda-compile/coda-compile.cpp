@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "coda/Conversion/CodaToGPU/KernelOptions.h"
 #include "coda/InitCoda.h"
 #include "coda/Pipelines/Compile.h"
 
@@ -75,26 +76,11 @@ static cl::opt<int64_t> tileN("tile-n", cl::desc("GEMM tile columns"),
                               cl::init(256), cl::cat(codaCategory));
 static cl::opt<int64_t> stages("stages", cl::desc("TMA ring slots"),
                                cl::init(4), cl::cat(codaCategory));
-static cl::opt<bool> warpSpecialized(
-    "warp-specialized",
-    cl::desc("128 x 256 tiles as a producer warpgroup + two consumer "
-             "warpgroups per CTA"),
-    cl::init(true), cl::cat(codaCategory));
-static cl::opt<bool> persistent(
-    "persistent",
-    cl::desc("persistent warp-specialized kernels, producer warps running "
-             "the epilogue (128 x 128 tiles)"),
-    cl::init(false), cl::cat(codaCategory));
-static cl::opt<bool> cooperative(
-    "cooperative",
-    cl::desc("persistent cooperative kernels, consumers running the epilogue "
-             "from their registers"),
-    cl::init(false), cl::cat(codaCategory));
-static cl::opt<bool> pingPong(
-    "ping-pong",
-    cl::desc("persistent kernels whose two consumer warpgroups take 128 x 128 "
-             "tiles in turn, one's epilogue under the other's K loop"),
-    cl::init(false), cl::cat(codaCategory));
+static cl::opt<coda::GemmSchedule>
+    schedule("schedule", cl::desc("how the warps of a kernel share its tiles"),
+             coda::scheduleOptionValues(),
+             cl::init(coda::GemmSchedule::warpSpecialized),
+             cl::cat(codaCategory));
 static cl::opt<bool> selectConfig(
     "select-config",
     cl::desc("choose each GEMM's kernel configuration by the measured rules "
@@ -104,19 +90,15 @@ static cl::opt<bool> selectConfig(
     cl::init(true), cl::cat(codaCategory));
 static cl::opt<int64_t>
     clusterM("cluster-m",
-             cl::desc("CTAs per cluster along M (1 or 2; with --cooperative or "
-                      "--ping-pong) sharing "
-                      "the rhs tile through TMA multicast"),
+             cl::desc("CTAs per cluster along M (1 or 2; with --schedule="
+                      "cooperative or ping-pong) sharing the rhs tile "
+                      "through TMA multicast"),
              cl::init(1), cl::cat(codaCategory));
 static cl::opt<coda::RasterOrder> raster(
     "raster",
     cl::desc("the order in which persistent kernels take their tiles"),
-    cl::values(clEnumValN(coda::RasterOrder::alongN, "along-n",
-                          "bands of --swizzle tile rows, each walked along N"),
-               clEnumValN(coda::RasterOrder::alongM, "along-m",
-                          "bands of --swizzle tile columns, each walked "
-                          "down M")),
-    cl::init(coda::RasterOrder::alongN), cl::cat(codaCategory));
+    coda::rasterOptionValues(), cl::init(coda::RasterOrder::alongN),
+    cl::cat(codaCategory));
 static cl::opt<int64_t> swizzle("swizzle",
                                 cl::desc("tiles across a raster band"),
                                 cl::init(8), cl::cat(codaCategory));
@@ -164,18 +146,14 @@ static int compile() {
   options.kernels.tileM = tileM;
   options.kernels.tileN = tileN;
   options.kernels.stages = stages;
-  options.kernels.warpSpecialized = warpSpecialized;
-  options.kernels.persistent = persistent;
-  options.kernels.cooperative = cooperative;
-  options.kernels.pingPong = pingPong;
+  options.kernels.schedule = schedule;
   options.kernels.clusterM = clusterM;
   options.kernels.raster = raster;
   options.kernels.swizzle = swizzle;
   options.scheduleOptionsGiven =
       tileM.getNumOccurrences() || tileN.getNumOccurrences() ||
-      stages.getNumOccurrences() || warpSpecialized.getNumOccurrences() ||
-      persistent.getNumOccurrences() || cooperative.getNumOccurrences() ||
-      pingPong.getNumOccurrences() || clusterM.getNumOccurrences() ||
+      stages.getNumOccurrences() || schedule.getNumOccurrences() ||
+      clusterM.getNumOccurrences() ||
       raster.getNumOccurrences() || swizzle.getNumOccurrences();
   if (selectConfig.getNumOccurrences())
     options.selectConfig = selectConfig;

@@ -125,10 +125,10 @@ def CodaToGPU : Pass<"coda-to-gpu", "ModuleOp"> {
     Every `coda.gemm` on memrefs becomes a kernel in the `coda_kernels`
     `gpu.module` and, in its place, host code that creates the lhs and rhs TMA
     descriptors (`nvgpu.tma.create.descriptor`) and launches the kernel
-    (`gpu.launch_func`). One CTA computes a tile of the output, or with
-    `persistent` loops over tiles (CTAs walk the tiles in bands of `swizzle`
-    tile rows along N, or with `raster=along-m` bands of tile columns down
-    M, for L2 reuse):
+    (`gpu.launch_func`). One CTA computes a tile of the output, or under a
+    persistent `schedule` (staged, cooperative, ping-pong) loops over tiles
+    (CTAs walk the tiles in bands of `swizzle` tile rows along N, or with
+    `raster=along-m` bands of tile columns down M, for L2 reuse):
 
     - mainloop (sm_90a): TMA loads of lhs and rhs tiles into a ring of
       `stages` shared-memory slots with 128-byte swizzle, each guarded by an
@@ -136,13 +136,15 @@ def CodaToGPU : Pass<"coda-to-gpu", "ModuleOp"> {
       (bf16/f16, or f8E4M3FN/f8E5M2 read K-major, in; f32 accumulators)
       with one group in flight, the first
       k-tile starting the accumulators with scale-d 0; lhs M x K or K x M
-      (`transpose_a`), rhs K x N or N x K (`transpose_b`). 128 x 256 tiles
-      are warp-specialized (a producer warpgroup refills slots released
-      through `empty` mbarriers, two consumer warpgroups compute 64 rows
-      each); other tiles run one warpgroup. With `persistent`, 128 x 128
+      (`transpose_a`), rhs K x N or N x K (`transpose_b`). Under
+      `schedule=warp-specialized` (the default) 128 x 256 tiles have a
+      producer warpgroup that refills slots released through `empty`
+      mbarriers and two consumer warpgroups that compute 64 rows each;
+      other tiles run one warpgroup (`single`). With `staged`, 128 x 128
       tiles: one CTA per SM loops over tiles, and producer warps run each
       tile's epilogue from a staging tile beside the ring while the
-      consumers compute the next. An epilogue that reads no product under
+      consumers compute the next; `cooperative` and `ping-pong` run the
+      epilogue from the consumers' registers (HopperSchedules/). An epilogue that reads no product under
       the cooperative or ping-pong schedule without a cluster has no
       mainloop: one tile per CTA, every thread running the register
       schedule's epilogue, no ring, producer or mbarrier: its shared memory
@@ -188,34 +190,20 @@ def CodaToGPU : Pass<"coda-to-gpu", "ModuleOp"> {
            "output tile columns per CTA (64, 128 or 256)">,
     Option<"stages", "stages", "int64_t", /*default=*/"4",
            "shared-memory slots in the TMA ring">,
-    Option<"warpSpecialized", "warp-specialized", "bool", /*default=*/"true",
-           "128 x 256 tiles as one producer warpgroup issuing TMA and two "
-           "consumer warpgroups on WGMMA (otherwise one warpgroup per CTA)">,
-    Option<"persistent", "persistent", "bool", /*default=*/"false",
-           "warp-specialized kernels as persistent CTAs with 128 x 128 tiles "
-           "whose producer warpgroup's warps 2-3 run each tile's epilogue "
-           "while the consumers compute the next tile">,
-    Option<"cooperative", "cooperative", "bool", /*default=*/"false",
-           "warp-specialized 128-row kernels as persistent CTAs whose two "
-           "consumer warpgroups run the epilogue from their accumulator "
-           "registers while the producer loads the next tile">,
-    Option<"pingPong", "ping-pong", "bool", /*default=*/"false",
-           "warp-specialized 128-row kernels as persistent CTAs whose two "
-           "consumer warpgroups take 128 x 128 tiles in turn (even and odd "
-           "iterations), one running its epilogue from its registers while "
-           "the other computes the next tile">,
+    Option<"schedule", "schedule", "::mlir::coda::GemmSchedule",
+           /*default=*/"::mlir::coda::GemmSchedule::warpSpecialized",
+           "how the warps of a kernel share its tiles (a GEMM it cannot "
+           "serve, said in a warning, takes warp-specialized)",
+           [{::mlir::coda::scheduleOptionValues()}]>,
     Option<"clusterM", "cluster-m", "int64_t", /*default=*/"1",
-           "CTAs per cluster along M (1 or 2; cooperative and ping-pong kernels): the "
+           "CTAs per cluster along M (1 or 2; the cooperative and ping-pong "
+           "schedules): the "
            "CTAs of a cluster share the rhs tile, each loading a part of it "
            "and multicasting it to all">,
     Option<"raster", "raster", "::mlir::coda::RasterOrder",
            /*default=*/"::mlir::coda::RasterOrder::alongN",
            "the order in which persistent kernels take their tiles",
-           [{::llvm::cl::values(
-             clEnumValN(::mlir::coda::RasterOrder::alongN, "along-n",
-                        "bands of `swizzle` tile rows, each walked along N"),
-             clEnumValN(::mlir::coda::RasterOrder::alongM, "along-m",
-                        "bands of `swizzle` tile columns, each walked down M"))}]>,
+           [{::mlir::coda::rasterOptionValues()}]>,
     Option<"swizzle", "swizzle", "int64_t", /*default=*/"8",
            "tiles across a raster band (persistent kernels)">
   ];

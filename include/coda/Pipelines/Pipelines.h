@@ -3,6 +3,7 @@
 #ifndef CODA_PIPELINES_PIPELINES_H
 #define CODA_PIPELINES_PIPELINES_H
 
+#include "coda/Conversion/CodaToGPU/KernelOptions.h"
 #include "coda/Conversion/Passes.h"
 
 #include "mlir/Pass/PassOptions.h"
@@ -33,27 +34,12 @@ struct CodaToGPUBinaryOptions
                         llvm::cl::init(256)};
   Option<int64_t> stages{*this, "stages", llvm::cl::desc("TMA ring slots"),
                          llvm::cl::init(4)};
-  Option<bool> warpSpecialized{
-      *this, "warp-specialized",
-      llvm::cl::desc("128 x 256 tiles as a producer warpgroup + two consumer "
-                     "warpgroups"),
-      llvm::cl::init(true)};
-  Option<bool> persistent{
-      *this, "persistent",
-      llvm::cl::desc("persistent warp-specialized kernels, producer warps "
-                     "running the epilogue (128 x 128 tiles)"),
-      llvm::cl::init(false)};
-  Option<bool> cooperative{
-      *this, "cooperative",
-      llvm::cl::desc("persistent cooperative kernels, consumers running the "
-                     "epilogue from their registers"),
-      llvm::cl::init(false)};
-  Option<bool> pingPong{
-      *this, "ping-pong",
-      llvm::cl::desc("persistent kernels whose two consumer warpgroups take "
-                     "128 x 128 tiles in turn, one's epilogue under the "
-                     "other's K loop"),
-      llvm::cl::init(false)};
+  Option<GemmSchedule> schedule{
+      *this, "schedule",
+      llvm::cl::desc("how the warps of a kernel share its tiles (GEMMs the "
+                     "selector does not cover, and every GEMM with "
+                     "select-config=0)"),
+      scheduleOptionValues(), llvm::cl::init(GemmSchedule::warpSpecialized)};
   Option<bool> selectConfig{
       *this, "select-config",
       llvm::cl::desc("choose each GEMM's kernel configuration by the measured "
@@ -63,8 +49,9 @@ struct CodaToGPUBinaryOptions
       llvm::cl::init(true)};
   Option<int64_t> clusterM{
       *this, "cluster-m",
-      llvm::cl::desc("CTAs per cluster along M (1 or 2; cooperative and ping-pong kernels) "
-                     "sharing the rhs tile through TMA multicast"),
+      llvm::cl::desc("CTAs per cluster along M (1 or 2; the cooperative and "
+                     "ping-pong schedules) sharing the rhs tile through TMA "
+                     "multicast"),
       llvm::cl::init(1)};
   Option<std::string> manifest{
       *this, "manifest",

@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "coda/Conversion/CodaToGPU/CodaToGPU.h"
+#include "coda/Conversion/CodaToGPU/KernelOptions.h"
 
 #include "EpiloguePlan.h"
 
@@ -424,10 +425,7 @@ struct CodaToGPUPass : coda::impl::CodaToGPUBase<CodaToGPUPass> {
     options.tileM = tileM;
     options.tileN = tileN;
     options.stages = stages;
-    options.warpSpecialized = warpSpecialized;
-    options.persistent = persistent;
-    options.cooperative = cooperative;
-    options.pingPong = pingPong;
+    options.schedule = schedule;
     options.clusterM = clusterM;
     options.raster = raster;
     options.swizzle = swizzle;

@@ -11,6 +11,7 @@
 #include "EpiloguePlan.h"
 
 #include "coda/Conversion/CodaToGPU/CodaToGPU.h"
+#include "coda/Conversion/CodaToGPU/KernelOptions.h"
 #include "coda/Dialect/Coda/IR/Coda.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -18,6 +19,30 @@
 using namespace mlir;
 using namespace mlir::coda;
 using namespace mlir::coda::gpu_lowering;
+
+const ScheduleTraits &
+mlir::coda::gpu_lowering::scheduleTraits(Schedule schedule) {
+  //                                    warp-spec. persist. registers
+  //                                    consumers epilogues barriers
+  static const ScheduleTraits single{false, false, false, 1, 1, 0};
+  static const ScheduleTraits warpSpecialized{true, false, false, 2, 1, 0};
+  static const ScheduleTraits staged{true, true, false, 2, 1, 2};
+  static const ScheduleTraits cooperative{true, true, true, 2, 1, 0};
+  static const ScheduleTraits pingPong{true, true, true, 1, 2, 2};
+  switch (schedule) {
+  case Schedule::single:
+    return single;
+  case Schedule::warpSpecialized:
+    return warpSpecialized;
+  case Schedule::staged:
+    return staged;
+  case Schedule::cooperative:
+    return cooperative;
+  case Schedule::pingPong:
+    return pingPong;
+  }
+  llvm_unreachable("unknown GEMM schedule");
+}
 
 namespace {
 
@@ -145,12 +170,11 @@ FailureOr<ReductionTiles> fixReductionTiles(GemmOp op,
   return t;
 }
 
-/// The schedule of `config` from the options (falling back, with a
-/// warning, where one cannot serve `op`), its cluster and tile order, and
+/// The schedule of `config`: `requested` where it can serve `op` (else,
+/// said in a warning, warp-specialized), its cluster and tile order, and
 /// the epilogue-only kernel of an epilogue that reads no product.
 LogicalResult chooseSchedule(GemmOp op, GemmKernelConfig &config,
-                             const ReductionTiles &t, bool warpSpecialized,
-                             bool persistent, bool cooperative, bool pingPong,
+                             const ReductionTiles &t, Schedule requested,
                              int64_t clusterM, RasterOrder raster,
                              int64_t swizzle) {
   std::optional<int64_t> pairStride = op.getPairStride();
@@ -170,41 +194,55 @@ LogicalResult chooseSchedule(GemmOp op, GemmKernelConfig &config,
     config.producerRegisters = 40;
     config.consumerRegisters = 232;
   };
+  // Said, not silent: an option reaches only the GEMMs it can serve.
+  auto notApplied = [&](StringRef needs) {
+    op.emitWarning() << scheduleOptionName(requested)
+                     << " schedule not applied: it needs " << needs;
+  };
   // Ping-pong: persistent 128 x 128 tiles, each computed and written by one
   // consumer warpgroup from its registers (128 accumulators per thread; a
   // wider tile would not fit beside the epilogue).
   constexpr int64_t kPingPongTileN = 128;
-  if (pingPong && warpSpecialized && config.tileM == 128 &&
-      fragmentLayoutSupports(pairStride) && narrowsTo(kPingPongTileN)) {
-    useRegisterSchedule(Schedule::pingPong);
-    config.tileN = kPingPongTileN;
-  } else if (pingPong) {
-    // Said, not silent: the option reaches only the GEMMs it can serve.
-    op.emitWarning("ping-pong not applied: it needs 128-row tiles at least "
-                   "128 columns wide whose row partials and pairs fit in 128 "
-                   "columns (pair stride 1 or a multiple of 8)");
+  if (requested == Schedule::pingPong) {
+    if (config.tileM == 128 && fragmentLayoutSupports(pairStride) &&
+        narrowsTo(kPingPongTileN)) {
+      useRegisterSchedule(Schedule::pingPong);
+      config.tileN = kPingPongTileN;
+    } else {
+      notApplied("128-row tiles at least 128 columns wide whose row partials "
+                 "and pairs fit in 128 columns (pair stride 1 or a multiple "
+                 "of 8)");
+    }
   }
   // Cooperative: persistent 128-row tiles whose two consumer warpgroups run
   // the epilogue from their registers.
-  if (config.schedule == Schedule::single && cooperative && warpSpecialized &&
-      config.tileM == 128 && fragmentLayoutSupports(pairStride))
-    useRegisterSchedule(Schedule::cooperative);
-  // Persistent (each tile's epilogue overlapped with the next tile's
-  // mainloop) where its 128 x 128 tile serves: the f32 staging tile and the
-  // ring have to fit in shared memory together.
-  constexpr int64_t kPersistentTileN = 128;
-  if (config.schedule == Schedule::single && persistent && warpSpecialized &&
-      config.tileM == 128 && narrowsTo(kPersistentTileN)) {
-    config.schedule = Schedule::staged;
-    config.tileN = kPersistentTileN;
-    config.numThreads = 384;
-    // Warps 2-3 of the producer warpgroup: 64 threads cover 4 rows of 128
-    // columns per pass, which divides the tile (three warps' 6 rows do not).
-    config.epilogueThreads = 64;
+  if (requested == Schedule::cooperative) {
+    if (config.tileM == 128 && fragmentLayoutSupports(pairStride))
+      useRegisterSchedule(Schedule::cooperative);
+    else
+      notApplied("128-row tiles and pairs at stride 1 or a multiple of 8");
+  }
+  // Staged (each tile's epilogue overlapped with the next tile's mainloop)
+  // where its 128 x 128 tile serves: the f32 staging tile and the ring have
+  // to fit in shared memory together.
+  constexpr int64_t kStagedTileN = 128;
+  if (requested == Schedule::staged) {
+    if (config.tileM == 128 && narrowsTo(kStagedTileN)) {
+      config.schedule = Schedule::staged;
+      config.tileN = kStagedTileN;
+      config.numThreads = 384;
+      // Warps 2-3 of the producer warpgroup: 64 threads cover 4 rows of 128
+      // columns per pass, which divides the tile (three warps' 6 rows do
+      // not).
+      config.epilogueThreads = 64;
+    } else {
+      notApplied("128-row tiles at least 128 columns wide whose row partials "
+                 "and pairs fit in 128 columns");
+    }
   }
   // Otherwise warp-specialized (two consumer warpgroups of 64 rows each)
   // where it pays: 128 x 256 tiles. Narrower tiles run one warpgroup per CTA.
-  if (config.schedule == Schedule::single && warpSpecialized &&
+  if (config.schedule == Schedule::single && requested != Schedule::single &&
       config.tileM == 128 && config.tileN == 256) {
     config.schedule = Schedule::warpSpecialized;
     config.numThreads = 384;
@@ -226,8 +264,7 @@ LogicalResult chooseSchedule(GemmOp op, GemmKernelConfig &config,
     op.emitWarning("cluster-m=")
         << clusterM
         << " not applied: clusters of CTAs need the cooperative or ping-pong "
-           "schedule (cooperative=1 or ping-pong=1, 128-row tiles, pair "
-           "stride 1 or a multiple of 8)";
+           "schedule (128-row tiles, pair stride 1 or a multiple of 8)";
   else
     config.clusterM = clusterM;
   // An epilogue that reads no product needs none of the mainloop's frame
@@ -346,10 +383,9 @@ LogicalResult checkConfig(GemmOp op, const GemmTarget &target,
 /// Picks the tile shape for `op` and checks everything the kernel needs.
 FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
                                          int64_t tileM, int64_t tileN,
-                                         int64_t stages, bool warpSpecialized,
-                                         bool persistent, bool cooperative,
-                                         bool pingPong, int64_t clusterM,
-                                         RasterOrder raster, int64_t swizzle) {
+                                         int64_t stages, Schedule schedule,
+                                         int64_t clusterM, RasterOrder raster,
+                                         int64_t swizzle) {
   if (!op.hasPureBufferSemantics())
     return op.emitOpError("GPU lowering takes coda.gemm on memrefs; "
                           "bufferize first (one-shot-bufferize)");
@@ -372,8 +408,8 @@ FailureOr<GemmKernelConfig> chooseConfig(GemmOp op, const GemmTarget &target,
 
   FailureOr<ReductionTiles> tiles = fixReductionTiles(op, config);
   if (failed(tiles) ||
-      failed(chooseSchedule(op, config, *tiles, warpSpecialized, persistent,
-                            cooperative, pingPong, clusterM, raster, swizzle)))
+      failed(chooseSchedule(op, config, *tiles, schedule, clusterM, raster,
+                            swizzle)))
     return failure();
   placeEpilogueBuffers(op, config);
   if (failed(checkConfig(op, target, config, stages, *tiles)))
@@ -390,8 +426,7 @@ mlir::coda::gpu_lowering::configureGemm(GemmOp op, const GemmTarget &target,
   if (pinned.empty()) {
     FailureOr<GemmKernelConfig> config = chooseConfig(
         op, target, options.tileM, options.tileN, options.stages,
-        options.warpSpecialized, options.persistent, options.cooperative,
-        options.pingPong, options.clusterM, options.raster, options.swizzle);
+        options.schedule, options.clusterM, options.raster, options.swizzle);
     if (failed(config))
       return failure();
     return SmallVector<GemmVariant>{{*config, 0}};
@@ -401,11 +436,7 @@ mlir::coda::gpu_lowering::configureGemm(GemmOp op, const GemmTarget &target,
     Schedule schedule = attr.getSchedule();
     FailureOr<GemmKernelConfig> config = chooseConfig(
         op, target, attr.getTileM(), attr.getTileN(), attr.getStages(),
-        /*warpSpecialized=*/schedule != Schedule::single,
-        /*persistent=*/schedule == Schedule::staged,
-        /*cooperative=*/schedule == Schedule::cooperative,
-        /*pingPong=*/schedule == Schedule::pingPong, attr.getClusterM(),
-        attr.getRaster(), attr.getSwizzle());
+        schedule, attr.getClusterM(), attr.getRaster(), attr.getSwizzle());
     if (failed(config))
       return failure();
     // The epilogue may force another tile or schedule: said, as an error,

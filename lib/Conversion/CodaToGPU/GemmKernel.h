@@ -33,6 +33,29 @@ constexpr int64_t kEpilogueColumnsPerThread = 8;
 /// How a kernel's warps share the work of its tiles (the dialect's enum).
 using Schedule = GemmSchedule;
 
+/// What a schedule's kernel is made of, one row per schedule
+/// (scheduleTraits, GemmConfig.cpp); the configuration and the mainloops
+/// read these instead of comparing schedules.
+struct ScheduleTraits {
+  /// A producer warpgroup issues the TMA loads for consumer warpgroups.
+  bool warpSpecialized;
+  /// CTAs loop over tiles (one per SM).
+  bool persistent;
+  /// The epilogue reads the accumulators from the consumers' registers, not
+  /// from a shared-memory tile.
+  bool registerEpilogue;
+  /// Consumer warpgroups that compute each tile (each 64 rows of it when
+  /// more than one).
+  int64_t consumersPerTile;
+  /// Epilogues that run at once, each with its own scratch (ping-pong: one
+  /// per consumer warpgroup).
+  int64_t concurrentEpilogues;
+  /// mbarriers beside the ring's full and empty ones: the staged
+  /// epilogue's handoff, ping-pong's turns.
+  int64_t extraBarriers;
+};
+const ScheduleTraits &scheduleTraits(Schedule schedule);
+
 /// Tile shape and pipeline depth of one GEMM kernel, and the shared-memory
 /// plan that follows from them.
 struct GemmKernelConfig {
@@ -133,31 +156,16 @@ struct GemmKernelConfig {
   int64_t epilogueRowsPerPass() const {
     return epilogueThreads * kEpilogueColumnsPerThread / tileN;
   }
-  /// Producer and consumer warpgroups (all but `single`).
-  bool warpSpecialized() const { return schedule != Schedule::single; }
-  /// CTAs loop over tiles (one per SM).
-  bool persistent() const {
-    return (schedule == Schedule::staged || registerEpilogue()) &&
-           !epilogueOnly;
-  }
-  /// The epilogue reads the accumulators from registers, not from a
-  /// shared-memory tile.
-  bool registerEpilogue() const {
-    return schedule == Schedule::cooperative || schedule == Schedule::pingPong;
-  }
-  /// Consumer warpgroups that compute each tile (each 64 rows of it when
-  /// more than one), and the WGMMA fragments each holds.
-  int64_t consumersPerTile() const {
-    return schedule == Schedule::pingPong ? 1 : 2;
-  }
+  const ScheduleTraits &traits() const { return scheduleTraits(schedule); }
+  bool warpSpecialized() const { return traits().warpSpecialized; }
+  /// CTAs loop over tiles (one per SM), but for the epilogue-only kernel.
+  bool persistent() const { return traits().persistent && !epilogueOnly; }
+  bool registerEpilogue() const { return traits().registerEpilogue; }
+  int64_t consumersPerTile() const { return traits().consumersPerTile; }
   int64_t fragmentsPerConsumer() const {
     return tileM / 64 / consumersPerTile();
   }
-  /// Epilogues that run at once, each with its own scratch (ping-pong: one
-  /// per consumer warpgroup).
-  int64_t concurrentEpilogues() const {
-    return schedule == Schedule::pingPong ? 2 : 1;
-  }
+  int64_t concurrentEpilogues() const { return traits().concurrentEpilogues; }
   /// Where the epilogue's bytes start: after the ring in a persistent
   /// kernel (both are live at once), else at the ring (which they reuse).
   int64_t epilogueOffset() const {
@@ -215,8 +223,7 @@ struct GemmKernelConfig {
       return 0;
     if (!warpSpecialized())
       return stages;
-    bool extra = schedule == Schedule::staged || schedule == Schedule::pingPong;
-    return 2 * stages + (extra ? 2 : 0);
+    return 2 * stages + traits().extraBarriers;
   }
   /// Static shared memory the kernel declares beside the dynamic buffer:
   /// its mbarriers, 8 bytes each, and the dynamic buffer's symbol, rounded

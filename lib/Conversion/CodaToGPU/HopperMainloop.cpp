@@ -390,28 +390,32 @@ void HopperTarget::emitKernelBody(ImplicitLocOpBuilder &b, KernelFrame &frame,
     emitEpilogueOnly(b, frame, c, epilogue);
     return;
   }
-  if (c.schedule == Schedule::cooperative) {
+  switch (c.schedule) {
+  case Schedule::cooperative:
     emitCooperative(b, frame, c, epilogue);
     return;
-  }
-  if (c.schedule == Schedule::pingPong) {
+  case Schedule::pingPong:
     emitPingPong(b, frame, c, epilogue);
     return;
-  }
-  if (c.schedule == Schedule::staged) {
+  case Schedule::staged:
     emitPersistent(b, frame, c, epilogue);
     return;
-  }
-  // One tile per CTA.
-  assignTile(b, frame, c, gridTile(b));
-  if (c.schedule == Schedule::single) {
+  case Schedule::single:
+    // One tile per CTA.
+    assignTile(b, frame, c, gridTile(b));
     emitSingleWarpgroup(b, frame, c);
     epilogue.emit(b, frame);
     return;
+  case Schedule::warpSpecialized: {
+    // One tile per CTA.
+    assignTile(b, frame, c, gridTile(b));
+    OpBuilder::InsertPoint after = emitWarpSpecialized(b, frame, c);
+    epilogue.emit(b, frame);
+    b.restoreInsertionPoint(after);
+    return;
   }
-  OpBuilder::InsertPoint after = emitWarpSpecialized(b, frame, c);
-  epilogue.emit(b, frame);
-  b.restoreInsertionPoint(after);
+  }
+  llvm_unreachable("unknown GEMM schedule");
 }
 
 std::unique_ptr<GemmTarget>

@@ -1,5 +1,5 @@
 // RUN: coda-opt %s --coda-to-gpu --split-input-file | FileCheck %s
-// RUN: coda-opt %s --coda-to-gpu="cooperative=1 cluster-m=2" --split-input-file | FileCheck %s --check-prefix=COOP
+// RUN: coda-opt %s --coda-to-gpu="schedule=cooperative cluster-m=2" --split-input-file | FileCheck %s --check-prefix=COOP
 
 // A batched coda.gemm: the kernel takes B after K and runs the tiles of
 // every batch, batch after batch (the linear tile index divided by the

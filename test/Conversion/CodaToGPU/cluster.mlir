@@ -1,4 +1,4 @@
-// RUN: coda-opt %s --coda-to-gpu="cooperative=1 cluster-m=2" --split-input-file --verify-diagnostics | FileCheck %s
+// RUN: coda-opt %s --coda-to-gpu="schedule=cooperative cluster-m=2" --split-input-file --verify-diagnostics | FileCheck %s
 
 // Clusters of two CTAs along M (cooperative kernels): the pair computes two
 // vertically adjacent tiles of the same columns, each CTA loads half of the
@@ -63,6 +63,7 @@ func.func @plain(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16
 //  CHECK-SAME:   cluster = [1, 1, 1]
 //   CHECK-NOT:   nvvm.cluster_dim
 func.func @narrow(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %s: memref<?x?xf32>) {
+  // expected-warning @+2 {{cooperative schedule not applied: it needs 128-row tiles}}
   // expected-warning @+1 {{cluster-m=2 not applied: clusters of CTAs need the cooperative or ping-pong schedule}}
   coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
       epilogue(%acc) outs(%s : memref<?x?xf32>) {

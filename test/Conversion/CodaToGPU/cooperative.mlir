@@ -1,7 +1,7 @@
-// RUN: coda-opt %s --coda-to-gpu="cooperative=1" --split-input-file | FileCheck %s
-// RUN: coda-opt %s --coda-to-gpu="cooperative=1" --split-input-file | FileCheck %s --check-prefix=PARTIALS
-// RUN: coda-opt %s --coda-to-gpu="cooperative=1" --split-input-file | FileCheck %s --check-prefix=INTERIOR
-// RUN: coda-opt %s --coda-to-gpu="cooperative=1" --split-input-file | FileCheck %s --check-prefix=PERIOD
+// RUN: coda-opt %s --coda-to-gpu="schedule=cooperative" --split-input-file | FileCheck %s
+// RUN: coda-opt %s --coda-to-gpu="schedule=cooperative" --split-input-file | FileCheck %s --check-prefix=PARTIALS
+// RUN: coda-opt %s --coda-to-gpu="schedule=cooperative" --split-input-file | FileCheck %s --check-prefix=INTERIOR
+// RUN: coda-opt %s --coda-to-gpu="schedule=cooperative" --split-input-file | FileCheck %s --check-prefix=PERIOD
 
 // Cooperative kernel: persistent CTAs of 384 threads with launch bounds (so
 // that ptxas honours setmaxnreg); warpgroup 0 branches to a block of its own

@@ -1,6 +1,6 @@
-// RUN: coda-opt %s --canonicalize --coda-to-gpu="cooperative=1" --canonicalize --split-input-file | FileCheck %s --check-prefixes=CHECK,COOP
-// RUN: coda-opt %s --canonicalize --coda-to-gpu="ping-pong=1" --canonicalize --split-input-file | FileCheck %s --check-prefixes=CHECK,PP
-// RUN: coda-opt %s --canonicalize --coda-to-gpu="cooperative=1 cluster-m=2" --canonicalize --split-input-file | FileCheck %s --check-prefix=CLUSTER
+// RUN: coda-opt %s --canonicalize --coda-to-gpu="schedule=cooperative" --canonicalize --split-input-file | FileCheck %s --check-prefixes=CHECK,COOP
+// RUN: coda-opt %s --canonicalize --coda-to-gpu="schedule=ping-pong" --canonicalize --split-input-file | FileCheck %s --check-prefixes=CHECK,PP
+// RUN: coda-opt %s --canonicalize --coda-to-gpu="schedule=cooperative cluster-m=2" --canonicalize --split-input-file | FileCheck %s --check-prefix=CLUSTER
 
 // A GEMM whose epilogue does not read the accumulator (RoPE's adjoint once
 // the table gradients nobody reads are dropped) becomes its epilogue alone:

@@ -96,7 +96,7 @@ func.func @raster(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf1
 // A configuration the epilogue cannot take is an error, not a silent
 // change of kernel.
 func.func @too_wide(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %rs: memref<?x?xf32>) {
-  // expected-warning @+2 {{ping-pong not applied}}
+  // expected-warning @+2 {{ping-pong schedule not applied}}
   // expected-error @+1 {{cannot take #coda.gemm_config<schedule = ping_pong, tile_m = 128, tile_n = 128, stages = 4>}}
   coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
       epilogue(%acc) outs(%rs : memref<?x?xf32>) attributes {coda.gemm_config = #coda.gemm_config<schedule = ping_pong, tile_m = 128, tile_n = 128, stages = 4>} {

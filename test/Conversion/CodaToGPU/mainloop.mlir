@@ -1,4 +1,4 @@
-// RUN: coda-opt %s --coda-to-gpu="tile-n=128 warp-specialized=0" --split-input-file | FileCheck %s
+// RUN: coda-opt %s --coda-to-gpu="tile-n=128 schedule=single" --split-input-file | FileCheck %s
 
 // The structure of a kernel: host descriptors and launch; in the kernel the
 // mbarrier ring, TMA loads, WGMMA over 128-byte swizzled tiles and the

@@ -1,6 +1,6 @@
 // RUN: not coda-opt %s --coda-to-gpu=stages=8 2>&1 | FileCheck %s --check-prefix=SMEM
 // RUN: not coda-opt %s --coda-to-gpu=stages=1 2>&1 | FileCheck %s --check-prefix=STAGES
-// RUN: coda-opt %s --coda-to-gpu="tile-m=128 tile-n=256 warp-specialized=0" | FileCheck %s --check-prefix=WIDE
+// RUN: coda-opt %s --coda-to-gpu="tile-m=128 tile-n=256 schedule=single" | FileCheck %s --check-prefix=WIDE
 // RUN: coda-opt %s --coda-to-gpu="tile-m=128 tile-n=256" | FileCheck %s --check-prefix=WS
 
 // SMEM: error: 'coda.gemm' op kernel needs 394384 bytes of shared memory (at most 232448); use fewer stages or a smaller tile

@@ -1,6 +1,6 @@
-// RUN: coda-opt %s --coda-to-gpu="persistent=1" --split-input-file | FileCheck %s
-// RUN: coda-opt %s --coda-to-gpu="persistent=1 tile-n=128" --split-input-file | FileCheck %s --check-prefix=ONE
-// RUN: coda-opt %s --coda-to-gpu="persistent=1" --split-input-file | FileCheck %s --check-prefix=WIDE
+// RUN: coda-opt %s --coda-to-gpu="schedule=staged" --split-input-file | FileCheck %s
+// RUN: coda-opt %s --coda-to-gpu="schedule=staged tile-n=128" --split-input-file | FileCheck %s --check-prefix=ONE
+// RUN: coda-opt %s --coda-to-gpu="schedule=staged" --split-input-file | FileCheck %s --check-prefix=WIDE
 
 // Persistent kernel: CTAs stride over 128 x 128 tiles (blockIdx.x, +
 // gridDim.x); thread 0 streams every tile's k-tiles through the ring,

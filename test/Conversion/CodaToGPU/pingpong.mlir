@@ -1,5 +1,5 @@
-// RUN: coda-opt %s --coda-to-gpu="ping-pong=1" --split-input-file --verify-diagnostics | FileCheck %s
-// RUN: coda-opt %s --coda-to-gpu="ping-pong=1 cluster-m=2" --split-input-file 2>/dev/null | FileCheck %s --check-prefix=CLUSTER
+// RUN: coda-opt %s --coda-to-gpu="schedule=ping-pong" --split-input-file --verify-diagnostics | FileCheck %s
+// RUN: coda-opt %s --coda-to-gpu="schedule=ping-pong cluster-m=2" --split-input-file 2>/dev/null | FileCheck %s --check-prefix=CLUSTER
 
 // Ping-pong kernel: persistent CTAs of 384 threads with launch bounds and
 // 128 x 128 tiles (a 4-slot ring of 32 KB stages); the producer block gives
@@ -103,7 +103,7 @@ func.func @colsum(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %cs: memref<?x?xf3
 //  CHECK-SAME:   persistent = false
 //  CHECK-SAME:   tile = [128, 256, 64]
 func.func @wide(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %rs: memref<?x?xf32>) {
-  // expected-warning @+1 {{ping-pong not applied}}
+  // expected-warning @+1 {{ping-pong schedule not applied}}
   coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
       epilogue(%acc) outs(%rs : memref<?x?xf32>) {
     %s = coda.row_reduce sum %acc tile 256 : f32

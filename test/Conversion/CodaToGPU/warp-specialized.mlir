@@ -1,4 +1,4 @@
-// RUN: coda-opt %s --coda-to-gpu="warp-specialized=1 tile-n=256" --split-input-file | FileCheck %s
+// RUN: coda-opt %s --coda-to-gpu="schedule=warp-specialized tile-n=256" --split-input-file | FileCheck %s
 // RUN: coda-opt %s --coda-to-gpu --split-input-file | FileCheck %s --check-prefix=PARTIALS
 
 // Warp-specialized mainloop: warpgroup 0 keeps the TMA ring full (waiting on
