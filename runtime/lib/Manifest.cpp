@@ -11,6 +11,7 @@
 
 using namespace coda::runtime;
 namespace abi = coda::abi;
+namespace key = coda::abi::key;
 
 DType coda::runtime::parseDType(const std::string &name) {
   static const std::pair<const char *, DType> names[] = {
@@ -149,7 +150,7 @@ std::string coda::runtime::listString(const std::vector<int64_t> &values) {
 
 /// A dtype field of the manifest (`context` names its owner in errors).
 static DType dtypeField(const Json &object, const std::string &context) {
-  std::string text = stringOf(member(object, "dtype", context),
+  std::string text = stringOf(member(object, key::dtype, context),
                               context + " dtype");
   try {
     return parseDType(text);
@@ -175,7 +176,7 @@ static StepOperand parseOperand(const Json &o, const FunctionSpec &function,
   if (!o.is_object())
     throw Error("manifest: " + octx + " must be an object");
   StepOperand operand;
-  if (const Json *v = optional(o, "value")) {
+  if (const Json *v = optional(o, key::value)) {
     if (!v->is_number())
       throw Error("manifest: " + octx + " value must be a number");
     operand.value = v->get<double>();
@@ -194,17 +195,17 @@ static StepOperand parseOperand(const Json &o, const FunctionSpec &function,
                   (what == "temporary" ? "temporaries" : what + "s"));
     return i;
   };
-  if (const Json *v = optional(o, "argument")) {
+  if (const Json *v = optional(o, key::argument)) {
     operand.kind = StepOperand::Kind::argument;
     operand.index = index(*v, "argument", function.arguments.size());
     const ArgumentSpec &argument = function.arguments[operand.index];
     bufferShape = argument.shape;
     bufferType = argument.dtype;
     buffer = "argument " + std::to_string(operand.index);
-    if (!argument.tensor && optional(o, "offset"))
+    if (!argument.tensor && optional(o, key::offset))
       throw Error("manifest: " + octx + " is a view of " + buffer +
                   ", which is a scalar");
-  } else if (const Json *v = optional(o, "temporary")) {
+  } else if (const Json *v = optional(o, key::temporary)) {
     operand.kind = StepOperand::Kind::temporary;
     operand.index = index(*v, "temporary", function.temporaries.size());
     bufferShape = function.temporaries[operand.index].shape;
@@ -214,7 +215,7 @@ static StepOperand parseOperand(const Json &o, const FunctionSpec &function,
     throw Error("manifest: " + octx +
                 " must have \"argument\", \"temporary\" or \"value\"");
   }
-  const Json *offset = optional(o, "offset");
+  const Json *offset = optional(o, key::offset);
   if (!offset) {
     if (operand.kind == StepOperand::Kind::temporary)
       throw Error("manifest: " + octx +
@@ -223,8 +224,8 @@ static StepOperand parseOperand(const Json &o, const FunctionSpec &function,
   }
   operand.view = true;
   operand.offset = integer(*offset, octx + " offset");
-  operand.sizes = intList(member(o, "sizes", octx), octx + " sizes");
-  operand.strides = intList(member(o, "strides", octx), octx + " strides");
+  operand.sizes = intList(member(o, key::sizes, octx), octx + " sizes");
+  operand.strides = intList(member(o, key::strides, octx), octx + " strides");
   if (operand.sizes.size() != operand.strides.size())
     throw Error("manifest: " + octx + " has " +
                 std::to_string(operand.sizes.size()) + " sizes but " +
@@ -258,20 +259,20 @@ static FunctionSpec parseFunction(const Json &f, const Manifest &manifest) {
   if (!f.is_object())
     throw Error("manifest: a function must be an object");
   FunctionSpec function;
-  function.name = stringOf(member(f, "name", "a function"), "function name");
+  function.name = stringOf(member(f, key::name, "a function"), "function name");
   std::string ctx = "function " + function.name;
-  if (const Json *why = optional(f, "unsupported")) {
+  if (const Json *why = optional(f, key::unsupported)) {
     function.unsupported = stringOf(*why, ctx + " unsupported");
     return function;
   }
-  for (const Json &a : list(member(f, "arguments", ctx), ctx + " arguments")) {
+  for (const Json &a : list(member(f, key::arguments, ctx), ctx + " arguments")) {
     std::string actx =
         ctx + " argument " + std::to_string(function.arguments.size());
     if (!a.is_object())
       throw Error("manifest: " + actx + " must be an object");
     ArgumentSpec argument;
     abi::ParamKind kind =
-        vocabulary<abi::ParamKind>(member(a, "kind", actx), actx);
+        vocabulary<abi::ParamKind>(member(a, key::kind, actx), actx);
     if (kind != abi::ParamKind::memref && kind != abi::ParamKind::scalar)
       throw Error("manifest: " + actx + " kind must be " +
                   std::string(abi::name(abi::ParamKind::memref)) + " or " +
@@ -280,26 +281,26 @@ static FunctionSpec parseFunction(const Json &f, const Manifest &manifest) {
     argument.tensor = kind == abi::ParamKind::memref;
     argument.dtype = dtypeField(a, actx);
     if (argument.tensor)
-      argument.shape = intList(member(a, "shape", actx), actx + " shape");
-    if (const Json *v = optional(a, "output"))
+      argument.shape = intList(member(a, key::shape, actx), actx + " shape");
+    if (const Json *v = optional(a, key::output))
       argument.output = boolean(*v, actx + " output");
     function.arguments.push_back(std::move(argument));
   }
   function.workspaceBytes =
-      integer(member(f, "workspace_bytes", ctx), ctx + " workspace_bytes");
+      integer(member(f, key::workspace_bytes, ctx), ctx + " workspace_bytes");
   if (function.workspaceBytes < 0)
     throw Error("manifest: " + ctx + " workspace_bytes must not be negative");
   for (const Json &t :
-       list(member(f, "temporaries", ctx), ctx + " temporaries")) {
+       list(member(f, key::temporaries, ctx), ctx + " temporaries")) {
     std::string tctx =
         ctx + " temporary " + std::to_string(function.temporaries.size());
     if (!t.is_object())
       throw Error("manifest: " + tctx + " must be an object");
     TemporarySpec temporary;
     temporary.dtype = dtypeField(t, tctx);
-    temporary.shape = intList(member(t, "shape", tctx), tctx + " shape");
-    temporary.bytes = integer(member(t, "bytes", tctx), tctx + " bytes");
-    temporary.offset = integer(member(t, "offset", tctx), tctx + " offset");
+    temporary.shape = intList(member(t, key::shape, tctx), tctx + " shape");
+    temporary.bytes = integer(member(t, key::bytes, tctx), tctx + " bytes");
+    temporary.offset = integer(member(t, key::offset, tctx), tctx + " offset");
     if (std::any_of(temporary.shape.begin(), temporary.shape.end(),
                     [](int64_t d) { return d < 0; }))
       throw Error("manifest: " + tctx + " shape " +
@@ -323,10 +324,10 @@ static FunctionSpec parseFunction(const Json &f, const Manifest &manifest) {
                   std::to_string(function.workspaceBytes) + " bytes");
     function.temporaries.push_back(std::move(temporary));
   }
-  for (const Json &st : list(member(f, "steps", ctx), ctx + " steps")) {
+  for (const Json &st : list(member(f, key::steps, ctx), ctx + " steps")) {
     std::string sctx = ctx + " step " + std::to_string(function.steps.size());
-    const Json *launch = st.is_object() ? optional(st, "launch") : nullptr;
-    const Json *call = st.is_object() ? optional(st, "call") : nullptr;
+    const Json *launch = st.is_object() ? optional(st, key::launch) : nullptr;
+    const Json *call = st.is_object() ? optional(st, key::call) : nullptr;
     if (!launch == !call)
       throw Error("manifest: " + sctx +
                   " must have either \"launch\" (a kernel) or \"call\" (a "
@@ -345,7 +346,7 @@ static FunctionSpec parseFunction(const Json &f, const Manifest &manifest) {
       step.kind = Step::Kind::call;
       step.target = stringOf(*call, sctx + " call");
     }
-    for (const Json &o : list(member(st, "args", sctx), sctx + " args"))
+    for (const Json &o : list(member(st, key::args, sctx), sctx + " args"))
       step.args.push_back(parseOperand(
           o, function, sctx + " operand " + std::to_string(step.args.size())));
     if (kernel && step.args.size() != ownParameterCount(*kernel))
@@ -397,33 +398,33 @@ Manifest Manifest::parse(const std::string &text) {
   if (!root.is_object())
     throw Error("manifest: not a JSON object");
   Manifest manifest;
-  if (stringOf(member(root, "format", "the manifest"), "format") !=
+  if (stringOf(member(root, key::format, "the manifest"), "format") !=
       abi::kFormat)
     throw Error("manifest: not a coda kernel manifest (format is not "
                 "\"coda-kernels\")");
-  if (integer(member(root, "version", "the manifest"), "version") !=
+  if (integer(member(root, key::version, "the manifest"), "version") !=
       abi::kVersion)
     throw Error("manifest: unsupported version (this runtime reads version " +
                 std::to_string(abi::kVersion) + ")");
-  manifest.chip = stringOf(member(root, "chip", "the manifest"), "chip");
+  manifest.chip = stringOf(member(root, key::chip, "the manifest"), "chip");
   for (const Json &k :
-       list(member(root, "kernels", "the manifest"), "kernels")) {
+       list(member(root, key::kernels, "the manifest"), "kernels")) {
     if (!k.is_object())
       throw Error("manifest: a kernel must be an object");
     KernelSpec kernel;
-    kernel.name = stringOf(member(k, "name", "a kernel"), "kernel name");
+    kernel.name = stringOf(member(k, key::name, "a kernel"), "kernel name");
     std::string ctx = "kernel " + kernel.name;
-    kernel.module = stringOf(member(k, "module", ctx), ctx + " module");
-    kernel.function = stringOf(member(k, "function", ctx), ctx + " function");
-    kernel.kind = vocabulary<abi::KernelKind>(member(k, "kind", ctx), ctx);
-    if (const Json *v = optional(k, "role"))
+    kernel.module = stringOf(member(k, key::module, ctx), ctx + " module");
+    kernel.function = stringOf(member(k, key::function, ctx), ctx + " function");
+    kernel.kind = vocabulary<abi::KernelKind>(member(k, key::kind, ctx), ctx);
+    if (const Json *v = optional(k, key::role))
       kernel.role = stringOf(*v, ctx + " role");
     kernel.symbol = kernel.name;
-    if (const Json *v = optional(k, "symbol"))
+    if (const Json *v = optional(k, key::symbol))
       kernel.symbol = stringOf(*v, ctx + " symbol");
     if (kernel.kind == KernelSpec::Kind::loop) {
       // A loop kernel's grid is the constant its launch was compiled with.
-      const Json &grid = list(member(k, "grid", ctx), ctx + " grid");
+      const Json &grid = list(member(k, key::grid, ctx), ctx + " grid");
       if (grid.size() != 3)
         throw Error("manifest: " + ctx + " grid must have 3 entries");
       for (int i = 0; i < 3; ++i) {
@@ -435,27 +436,26 @@ Manifest Manifest::parse(const std::string &text) {
                       " grid must be positive integers, got '" + text + "'");
       }
     } else if (kernel.kind == KernelSpec::Kind::reducePartials) {
-      kernel.axis = stringOf(member(k, "axis", ctx), ctx + " axis");
-      if (kernel.axis != "row" && kernel.axis != "col")
-        throw Error("manifest: " + ctx + " axis must be row or col");
+      kernel.axis = std::string(
+          abi::name(vocabulary<abi::Axis>(member(k, key::axis, ctx), ctx)));
     } else {
       std::vector<int64_t> tile =
-          intList(member(k, "tile", ctx), ctx + " tile");
+          intList(member(k, key::tile, ctx), ctx + " tile");
       if (tile.size() != 3)
         throw Error("manifest: " + ctx + " tile must have 3 entries");
       kernel.tileM = tile[0];
       kernel.tileN = tile[1];
       kernel.tileK = tile[2];
-      kernel.stages = integer(member(k, "stages", ctx), ctx + " stages");
+      kernel.stages = integer(member(k, key::stages, ctx), ctx + " stages");
       kernel.transposeB =
-          boolean(member(k, "transpose_b", ctx), ctx + " transpose_b");
-      if (const Json *transposeA = optional(k, "transpose_a"))
+          boolean(member(k, key::transpose_b, ctx), ctx + " transpose_b");
+      if (const Json *transposeA = optional(k, key::transpose_a))
         kernel.transposeA = boolean(*transposeA, ctx + " transpose_a");
-      if (const Json *persistent = optional(k, "persistent"))
+      if (const Json *persistent = optional(k, key::persistent))
         kernel.persistent = boolean(*persistent, ctx + " persistent");
-      if (const Json *batched = optional(k, "batched"))
+      if (const Json *batched = optional(k, key::batched))
         kernel.batched = boolean(*batched, ctx + " batched");
-      if (const Json *cluster = optional(k, "cluster")) {
+      if (const Json *cluster = optional(k, key::cluster)) {
         std::vector<int64_t> dims = intList(*cluster, ctx + " cluster");
         if (dims.size() != 3 || dims[0] < 1 || dims[1] != 1 || dims[2] != 1)
           throw Error("manifest: " + ctx +
@@ -463,81 +463,81 @@ Manifest Manifest::parse(const std::string &text) {
         kernel.cluster[0] = dims[0];
       }
     }
-    const std::string dependentLaunch(abi::kDependentLaunch);
+    const std::string dependentLaunch(key::dependent_launch);
     if (const Json *dependent = optional(k, dependentLaunch.c_str()))
       kernel.dependentLaunch = boolean(*dependent, ctx + " " + dependentLaunch);
     std::vector<int64_t> block =
-        intList(member(k, "block", ctx), ctx + " block");
+        intList(member(k, key::block, ctx), ctx + " block");
     if (block.size() != 3)
       throw Error("manifest: " + ctx + " block must have 3 entries");
     for (int i = 0; i < 3; ++i)
       kernel.block[i] = block[i];
-    kernel.sharedMemoryBytes = integer(member(k, "shared_memory_bytes", ctx),
+    kernel.sharedMemoryBytes = integer(member(k, key::shared_memory_bytes, ctx),
                                        ctx + " shared_memory_bytes");
-    if (const Json *v = optional(k, "variant_of"))
+    if (const Json *v = optional(k, key::variant_of))
       kernel.variantOf = stringOf(*v, ctx + " variant_of");
-    if (const Json *v = optional(k, "max_k"))
+    if (const Json *v = optional(k, key::max_k))
       kernel.maxK = integer(*v, ctx + " max_k");
     if (kernel.maxK < 0 || (kernel.maxK > 0 && kernel.variantOf.empty()))
       throw Error("manifest: " + ctx +
                   " max_k must be positive and come with variant_of");
-    if (const Json *v = optional(k, "wave_cost"))
+    if (const Json *v = optional(k, key::wave_cost))
       kernel.waveCost = integer(*v, ctx + " wave_cost");
     if (kernel.waveCost < 0 ||
         (kernel.waveCost > 0 && (kernel.variantOf.empty() || kernel.maxK)))
       throw Error("manifest: " + ctx +
                   " wave_cost must be positive and come with variant_of "
                   "and no max_k");
-    for (const Json &p : list(member(k, "params", ctx), ctx + " params")) {
+    for (const Json &p : list(member(k, key::params, ctx), ctx + " params")) {
       if (!p.is_object())
         throw Error("manifest: " + ctx +
                     " has a parameter that is not an "
                     "object");
       ParamSpec param;
-      param.name = stringOf(member(p, "name", ctx + " parameter"),
+      param.name = stringOf(member(p, key::name, ctx + " parameter"),
                             ctx + " parameter name");
       std::string pctx = ctx + " parameter " + param.name;
-      param.kind = vocabulary<abi::ParamKind>(member(p, "kind", pctx), pctx);
-      if (const Json *v = optional(p, "operand"))
+      param.kind = vocabulary<abi::ParamKind>(member(p, key::kind, pctx), pctx);
+      if (const Json *v = optional(p, key::operand))
         param.operand = stringOf(*v, pctx + " operand");
-      if (const Json *v = optional(p, "role"))
+      if (const Json *v = optional(p, key::role))
         param.role =
             std::string(abi::name(vocabulary<abi::ParamRole>(*v, pctx)));
-      if (const Json *v = optional(p, "access"))
+      if (const Json *v = optional(p, key::access))
         param.store = vocabulary<abi::Access>(*v, pctx) == abi::Access::store;
       // A descriptor's encoding: every field, as the compiler wrote it.
       if (param.kind == ParamSpec::Kind::tensormap) {
         param.swizzle =
-            vocabulary<abi::Swizzle>(member(p, "swizzle", pctx), pctx);
+            vocabulary<abi::Swizzle>(member(p, key::swizzle, pctx), pctx);
         param.l2Promotion =
-            vocabulary<abi::L2Promotion>(member(p, "l2_promotion", pctx), pctx);
+            vocabulary<abi::L2Promotion>(member(p, key::l2_promotion, pctx), pctx);
         param.oobFill =
-            vocabulary<abi::OobFill>(member(p, "oob_fill", pctx), pctx);
+            vocabulary<abi::OobFill>(member(p, key::oob_fill, pctx), pctx);
         param.interleave =
-            vocabulary<abi::Interleave>(member(p, "interleave", pctx), pctx);
+            vocabulary<abi::Interleave>(member(p, key::interleave, pctx), pctx);
       }
-      if (optional(p, "dtype"))
+      if (optional(p, key::dtype))
         param.dtype = dtypeField(p, pctx);
-      if (const Json *v = optional(p, "rank"))
+      if (const Json *v = optional(p, key::rank))
         param.rank = integer(*v, pctx + " rank");
-      if (const Json *v = optional(p, "shape"))
+      if (const Json *v = optional(p, key::shape))
         param.shape = intList(*v, pctx + " shape");
-      if (const Json *v = optional(p, "partial_tile"))
+      if (const Json *v = optional(p, key::partial_tile))
         param.partialTile = integer(*v, pctx + " partial_tile");
-      if (const Json *v = optional(p, "box"))
+      if (const Json *v = optional(p, key::box))
         param.box = intList(*v, pctx + " box");
       // A host function argument's position, or "temporary".
-      if (const Json *v = optional(p, "source")) {
-        if (v->is_string() && v->get<std::string>() == "temporary")
+      if (const Json *v = optional(p, key::source)) {
+        if (v->is_string() && v->get<std::string>() == abi::kTemporarySource)
           param.source = -1;
         else
           param.source = integer(*v, pctx + " source (an argument position or "
                                             "\"temporary\")");
       }
       // The sizes a launch passes: M, N, K, and B for a batched GEMM.
-      if (param.kind == ParamSpec::Kind::index && param.name != "M" &&
-          param.name != "N" && param.name != "K" &&
-          (param.name != "B" || !kernel.batched))
+      std::optional<abi::Size> size = abi::parse<abi::Size>(param.name);
+      if (param.kind == ParamSpec::Kind::index &&
+          (!size || (*size == abi::Size::b && !kernel.batched)))
         throw Error("manifest: " + pctx +
                     " is an index parameter other than M, N, K (or B of a "
                     "batched GEMM)");
@@ -580,7 +580,7 @@ Manifest Manifest::parse(const std::string &text) {
                        return manifest.kernels[a].maxK <
                               manifest.kernels[b].maxK;
                      });
-  if (const Json *functions = optional(root, "functions"))
+  if (const Json *functions = optional(root, key::functions))
     for (const Json &f : list(*functions, "functions"))
       manifest.functions.push_back(parseFunction(f, manifest));
   for (const FunctionSpec &f : manifest.functions)

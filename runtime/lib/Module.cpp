@@ -48,6 +48,18 @@ int tensorMapType(DType dtype) {
 
 /// The TMA descriptor of `t` for parameter `p`, encoded on the host: the
 /// kernel takes its 128 bytes as a parameter.
+/// The size an index parameter passes (the manifest names no other:
+/// Manifest.cpp).
+int64_t sizeOf(const ParamSpec &p, const GemmSizes &sizes) {
+  switch (abi::parse<abi::Size>(p.name).value_or(abi::Size::k)) {
+  case abi::Size::m: return sizes.m;
+  case abi::Size::n: return sizes.n;
+  case abi::Size::k: return sizes.k;
+  case abi::Size::b: return sizes.b;
+  }
+  return sizes.k;
+}
+
 CUtensorMap descriptor(const ParamSpec &p, const TensorRef &t) {
   CUtensorMap map{};
   // A store descriptor of an output whose rows are not 16-byte aligned
@@ -296,11 +308,7 @@ void Module::launchSpec(const KernelSpec &kernel, const GemmSizes &sizes,
       params.add(descriptor(p, std::get<TensorRef>(args[p.source])));
       break;
     case ParamSpec::Kind::index:
-      // The manifest names no other (Manifest.cpp).
-      params.add<int64_t>(p.name == "M"   ? sizes.m
-                          : p.name == "N" ? sizes.n
-                          : p.name == "B" ? sizes.b
-                                          : sizes.k);
+      params.add<int64_t>(sizeOf(p, sizes));
       break;
     case ParamSpec::Kind::scalar: {
       double v = std::get<double>(args[p.source]);

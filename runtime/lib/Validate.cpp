@@ -98,7 +98,8 @@ private:
       return;
     size_t first = in->sizes.size() - 2;
     int64_t reduced =
-        kernel.axis == "row" ? in->sizes[first] : in->sizes[first + 1];
+        kernel.axis == abi::name(abi::Axis::row) ? in->sizes[first]
+                                                  : in->sizes[first + 1];
     if (out->sizes.back() != reduced ||
         (first && out->sizes[0] != in->sizes[0]))
       problem("the output has shape " + shapeString(out->sizes) + " but the " +
@@ -144,7 +145,7 @@ private:
     const TensorRef *lhs = nullptr, *rhs = nullptr;
     for (const ParamSpec &p : kernel.params)
       if (p.kind == ParamSpec::Kind::tensormap && !p.store)
-        (p.operand == "lhs" ? lhs : rhs) = tensor(p);
+        (p.operand == abi::name(abi::Operand::lhs) ? lhs : rhs) = tensor(p);
     // A batched GEMM's lhs is B x M x K (or B x K x M), its rhs batched
     // or shared (the rank its descriptor was compiled for, checkTensor).
     size_t lhsRank = kernel.batched ? 3 : 2;
@@ -348,11 +349,12 @@ private:
                               : std::string(" for M=")) +
               std::to_string(sizes.m) + ", N=" + std::to_string(sizes.n) +
               ", got " + shapeString(t.sizes));
-    if (p.role == "pair" && sizes.n % 2 != 0)
+    std::optional<abi::ParamRole> role = abi::parse<abi::ParamRole>(p.role);
+    if (role == abi::ParamRole::pair && sizes.n % 2 != 0)
       problem("a pair output needs an even N, got N=" +
               std::to_string(sizes.n));
     int64_t period = t.sizes.empty() ? 0 : t.sizes.back();
-    if (p.role == "periodic" && (period <= 0 || sizes.n % period != 0))
+    if (role == abi::ParamRole::periodic && (period <= 0 || sizes.n % period != 0))
       problem(what() + " period " + std::to_string(period) +
               " must divide N=" + std::to_string(sizes.n));
   }

@@ -32,11 +32,56 @@ namespace coda::abi {
 inline constexpr std::string_view kFormat = "coda-kernels";
 inline constexpr int kVersion = 5;
 
+/// The manifest's member names (docs/KernelABI.md), one spelling for the
+/// compiler that writes them and the runtime that reads them; each is named
+/// as it is spelled in the JSON.
+namespace key {
+// The manifest.
+inline constexpr const char *format = "format", *version = "version",
+                            *chip = "chip", *kernels = "kernels",
+                            *functions = "functions";
+// A kernel.
+inline constexpr const char *kind = "kind", *name = "name",
+                            *symbol = "symbol", *module = "module",
+                            *function = "function", *grid = "grid",
+                            *block = "block", *cluster = "cluster",
+                            *shared_memory_bytes = "shared_memory_bytes",
+                            *params = "params", *tile = "tile",
+                            *stages = "stages", *schedule = "schedule",
+                            *warp_specialized = "warp_specialized",
+                            *persistent = "persistent", *batched = "batched",
+                            *transpose_a = "transpose_a",
+                            *transpose_b = "transpose_b",
+                            *variant_of = "variant_of", *max_k = "max_k",
+                            *wave_cost = "wave_cost",
+                            *reduction = "reduction", *axis = "axis";
 /// A kernel's optional flag: it waits for the grids before it in its stream
 /// (griddepcontrol.wait) before it touches memory, so it may be launched
 /// with programmatic stream serialization, to start while the kernel before
 /// it finishes. A reader that ignores it launches the kernel as before.
-inline constexpr std::string_view kDependentLaunch = "dependent_launch";
+inline constexpr const char *dependent_launch = "dependent_launch";
+// A kernel's parameter.
+inline constexpr const char *role = "role", *source = "source",
+                            *dtype = "dtype", *rank = "rank",
+                            *shape = "shape", *operand = "operand",
+                            *access = "access", *box = "box",
+                            *swizzle = "swizzle",
+                            *l2_promotion = "l2_promotion",
+                            *oob_fill = "oob_fill",
+                            *interleave = "interleave",
+                            *partial_tile = "partial_tile";
+// A host function's program, its arguments, temporaries and steps, and a
+// step's operands.
+inline constexpr const char *unsupported = "unsupported",
+                            *arguments = "arguments", *output = "output",
+                            *workspace_bytes = "workspace_bytes",
+                            *temporaries = "temporaries", *bytes = "bytes",
+                            *steps = "steps", *launch = "launch",
+                            *call = "call", *args = "args",
+                            *argument = "argument", *temporary = "temporary",
+                            *value = "value", *offset = "offset",
+                            *sizes = "sizes", *strides = "strides";
+} // namespace key
 
 /// A kernel: a GEMM with its epilogue, the finish of block-reduction
 /// partials, or a loop nest outlined from the rest of a function (launched
@@ -54,6 +99,15 @@ enum class Swizzle { none, bytes32, bytes64, bytes128 };
 enum class L2Promotion { none, bytes64, bytes128, bytes256 };
 enum class OobFill { zero, nan };
 enum class Interleave { none, bytes16, bytes32 };
+/// The operand a load descriptor loads (its `operand`).
+enum class Operand { lhs, rhs };
+/// The problem sizes a launch passes as index parameters (their `name`):
+/// M, N, K, and B for a batched GEMM.
+enum class Size { m, n, k, b };
+/// What a reduce_partials kernel folds its partials along (its `axis`).
+enum class Axis { row, col };
+/// A parameter's `source` where no host function argument holds it.
+inline constexpr std::string_view kTemporarySource = "temporary";
 /// What a kernel's memref or scalar parameter is (its `role`): a GEMM
 /// epilogue input's access form (tile, row, col, scalar, periodic, pair) or
 /// an output's kind (tile, pair, interleaved, row or column partials,
@@ -77,14 +131,14 @@ enum class ParamRole {
 /// Each value with its name in the manifest, in declaration order.
 template <typename E> struct Vocabulary;
 template <> struct Vocabulary<KernelKind> {
-  static constexpr std::string_view field = "kind";
+  static constexpr std::string_view field = key::kind;
   static constexpr std::pair<KernelKind, std::string_view> names[] = {
       {KernelKind::gemm, "gemm"},
       {KernelKind::reducePartials, "reduce_partials"},
       {KernelKind::loop, "loop"}};
 };
 template <> struct Vocabulary<ParamKind> {
-  static constexpr std::string_view field = "kind";
+  static constexpr std::string_view field = key::kind;
   static constexpr std::pair<ParamKind, std::string_view> names[] = {
       {ParamKind::tensormap, "tensormap"},
       {ParamKind::index, "index"},
@@ -92,12 +146,12 @@ template <> struct Vocabulary<ParamKind> {
       {ParamKind::scalar, "scalar"}};
 };
 template <> struct Vocabulary<Access> {
-  static constexpr std::string_view field = "access";
+  static constexpr std::string_view field = key::access;
   static constexpr std::pair<Access, std::string_view> names[] = {
       {Access::load, "load"}, {Access::store, "store"}};
 };
 template <> struct Vocabulary<Swizzle> {
-  static constexpr std::string_view field = "swizzle";
+  static constexpr std::string_view field = key::swizzle;
   static constexpr std::pair<Swizzle, std::string_view> names[] = {
       {Swizzle::none, "none"},
       {Swizzle::bytes32, "32B"},
@@ -105,7 +159,7 @@ template <> struct Vocabulary<Swizzle> {
       {Swizzle::bytes128, "128B"}};
 };
 template <> struct Vocabulary<L2Promotion> {
-  static constexpr std::string_view field = "l2_promotion";
+  static constexpr std::string_view field = key::l2_promotion;
   static constexpr std::pair<L2Promotion, std::string_view> names[] = {
       {L2Promotion::none, "none"},
       {L2Promotion::bytes64, "64B"},
@@ -113,20 +167,35 @@ template <> struct Vocabulary<L2Promotion> {
       {L2Promotion::bytes256, "256B"}};
 };
 template <> struct Vocabulary<OobFill> {
-  static constexpr std::string_view field = "oob_fill";
+  static constexpr std::string_view field = key::oob_fill;
   static constexpr std::pair<OobFill, std::string_view> names[] = {
       {OobFill::zero, "zero"}, {OobFill::nan, "nan"}};
 };
 template <> struct Vocabulary<Interleave> {
-  static constexpr std::string_view field = "interleave";
+  static constexpr std::string_view field = key::interleave;
   static constexpr std::pair<Interleave, std::string_view> names[] = {
       {Interleave::none, "none"},
       {Interleave::bytes16, "16B"},
       {Interleave::bytes32, "32B"}};
 };
 
+template <> struct Vocabulary<Operand> {
+  static constexpr std::string_view field = key::operand;
+  static constexpr std::pair<Operand, std::string_view> names[] = {
+      {Operand::lhs, "lhs"}, {Operand::rhs, "rhs"}};
+};
+template <> struct Vocabulary<Size> {
+  static constexpr std::string_view field = key::name;
+  static constexpr std::pair<Size, std::string_view> names[] = {
+      {Size::m, "M"}, {Size::n, "N"}, {Size::k, "K"}, {Size::b, "B"}};
+};
+template <> struct Vocabulary<Axis> {
+  static constexpr std::string_view field = key::axis;
+  static constexpr std::pair<Axis, std::string_view> names[] = {
+      {Axis::row, "row"}, {Axis::col, "col"}};
+};
 template <> struct Vocabulary<ParamRole> {
-  static constexpr std::string_view field = "role";
+  static constexpr std::string_view field = key::role;
   static constexpr std::pair<ParamRole, std::string_view> names[] = {
       {ParamRole::tile, "tile"},
       {ParamRole::row, "row"},

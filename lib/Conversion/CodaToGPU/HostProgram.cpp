@@ -33,6 +33,7 @@ using namespace mlir::coda;
 using namespace mlir::coda::gpu_lowering;
 namespace json = llvm::json;
 namespace abi = ::coda::abi;
+namespace key = ::coda::abi::key;
 
 namespace {
 
@@ -81,9 +82,9 @@ public:
       : function(function), loopKernels(loopKernels) {}
 
   json::Object build() {
-    json::Object program{{"name", function.getSymName().str()}};
+    json::Object program{{key::name, function.getSymName().str()}};
     if (failed(collect())) {
-      program["unsupported"] = reason;
+      program[key::unsupported] = reason;
       return program;
     }
     for (json::Value &kernel : kernels)
@@ -92,30 +93,30 @@ public:
     for (auto [i, type] : llvm::enumerate(function.getArgumentTypes())) {
       json::Object argument;
       if (auto memref = dyn_cast<MemRefType>(type)) {
-        argument["kind"] = (abiName(abi::ParamKind::memref));
-        argument["dtype"] = typeName(memref.getElementType());
-        argument["shape"] = shapeOf(memref);
+        argument[key::kind] = (abiName(abi::ParamKind::memref));
+        argument[key::dtype] = typeName(memref.getElementType());
+        argument[key::shape] = shapeOf(memref);
       } else {
-        argument["kind"] = (abiName(abi::ParamKind::scalar));
-        argument["dtype"] = typeName(type);
+        argument[key::kind] = (abiName(abi::ParamKind::scalar));
+        argument[key::dtype] = typeName(type);
       }
       // The out-parameters --coda-prepare-host-program made of results.
-      argument["output"] = bool(function.getArgAttr(i, "bufferize.result"));
+      argument[key::output] = bool(function.getArgAttr(i, "bufferize.result"));
       arguments.push_back(std::move(argument));
     }
-    program["arguments"] = std::move(arguments);
-    program["workspace_bytes"] = place();
+    program[key::arguments] = std::move(arguments);
+    program[key::workspace_bytes] = place();
     json::Array temporaries;
     for (Temporary &t : used) {
       MemRefType type = t.alloc.getType();
       temporaries.push_back(
-          json::Object{{"dtype", typeName(type.getElementType())},
-                       {"shape", shapeOf(type)},
-                       {"bytes", byteSize(type)},
-                       {"offset", t.offset}});
+          json::Object{{key::dtype, typeName(type.getElementType())},
+                       {key::shape, shapeOf(type)},
+                       {key::bytes, byteSize(type)},
+                       {key::offset, t.offset}});
     }
-    program["temporaries"] = std::move(temporaries);
-    program["steps"] = std::move(steps);
+    program[key::temporaries] = std::move(temporaries);
+    program[key::steps] = std::move(steps);
     return program;
   }
 
@@ -180,7 +181,7 @@ private:
         return WalkResult::advance();
       auto launch = dyn_cast<gpu::LaunchFuncOp>(op);
       DictionaryAttr abi = launch ? kernelAbi(launch) : DictionaryAttr();
-      auto variantOf = abi ? abi.getAs<StringAttr>("variant_of") : nullptr;
+      auto variantOf = abi ? abi.getAs<StringAttr>(key::variant_of) : nullptr;
       if (!variantOf || (!gemm.empty() && gemm != variantOf.getValue()))
         return WalkResult::interrupt();
       gemm = variantOf.str();
@@ -217,18 +218,18 @@ private:
     DictionaryAttr abi = kernel->getAttrOfType<DictionaryAttr>("coda.kernel");
     if (!abi)
       return loopStep(launch, kernel);
-    auto params = abi.getAs<ArrayAttr>("params");
+    auto params = abi.getAs<ArrayAttr>(key::params);
     if (params.size() != launch.getNumKernelOperands())
       return fail("kernel " + kernel.getName() + " is launched with " +
                   Twine(launch.getNumKernelOperands()) + " operands for " +
                   Twine(params.size()) + " parameters");
     for (auto [param, value] : llvm::zip(params.getAsRange<DictionaryAttr>(),
                                          launch.getKernelOperands())) {
-      StringRef kind = param.getAs<StringAttr>("kind").getValue();
+      StringRef kind = param.getAs<StringAttr>(key::kind).getValue();
       if (kind == abiName(abi::ParamKind::index))
         continue;
       if (kind == abiName(abi::ParamKind::tensormap)) {
-        if (param.getAs<StringAttr>("access").getValue() ==
+        if (param.getAs<StringAttr>(key::access).getValue() ==
             abiName(abi::Access::store))
           continue; // the runtime encodes it from its output
         value = descriptorSource(value);
@@ -242,8 +243,8 @@ private:
       args.push_back(std::move(*arg));
     }
     addStep(json::Object{
-        {"launch", name.empty() ? kernel.getName().str() : name.str()},
-        {"args", std::move(args)}});
+        {key::launch, name.empty() ? kernel.getName().str() : name.str()},
+        {key::args, std::move(args)}});
     return success();
   }
 
@@ -268,15 +269,15 @@ private:
       return fail("kernel " + name + " asks for shared memory or a cluster");
     json::Array params, args;
     for (auto [i, value] : llvm::enumerate(launch.getKernelOperands())) {
-      json::Object param{{"name", "arg" + std::to_string(i)}};
+      json::Object param{{key::name, "arg" + std::to_string(i)}};
       if (auto memref = dyn_cast<MemRefType>(value.getType())) {
-        param["kind"] = (abiName(abi::ParamKind::memref));
-        param["dtype"] = typeName(memref.getElementType());
-        param["rank"] = memref.getRank();
-        param["shape"] = shapeOf(memref);
+        param[key::kind] = (abiName(abi::ParamKind::memref));
+        param[key::dtype] = typeName(memref.getElementType());
+        param[key::rank] = memref.getRank();
+        param[key::shape] = shapeOf(memref);
       } else {
-        param["kind"] = (abiName(abi::ParamKind::scalar));
-        param["dtype"] = typeName(value.getType());
+        param[key::kind] = (abiName(abi::ParamKind::scalar));
+        param[key::dtype] = typeName(value.getType());
       }
       params.push_back(std::move(param));
       FailureOr<json::Value> arg = operand(value);
@@ -289,19 +290,19 @@ private:
       gridJson.push_back(std::to_string(grid[i]));
       blockJson.push_back(block[i]);
     }
-    json::Object entry{{"kind", abiName(abi::KernelKind::loop)},
-                       {"name", name},
-                       {"symbol", kernel.getName().str()},
-                       {"module", name},
-                       {"function", function.getSymName().str()},
-                       {"grid", std::move(gridJson)},
-                       {"block", std::move(blockJson)},
-                       {"shared_memory_bytes", 0},
-                       {"params", std::move(params)}};
+    json::Object entry{{key::kind, abiName(abi::KernelKind::loop)},
+                       {key::name, name},
+                       {key::symbol, kernel.getName().str()},
+                       {key::module, name},
+                       {key::function, function.getSymName().str()},
+                       {key::grid, std::move(gridJson)},
+                       {key::block, std::move(blockJson)},
+                       {key::shared_memory_bytes, 0},
+                       {key::params, std::move(params)}};
     if (kernel->hasAttr(kDependentLaunchAttrName))
-      entry[std::string(::coda::abi::kDependentLaunch)] = true;
+      entry[key::dependent_launch] = true;
     kernels.push_back(std::move(entry));
-    addStep(json::Object{{"launch", name}, {"args", std::move(args)}});
+    addStep(json::Object{{key::launch, name}, {key::args, std::move(args)}});
     return success();
   }
 
@@ -323,8 +324,8 @@ private:
         return failure();
       args.push_back(std::move(*arg));
     }
-    addStep(json::Object{{"call", call.getCallee().str()},
-                         {"args", std::move(args)}});
+    addStep(json::Object{{key::call, call.getCallee().str()},
+                         {key::args, std::move(args)}});
     return success();
   }
 
@@ -346,13 +347,13 @@ private:
     if (!isa<MemRefType>(value.getType())) {
       if (auto arg = dyn_cast<BlockArgument>(value);
           arg && arg.getOwner() == &function.getBody().front())
-        return json::Value(json::Object{{"argument", arg.getArgNumber()}});
+        return json::Value(json::Object{{key::argument, arg.getArgNumber()}});
       if (std::optional<int64_t> c = getConstantIntValue(value))
-        return json::Value(json::Object{{"value", *c}});
+        return json::Value(json::Object{{key::value, *c}});
       FloatAttr f;
       if (matchPattern(value, m_Constant(&f)))
         return json::Value(
-            json::Object{{"value", f.getValue().convertToDouble()}});
+            json::Object{{key::value, f.getValue().convertToDouble()}});
       return fail("a kernel takes a scalar computed on the host");
     }
     // The buffer a view chain starts at; views keep the memory's base, so
@@ -366,7 +367,7 @@ private:
     json::Object ref;
     if (auto arg = dyn_cast<BlockArgument>(root);
         arg && arg.getOwner() == &function.getBody().front()) {
-      ref["argument"] = arg.getArgNumber();
+      ref[key::argument] = arg.getArgNumber();
       if (onlyCasts)
         return json::Value(std::move(ref));
     } else if (auto alloc = root.getDefiningOp<memref::AllocOp>();
@@ -377,7 +378,7 @@ private:
         order.push_back(alloc);
         it = order.end() - 1;
       }
-      ref["temporary"] = int64_t(it - order.begin());
+      ref[key::temporary] = int64_t(it - order.begin());
     } else {
       return fail("a step takes a buffer made by '" +
                   (root.getDefiningOp()
@@ -393,9 +394,9 @@ private:
         ShapedType::isDynamic(offset) ||
         llvm::any_of(strides, ShapedType::isDynamic))
       return fail("a step takes a view of dynamic shape or layout");
-    ref["offset"] = offset;
-    ref["sizes"] = json::Array(type.getShape());
-    ref["strides"] = json::Array(strides);
+    ref[key::offset] = offset;
+    ref[key::sizes] = json::Array(type.getShape());
+    ref[key::strides] = json::Array(strides);
     return json::Value(std::move(ref));
   }
 

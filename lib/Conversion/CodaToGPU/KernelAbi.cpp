@@ -19,6 +19,7 @@ using namespace mlir::coda;
 using namespace mlir::coda::gpu_lowering;
 
 namespace abi = ::coda::abi;
+namespace key = ::coda::abi::key;
 
 namespace {
 
@@ -85,7 +86,7 @@ Attribute sourceAttr(OpBuilder &b, func::FuncOp host, Value v) {
   if (auto arg = dyn_cast<BlockArgument>(v))
     if (arg.getOwner()->getParentOp() == host.getOperation())
       return b.getI64IntegerAttr(arg.getArgNumber());
-  return b.getStringAttr("temporary");
+  return b.getStringAttr(StringRef(abi::kTemporarySource));
 }
 
 /// A shaped value's sizes; -1 marks a dynamic size.
@@ -102,13 +103,13 @@ DictionaryAttr memrefParam(OpBuilder &b, func::FuncOp host, StringRef name,
                            StringRef role, Value v) {
   auto type = cast<MemRefType>(v.getType());
   return b.getDictionaryAttr({
-      b.getNamedAttr("name", b.getStringAttr(name)),
-      b.getNamedAttr("role", b.getStringAttr(role)),
-      b.getNamedAttr("source", sourceAttr(b, host, v)),
-      b.getNamedAttr("kind", abiName(b, abi::ParamKind::memref)),
-      b.getNamedAttr("dtype", b.getStringAttr(typeName(type.getElementType()))),
-      b.getNamedAttr("rank", b.getI64IntegerAttr(type.getRank())),
-      b.getNamedAttr("shape", shapeAttr(b, v)),
+      b.getNamedAttr(key::name, b.getStringAttr(name)),
+      b.getNamedAttr(key::role, b.getStringAttr(role)),
+      b.getNamedAttr(key::source, sourceAttr(b, host, v)),
+      b.getNamedAttr(key::kind, abiName(b, abi::ParamKind::memref)),
+      b.getNamedAttr(key::dtype, b.getStringAttr(typeName(type.getElementType()))),
+      b.getNamedAttr(key::rank, b.getI64IntegerAttr(type.getRank())),
+      b.getNamedAttr(key::shape, shapeAttr(b, v)),
   });
 }
 
@@ -118,7 +119,7 @@ DictionaryAttr kernelAbi(OpBuilder &b, ArrayRef<NamedAttribute> entries,
                          Operation *op) {
   NamedAttrList abi(entries);
   if (auto role = op->getAttrOfType<StringAttr>(kKernelRoleAttrName))
-    abi.set("role", role);
+    abi.set(key::role, role);
   return abi.getDictionary(b.getContext());
 }
 
@@ -138,31 +139,33 @@ DictionaryAttr mlir::coda::gpu_lowering::buildGemmKernelAbi(
   auto tensorMap = [&](StringRef operand, abi::Access access, Value v,
                        ArrayRef<int64_t> box) {
     params.push_back(b.getDictionaryAttr({
-        b.getNamedAttr("name", str((operand + "_tensormap").str())),
-        b.getNamedAttr("kind", abiName(b, abi::ParamKind::tensormap)),
-        b.getNamedAttr("operand", str(operand)),
-        b.getNamedAttr("access", abiName(b, access)),
-        b.getNamedAttr("source", sourceArg(v)),
+        b.getNamedAttr(key::name, str((operand + "_tensormap").str())),
+        b.getNamedAttr(key::kind, abiName(b, abi::ParamKind::tensormap)),
+        b.getNamedAttr(key::operand, str(operand)),
+        b.getNamedAttr(key::access, abiName(b, access)),
+        b.getNamedAttr(key::source, sourceArg(v)),
         b.getNamedAttr(
-            "dtype",
+            key::dtype,
             str(typeName(cast<MemRefType>(v.getType()).getElementType()))),
-        b.getNamedAttr("shape", shapeOf(v)),
-        b.getNamedAttr("box", i64s(box)),
-        b.getNamedAttr("swizzle", abiName(b, abi::Swizzle::bytes128)),
-        b.getNamedAttr("l2_promotion", abiName(b, abi::L2Promotion::bytes256)),
-        b.getNamedAttr("oob_fill", abiName(b, abi::OobFill::zero)),
-        b.getNamedAttr("interleave", abiName(b, abi::Interleave::none)),
+        b.getNamedAttr(key::shape, shapeOf(v)),
+        b.getNamedAttr(key::box, i64s(box)),
+        b.getNamedAttr(key::swizzle, abiName(b, abi::Swizzle::bytes128)),
+        b.getNamedAttr(key::l2_promotion, abiName(b, abi::L2Promotion::bytes256)),
+        b.getNamedAttr(key::oob_fill, abiName(b, abi::OobFill::zero)),
+        b.getNamedAttr(key::interleave, abiName(b, abi::Interleave::none)),
     }));
   };
-  tensorMap("lhs", abi::Access::load, op.getLhs(), target.getLhsBox(config));
-  tensorMap("rhs", abi::Access::load, op.getRhs(), target.getRhsBox(config));
-  SmallVector<StringRef> sizes = {"M", "N", "K"};
+  tensorMap(StringRef(abi::name(abi::Operand::lhs)), abi::Access::load,
+            op.getLhs(), target.getLhsBox(config));
+  tensorMap(StringRef(abi::name(abi::Operand::rhs)), abi::Access::load,
+            op.getRhs(), target.getRhsBox(config));
+  SmallVector<abi::Size> sizes = {abi::Size::m, abi::Size::n, abi::Size::k};
   if (config.batched)
-    sizes.push_back("B");
-  for (StringRef size : sizes)
+    sizes.push_back(abi::Size::b);
+  for (abi::Size size : sizes)
     params.push_back(b.getDictionaryAttr({
-        b.getNamedAttr("name", str(size)),
-        b.getNamedAttr("kind", abiName(b, abi::ParamKind::index)),
+        b.getNamedAttr(key::name, abiName(b, size)),
+        b.getNamedAttr(key::kind, abiName(b, abi::ParamKind::index)),
     }));
   auto shaped = [&](std::string name, StringRef role, Value v) {
     if (isa<MemRefType>(v.getType())) {
@@ -170,11 +173,11 @@ DictionaryAttr mlir::coda::gpu_lowering::buildGemmKernelAbi(
       return;
     }
     params.push_back(b.getDictionaryAttr({
-        b.getNamedAttr("name", str(name)),
-        b.getNamedAttr("role", str(role)),
-        b.getNamedAttr("source", sourceArg(v)),
-        b.getNamedAttr("kind", abiName(b, abi::ParamKind::scalar)),
-        b.getNamedAttr("dtype", str(typeName(v.getType()))),
+        b.getNamedAttr(key::name, str(name)),
+        b.getNamedAttr(key::role, str(role)),
+        b.getNamedAttr(key::source, sourceArg(v)),
+        b.getNamedAttr(key::kind, abiName(b, abi::ParamKind::scalar)),
+        b.getNamedAttr(key::dtype, str(typeName(v.getType()))),
     }));
   };
   for (auto [i, input] : llvm::enumerate(op.getEpilogueInputs()))
@@ -191,7 +194,7 @@ DictionaryAttr mlir::coda::gpu_lowering::buildGemmKernelAbi(
       tile = reduce.getTile();
     if (tile) {
       NamedAttrList entry(cast<DictionaryAttr>(params.back()));
-      entry.set("partial_tile", b.getI64IntegerAttr(tile));
+      entry.set(key::partial_tile, b.getI64IntegerAttr(tile));
       params.back() = entry.getDictionary(b.getContext());
     }
   }
@@ -214,48 +217,50 @@ DictionaryAttr mlir::coda::gpu_lowering::buildGemmKernelAbi(
     gridY = "1";
   }
   SmallVector<NamedAttribute> entries = {
-      b.getNamedAttr("kind", abiName(b, abi::KernelKind::gemm)),
-      b.getNamedAttr("function", str(host.getSymName())),
-      b.getNamedAttr("tile", i64s({config.tileM, config.tileN, config.tileK})),
-      b.getNamedAttr("stages", b.getI64IntegerAttr(config.stages)),
-      b.getNamedAttr("schedule", str(stringifyGemmSchedule(config.schedule))),
-      b.getNamedAttr("warp_specialized",
+      b.getNamedAttr(key::kind, abiName(b, abi::KernelKind::gemm)),
+      b.getNamedAttr(key::function, str(host.getSymName())),
+      b.getNamedAttr(key::tile, i64s({config.tileM, config.tileN, config.tileK})),
+      b.getNamedAttr(key::stages, b.getI64IntegerAttr(config.stages)),
+      b.getNamedAttr(key::schedule, str(stringifyGemmSchedule(config.schedule))),
+      b.getNamedAttr(key::warp_specialized,
                      b.getBoolAttr(config.warpSpecialized())),
-      b.getNamedAttr("persistent", b.getBoolAttr(config.persistent())),
-      b.getNamedAttr("cluster", i64s({config.clusterM, 1, 1})),
-      b.getNamedAttr("transpose_b", b.getBoolAttr(config.rhsKMajor)),
-      b.getNamedAttr("transpose_a", b.getBoolAttr(!config.lhsKMajor)),
-      b.getNamedAttr("grid",
+      b.getNamedAttr(key::persistent, b.getBoolAttr(config.persistent())),
+      b.getNamedAttr(key::cluster, i64s({config.clusterM, 1, 1})),
+      b.getNamedAttr(key::transpose_b, b.getBoolAttr(config.rhsKMajor)),
+      b.getNamedAttr(key::transpose_a, b.getBoolAttr(!config.lhsKMajor)),
+      b.getNamedAttr(key::grid,
                      b.getArrayAttr({str(gridX), str(gridY), str("1")})),
-      b.getNamedAttr("block", i64s({config.numThreads, 1, 1})),
-      b.getNamedAttr("shared_memory_bytes",
+      b.getNamedAttr(key::block, i64s({config.numThreads, 1, 1})),
+      b.getNamedAttr(key::shared_memory_bytes,
                      b.getI64IntegerAttr(config.sharedBytes())),
-      b.getNamedAttr("params", b.getArrayAttr(params)),
+      b.getNamedAttr(key::params, b.getArrayAttr(params)),
   };
   // Only where batched, so that other kernels' ABI reads as before.
   if (config.batched)
-    entries.push_back(b.getNamedAttr("batched", b.getBoolAttr(true)));
+    entries.push_back(b.getNamedAttr(key::batched, b.getBoolAttr(true)));
   return kernelAbi(b, entries, op);
 }
 
 DictionaryAttr mlir::coda::gpu_lowering::buildReducePartialsAbi(
     OpBuilder &b, ReducePartialsOp op, func::FuncOp host, int64_t threads) {
   return kernelAbi(b, {
-      b.getNamedAttr("kind", abiName(b, abi::KernelKind::reducePartials)),
-      b.getNamedAttr("function", b.getStringAttr(host.getSymName())),
-      b.getNamedAttr("reduction",
+      b.getNamedAttr(key::kind, abiName(b, abi::KernelKind::reducePartials)),
+      b.getNamedAttr(key::function, b.getStringAttr(host.getSymName())),
+      b.getNamedAttr(key::reduction,
                      b.getStringAttr(stringifyReductionKind(op.getKind()))),
-      b.getNamedAttr("axis",
-                     b.getStringAttr(stringifyReductionAxis(op.getAxis()))),
+      b.getNamedAttr(key::axis,
+                     abiName(b, op.getAxis() == ReductionAxis::row
+                                    ? abi::Axis::row
+                                    : abi::Axis::col)),
       b.getNamedAttr(
-          "grid",
+          key::grid,
           b.getArrayAttr(
               {b.getStringAttr("ceildiv(R, " + std::to_string(threads) + ")"),
                b.getStringAttr("1"), b.getStringAttr("1")})),
-      b.getNamedAttr("block", b.getI64ArrayAttr({threads, 1, 1})),
-      b.getNamedAttr("shared_memory_bytes", b.getI64IntegerAttr(0)),
+      b.getNamedAttr(key::block, b.getI64ArrayAttr({threads, 1, 1})),
+      b.getNamedAttr(key::shared_memory_bytes, b.getI64IntegerAttr(0)),
       b.getNamedAttr(
-          "params",
+          key::params,
           b.getArrayAttr(
               {memrefParam(b, host, "partials",
                            roleName(abi::ParamRole::partials),

@@ -18,6 +18,7 @@ namespace mlir::coda {
 } // namespace mlir::coda
 
 using namespace mlir;
+namespace key = ::coda::abi::key;
 
 namespace {
 
@@ -58,11 +59,11 @@ struct CodaExportKernelManifestPass
       if (!abi)
         return;
       llvm::json::Object entry = std::move(*toJson(abi).getAsObject());
-      entry["name"] = kernel.getName().str();
-      entry["module"] =
+      entry[key::name] = kernel.getName().str();
+      entry[key::module] =
           kernel->getParentOfType<gpu::GPUModuleOp>().getName().str();
       if (kernel->hasAttr(mlir::coda::kDependentLaunchAttrName))
-        entry[std::string(::coda::abi::kDependentLaunch)] = true;
+        entry[key::dependent_launch] = true;
       kernels.push_back(std::move(entry));
     });
     llvm::json::Array functions;
@@ -70,11 +71,11 @@ struct CodaExportKernelManifestPass
       if (!function.isExternal())
         functions.push_back(
             mlir::coda::gpu_lowering::buildHostProgram(function, kernels));
-    llvm::json::Object manifest{{"format", std::string(::coda::abi::kFormat)},
-                                {"version", ::coda::abi::kVersion},
-                                {"chip", chip},
-                                {"kernels", std::move(kernels)},
-                                {"functions", std::move(functions)}};
+    llvm::json::Object manifest{{key::format, std::string(::coda::abi::kFormat)},
+                                {key::version, ::coda::abi::kVersion},
+                                {key::chip, chip},
+                                {key::kernels, std::move(kernels)},
+                                {key::functions, std::move(functions)}};
     std::string error;
     std::unique_ptr<llvm::ToolOutputFile> file = openOutputFile(path, &error);
     if (!file) {
