@@ -94,6 +94,13 @@ LogicalResult checkTmaOperand(GemmOp op, StringRef name, Value operand) {
 
 /// The epilogue's operand and output types that the sm_90a lowering takes.
 LogicalResult checkEpilogueTypes(GemmOp op) {
+  // Said, not silent: group statistics have the CPU's reference lowering
+  // (--coda-lower-to-linalg) and no kernel yet.
+  for (Operation &inner : op.getBody().without_terminator())
+    if (isa<GroupReduceOp, GroupValueOp>(inner))
+      return inner.emitOpError("has no sm_90a lowering yet; "
+                               "--coda-lower-to-linalg gives its meaning on "
+                               "the CPU");
   // 8-bit floats are GEMM operands and outputs; an epilogue reading them
   // would take neither the prefetch nor the staging of 16-bit inputs.
   for (auto [k, input] : llvm::enumerate(op.getEpilogueInputs()))

@@ -176,43 +176,16 @@ public:
     };
 
     // Block arguments per lane.
-    SmallVector<IRMapping> lanes(numLanes);
-    for (unsigned lane = 0; lane < numLanes; ++lane) {
-      Value col = cols[lane];
-      lanes[lane].map(op.getAccumulatorArg(),
-                      access.read(b, loc, accumulator, withBatch({row, col})));
-      for (auto [i, input] : llvm::enumerate(op.getEpilogueInputs())) {
-        Value element;
-        switch (op.getInputForm(i)) {
-        case AccessForm::tile:
-          element = access.read(b, loc, input, withBatch({row, col}));
-          break;
-        case AccessForm::row:
-          element = access.read(b, loc, input, withBatch({row}));
-          break;
-        case AccessForm::col:
-          element = access.read(b, loc, input, {col});
-          break;
-        case AccessForm::scalar:
-          element = input;
-          break;
-        case AccessForm::pair:
-          element = access.read(b, loc, input, withBatch({row, group}));
-          break;
-        case AccessForm::periodic: {
-          auto type = cast<ShapedType>(input.getType());
-          Value period =
-              linalg::createOrFoldDimOp(b, loc, input, type.getRank() - 1);
-          Value wrapped = arith::RemUIOp::create(b, loc, col, period);
-          element = access.read(b, loc, input, withBatch({row, wrapped}));
-          break;
-        }
-        }
-        lanes[lane].map(op.getInputArg(i), element);
-      }
-    }
-
-    evaluateEpilogueBody(b, op, row, cols, lanes);
+    SmallVector<IRMapping> lanes;
+    for (Value col : cols)
+      lanes.push_back(mapElement(b, loc, batch, row, col, group));
+    auto groupStatistic = [&](OpBuilder &gb, GroupReduceOp stat,
+                              MutableArrayRef<IRMapping> lanes) {
+      for (auto [lane, col] : llvm::zip_equal(lanes, cols))
+        lane.map(stat.getResult(),
+                 reduceGroup(gb, loc, stat, batch, row, col, lane));
+    };
+    evaluateEpilogueBody(b, op, row, cols, lanes, groupStatistic);
 
     YieldOp yield = op.getYieldOp();
     for (auto [i, value] : llvm::enumerate(yield.getValues())) {
@@ -249,6 +222,13 @@ public:
               b, loc, row, indexConstant(b, loc, reduce.getTile()));
           out = accumulate(b, loc, reduce.getKind(), element, out,
                            withBatch({tile, col}));
+        } else if (auto grouped = dyn_cast_or_null<GroupValueOp>(def)) {
+          Value width = indexConstant(b, loc, grouped.getWidth());
+          bool rows = grouped.getAxis() == ReductionAxis::row;
+          Value index = arith::DivUIOp::create(b, loc, rows ? col : row, width);
+          SmallVector<Value> at = rows ? SmallVector<Value>{row, index}
+                                       : SmallVector<Value>{index, col};
+          out = access.write(b, loc, element, out, withBatch(at));
         } else if (auto select = dyn_cast_or_null<RowSelectOp>(def)) {
           Value target = lanes[lane].lookup(select.getColumn());
           if (!target.getType().isIndex())
@@ -268,6 +248,118 @@ public:
   }
 
 private:
+  /// The accumulator and the inputs at element (row, col) of `batch`; pair
+  /// inputs at pair `group`.
+  IRMapping mapElement(OpBuilder &b, Location loc, Value batch, Value row,
+                       Value col, Value group) {
+    auto withBatch = [&](ArrayRef<Value> indices) {
+      SmallVector<Value> all;
+      if (batch)
+        all.push_back(batch);
+      all.append(indices.begin(), indices.end());
+      return all;
+    };
+    IRMapping lane;
+    lane.map(op.getAccumulatorArg(),
+             access.read(b, loc, accumulator, withBatch({row, col})));
+    for (auto [i, input] : llvm::enumerate(op.getEpilogueInputs())) {
+      Value element;
+      switch (op.getInputForm(i)) {
+      case AccessForm::tile:
+        element = access.read(b, loc, input, withBatch({row, col}));
+        break;
+      case AccessForm::row:
+        element = access.read(b, loc, input, withBatch({row}));
+        break;
+      case AccessForm::col:
+        element = access.read(b, loc, input, {col});
+        break;
+      case AccessForm::scalar:
+        element = input;
+        break;
+      case AccessForm::pair:
+        element = access.read(b, loc, input, withBatch({row, group}));
+        break;
+      case AccessForm::periodic: {
+        auto type = cast<ShapedType>(input.getType());
+        Value period =
+            linalg::createOrFoldDimOp(b, loc, input, type.getRank() - 1);
+        Value wrapped = arith::RemUIOp::create(b, loc, col, period);
+        element = access.read(b, loc, input, withBatch({row, wrapped}));
+        break;
+      }
+      }
+      lane.map(op.getInputArg(i), element);
+    }
+    return lane;
+  }
+
+  /// The statistic `stat` of the group holding (row, col): a loop over the
+  /// group's elements (clipped at M or N) that evaluates what `stat` reduces
+  /// at each. Statistics of the same group it reads are `lane`'s.
+  Value reduceGroup(OpBuilder &b, Location loc, GroupReduceOp stat,
+                    Value batch, Value row, Value col, IRMapping &lane) {
+    bool rows = stat.getAxis() == ReductionAxis::row;
+    Value position = rows ? col : row;
+    Value width = indexConstant(b, loc, stat.getWidth());
+    Value first = arith::MulIOp::create(
+        b, loc, arith::DivUIOp::create(b, loc, position, width), width);
+    Value size = linalg::createOrFoldDimOp(b, loc, accumulator,
+                                           op.isBatched() ? (rows ? 2 : 1)
+                                                          : (rows ? 1 : 0));
+    Value end = arith::MinUIOp::create(
+        b, loc, arith::AddIOp::create(b, loc, first, width), size);
+    auto type = cast<FloatType>(stat.getValue().getType());
+    GroupStatistic kind = stat.getKind();
+    SmallVector<Value> init = {arith::ConstantOp::create(
+        b, loc, getGroupIdentity(kind, type))};
+    if (kind == GroupStatistic::argmax)
+      init.push_back(first);
+    SmallVector<Operation *> slice = getGroupOperandSlice(op, stat.getValue());
+    auto loop = scf::ForOp::create(
+        b, loc, first, end, indexConstant(b, loc, 1), init,
+        [&](OpBuilder &lb, Location lloc, Value at, ValueRange carried) {
+          Value r = rows ? row : at, c = rows ? at : col;
+          IRMapping element = mapElement(lb, lloc, batch, r, c, Value());
+          // Statistics of the same group, read by what `stat` reduces.
+          for (GroupReduceOp known : op.getBody().getOps<GroupReduceOp>())
+            if (lane.contains(known.getResult()))
+              element.map(known.getResult(), lane.lookup(known.getResult()));
+          for (Operation *inner : slice) {
+            if (isa<RowIndexOp>(inner))
+              element.map(inner->getResult(0), r);
+            else if (isa<ColIndexOp>(inner))
+              element.map(inner->getResult(0), c);
+            else
+              lb.clone(*inner, element);
+          }
+          Value v = element.lookup(stat.getValue());
+          SmallVector<Value> next;
+          switch (kind) {
+          case GroupStatistic::sum:
+            next = {arith::AddFOp::create(lb, lloc, carried[0], v)};
+            break;
+          case GroupStatistic::max:
+            next = {arith::MaximumFOp::create(lb, lloc, carried[0], v)};
+            break;
+          case GroupStatistic::min:
+            next = {arith::MinimumFOp::create(lb, lloc, carried[0], v)};
+            break;
+          case GroupStatistic::argmax: {
+            // Strictly greater: the first maximum keeps its position.
+            Value greater = arith::CmpFOp::create(
+                lb, lloc, arith::CmpFPredicate::OGT, v, carried[0]);
+            next = {arith::SelectOp::create(lb, lloc, greater, v, carried[0]),
+                    arith::SelectOp::create(lb, lloc, greater, at,
+                                            carried[1])};
+            break;
+          }
+          }
+          scf::YieldOp::create(lb, lloc, next);
+        });
+    return loop.getResult(kind == GroupStatistic::argmax ? 1 : 0);
+  }
+
   Value accumulate(OpBuilder &b, Location loc, ReductionKind kind,
                    Value element, Value out, ValueRange indices) {
     Value old = access.read(b, loc, out, indices);
@@ -397,7 +489,7 @@ struct CodaLowerToLinalgPass
     // Epilogue ops disappear with their coda.gemm.
     target.addLegalOp<RowIndexOp, ColIndexOp, RowReduceOp, ColReduceOp,
                       RowSelectOp, PairMapOp, PairContractOp, InterleaveOp,
-                      YieldOp>();
+                      GroupReduceOp, GroupValueOp, YieldOp>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(ctx);
     populateCodaToLinalgConversionPatterns(patterns);

@@ -219,8 +219,8 @@ func.func @finish(%p: tensor<64x4xf32>, %i: tensor<64xf32>, %q: tensor<2x64x8xf3
 }
 
 // CHECK-LABEL: func private @types
-// CHECK-SAME: !coda.partial<f32>, !coda.pair<bf16>, !coda.row<f16>
-func.func private @types(!coda.partial<f32>, !coda.pair<bf16>, !coda.row<f16>)
+// CHECK-SAME: !coda.partial<f32>, !coda.pair<bf16>, !coda.row<f16>, !coda.grouped<f32>
+func.func private @types(!coda.partial<f32>, !coda.pair<bf16>, !coda.row<f16>, !coda.grouped<f32>)
 
 // CHECK-LABEL: func.func @transposed_lhs
 // CHECK: coda.gemm %{{.*}}, %{{.*}} transpose_a transpose_b : tensor<32x64xbf16>, tensor<96x32xbf16>
@@ -231,4 +231,25 @@ func.func @transposed_lhs(%a: tensor<32x64xbf16>, %b: tensor<96x32xbf16>, %o: te
     coda.yield %t : bf16
   }
   return %0 : tensor<64x96xbf16>
+}
+
+// CHECK-LABEL: func.func @group_statistics
+// CHECK: coda.group_reduce max %{{.*}} row group 128 : f32 -> f32
+// CHECK: coda.group_reduce argmax %{{.*}} col group 64 : f32 -> index
+// CHECK: coda.group_value %{{.*}} row group 128 : f32
+// CHECK: coda.yield %{{.*}}, %{{.*}}, %{{.*}} : f8E4M3FN, !coda.grouped<f32>, index
+func.func @group_statistics(%a: tensor<64x32xbf16>, %b: tensor<32x256xbf16>, %o: tensor<64x256xf8E4M3FN>,
+                            %s: tensor<64x2xf32>, %i: tensor<64x256xindex>)
+    -> (tensor<64x256xf8E4M3FN>, tensor<64x2xf32>, tensor<64x256xindex>) {
+  %0:3 = coda.gemm %a, %b : tensor<64x32xbf16>, tensor<32x256xbf16>
+      epilogue(%acc) outs(%o, %s, %i : tensor<64x256xf8E4M3FN>, tensor<64x2xf32>, tensor<64x256xindex>) {
+    %abs = math.absf %acc : f32
+    %amax = coda.group_reduce max %abs row group 128 : f32 -> f32
+    %first = coda.group_reduce argmax %acc col group 64 : f32 -> index
+    %q = arith.divf %acc, %amax : f32
+    %code = arith.truncf %q : f32 to f8E4M3FN
+    %scale = coda.group_value %amax row group 128 : f32
+    coda.yield %code, %scale, %first : f8E4M3FN, !coda.grouped<f32>, index
+  }
+  return %0#0, %0#1, %0#2 : tensor<64x256xf8E4M3FN>, tensor<64x2xf32>, tensor<64x256xindex>
 }

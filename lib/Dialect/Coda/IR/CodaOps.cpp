@@ -73,7 +73,8 @@ static bool isEpilogueScalarType(Type type) {
 }
 
 static bool isSinkType(Type type) {
-  return isa<PartialType, PairType, InterleavedType, RowType>(type);
+  return isa<PartialType, PairType, InterleavedType, RowType, GroupedType>(
+      type);
 }
 
 //===----------------------------------------------------------------------===//
@@ -509,6 +510,18 @@ LogicalResult GemmOp::verifyRegions() {
       elementType = rowType.getElementType();
       expected.push_back(m);
       what = "output #" + std::to_string(i) + " (one value per row)";
+    } else if (auto grouped = dyn_cast<GroupedType>(valueType)) {
+      elementType = grouped.getElementType();
+      auto group = value.getDefiningOp<GroupValueOp>();
+      int64_t width = group.getWidth();
+      if (group.getAxis() == ReductionAxis::row)
+        expected.append({m, ceilDivStatic(n, width)});
+      else
+        expected.append({ceilDivStatic(m, width), n});
+      what = "output #" + std::to_string(i) + " (one value per " +
+             (group.getAxis() == ReductionAxis::row ? "1 x " : "") +
+             std::to_string(width) +
+             (group.getAxis() == ReductionAxis::row ? "" : " x 1") + " group)";
     } else {
       expected.append({m, n});
       what = "output #" + std::to_string(i) + " (tile)";

@@ -2,6 +2,8 @@
 
 #include "coda/Dialect/Coda/Utils/EpilogueEvaluation.h"
 
+#include "llvm/ADT/SmallPtrSet.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 
@@ -74,7 +76,8 @@ static void evaluatePairOp(OpBuilder &b, Operation &pairOp,
 
 void mlir::coda::evaluateEpilogueBody(OpBuilder &b, GemmOp op, Value row,
                                       ArrayRef<Value> cols,
-                                      MutableArrayRef<IRMapping> lanes) {
+                                      MutableArrayRef<IRMapping> lanes,
+                                      GroupStatisticFn groupStatistic) {
   for (Operation &inner : op.getBody().without_terminator()) {
     if (isa<RowIndexOp>(inner)) {
       for (IRMapping &lane : lanes)
@@ -82,7 +85,12 @@ void mlir::coda::evaluateEpilogueBody(OpBuilder &b, GemmOp op, Value row,
     } else if (isa<ColIndexOp>(inner)) {
       for (auto [lane, col] : llvm::zip_equal(lanes, cols))
         lane.map(inner.getResult(0), col);
-    } else if (isa<RowReduceOp, ColReduceOp, RowSelectOp>(inner)) {
+    } else if (auto group = dyn_cast<GroupReduceOp>(inner)) {
+      assert(groupStatistic && "an epilogue with group statistics needs a "
+                               "lowering for them");
+      groupStatistic(b, group, lanes);
+    } else if (isa<RowReduceOp, ColReduceOp, RowSelectOp, GroupValueOp>(
+                   inner)) {
       for (IRMapping &lane : lanes)
         lane.map(inner.getResult(0), lane.lookup(inner.getOperand(0)));
     } else if (isa<PairMapOp, PairContractOp>(inner)) {
@@ -95,6 +103,37 @@ void mlir::coda::evaluateEpilogueBody(OpBuilder &b, GemmOp op, Value row,
         b.clone(inner, lane);
     }
   }
+}
+
+SmallVector<Operation *> mlir::coda::getGroupOperandSlice(GemmOp op,
+                                                         Value value) {
+  llvm::SmallPtrSet<Operation *, 16> slice;
+  SmallVector<Value> worklist{value};
+  while (!worklist.empty()) {
+    Operation *def = worklist.pop_back_val().getDefiningOp();
+    if (!def || isa<GroupReduceOp>(def) || !slice.insert(def).second)
+      continue;
+    worklist.append(def->operand_begin(), def->operand_end());
+  }
+  SmallVector<Operation *> ordered;
+  for (Operation &inner : op.getBody().without_terminator())
+    if (slice.contains(&inner))
+      ordered.push_back(&inner);
+  return ordered;
+}
+
+TypedAttr mlir::coda::getGroupIdentity(GroupStatistic kind, FloatType type) {
+  const llvm::fltSemantics &semantics = type.getFloatSemantics();
+  switch (kind) {
+  case GroupStatistic::sum:
+    return FloatAttr::get(type, APFloat::getZero(semantics));
+  case GroupStatistic::max:
+  case GroupStatistic::argmax:
+    return FloatAttr::get(type, APFloat::getInf(semantics, /*Negative=*/true));
+  case GroupStatistic::min:
+    return FloatAttr::get(type, APFloat::getInf(semantics));
+  }
+  llvm_unreachable("unknown group statistic");
 }
 
 ReductionKind mlir::coda::getPartialKind(Value partial) {

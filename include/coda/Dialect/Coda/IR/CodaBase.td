@@ -64,6 +64,21 @@ def Coda_ReductionKind : I32EnumAttr<"ReductionKind",
 def Coda_ReductionKindAttr
     : EnumAttr<Coda_Dialect, Coda_ReductionKind, "reduction">;
 
+def Coda_GroupStatistic : I32EnumAttr<"GroupStatistic",
+    "the statistic of a group of the output tile", [
+      I32EnumAttrCase<"sum", 0>,
+      I32EnumAttrCase<"max", 1>,
+      I32EnumAttrCase<"min", 2>,
+      // The position (column, or row for column groups, over the whole
+      // output) of the group's first maximum.
+      I32EnumAttrCase<"argmax", 3>
+    ]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::coda";
+}
+def Coda_GroupStatisticAttr
+    : EnumAttr<Coda_Dialect, Coda_GroupStatistic, "statistic">;
+
 def Coda_ReductionAxis : I32EnumAttr<"ReductionAxis",
     "which output axis a block reduction runs along", [
       I32EnumAttrCase<"row", 0>,
@@ -251,6 +266,19 @@ def Coda_RowType : Coda_SinkType<"Row", "row",
     The value of a `coda.row_select`: per row m, the epilogue value at one
     data-dependent column. Yielded by `coda.gemm`, it fills element m of a
     row-vector output.
+  }];
+}
+
+def Coda_GroupedType : Coda_SinkType<"Grouped", "grouped",
+    "one value per group of the output, bound for an output of one element "
+    "per group"> {
+  let description = [{
+    The value of a `coda.group_value`: a value that is the same over each
+    group of the output (a group statistic, or what follows from it, row
+    values and constants). Yielded by `coda.gemm`, it fills an output with
+    one element per group: M x ceil(N / width) for groups within rows,
+    ceil(M / width) x N for groups within columns (the scales of a 1 x 128
+    or 128 x 1 quantization).
   }];
 }
 

@@ -228,6 +228,77 @@ def Coda_ColReduceOp : Coda_BlockReduceOp<"col_reduce", "column", "row"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Group statistics
+//===----------------------------------------------------------------------===//
+
+def Coda_GroupReduceOp : Coda_Op<"group_reduce", [Pure, HasParent<"GemmOp">]> {
+  let summary = "a statistic of a group of the output, used by the same "
+                "epilogue";
+  let description = [{
+    The statistic of `value` over the group of the output the element lies
+    in, as a value the rest of the epilogue uses at every element of the
+    group. With `row`, the groups are `width` consecutive columns of a row:
+    the element (m, n) lies in the group of columns
+    [g * width, min((g + 1) * width, N)) of row m, g = n / width. With
+    `col`, they are `width` consecutive rows of a column.
+
+    `sum` adds, `max` and `min` take the largest and smallest value (NaN
+    propagates), `argmax` gives the position (column, or row for column
+    groups, counted over the whole output) of the group's first maximum, as
+    an index.
+
+    A group lies inside one output tile (its width is a power of two from 8
+    to 256 columns, or to 128 rows, and the lowering picks a tile it
+    divides), so its statistic never leaves the epilogue: this is what makes
+    a per-head RMSNorm, a 1 x 128 FP8 quantization or a softmax over a few
+    experts one kernel. A statistic over a whole row that spans several
+    tiles is `coda.row_reduce` with `coda.reduce_partials`.
+
+    ```mlir
+    // A 1 x 128 quantization: the group's absolute maximum, its scale.
+    %abs = math.absf %v : f32
+    %amax = coda.group_reduce max %abs row group 128 : f32 -> f32
+    ```
+
+    The value may depend on statistics of the same groups (a softmax: the
+    maximum, then the sum of exponentials relative to it), but on no
+    pairwise op.
+  }];
+  let arguments = (ins AnyFloat:$value, Coda_GroupStatisticAttr:$kind,
+                       Coda_ReductionAxisAttr:$axis,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$width);
+  let results = (outs AnyTypeOf<[AnyFloat, Index]>:$result);
+  let assemblyFormat = "`` $kind $value $axis `group` $width attr-dict `:` "
+                       "type($value) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Coda_GroupValueOp : Coda_Op<"group_value", [Pure, HasParent<"GemmOp">,
+    TypesMatchWith<"result is a grouped value of the value's type", "value",
+                   "result", "::mlir::coda::GroupedType::get($_self)">]> {
+  let summary = "a value the same over each group, written once per group";
+  let description = [{
+    `value`, which must be the same at every element of each group (it
+    depends only on `coda.group_reduce` results of the same groups, row
+    values for row groups or column values for column groups, scalars and
+    constants), bound for an output of one element per group (see
+    `!coda.grouped`): the scale of each 1 x 128 group beside its FP8 codes.
+
+    ```mlir
+    %scale = arith.divf %amax, %fp8max : f32
+    %scales = coda.group_value %scale row group 128 : f32
+    ```
+  }];
+  let arguments = (ins AnyTypeOf<[AnyFloat, AnySignlessInteger]>:$value,
+                       Coda_ReductionAxisAttr:$axis,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$width);
+  let results = (outs Coda_GroupedType:$result);
+  let assemblyFormat =
+      "$value $axis `group` $width attr-dict `:` type($value)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Selection
 //===----------------------------------------------------------------------===//
 

@@ -27,14 +27,31 @@ Value buildReductionCombine(OpBuilder &b, Location loc, ReductionKind kind,
 SmallVector<Value> getGroupColumns(OpBuilder &b, Location loc, Value group,
                                    std::optional<int64_t> pairStride);
 
+/// Maps a coda.group_reduce's result in every lane (how depends on the
+/// lowering: a loop over the group, or lanes exchanging their values).
+using GroupStatisticFn =
+    function_ref<void(OpBuilder &, GroupReduceOp, MutableArrayRef<IRMapping>)>;
+
 /// Evaluates the body of `op` (without its terminator) once per lane: one lane
 /// per column of the group, whose mapping already holds the accumulator and
 /// input block arguments. Position ops take `row` and the lane's column;
-/// reductions and selections map to their operand (the terminator decides where
-/// the value goes); pairwise ops are inlined once for the two lanes.
+/// reductions, selections and values written per group map to their operand
+/// (the terminator decides where the value goes); pairwise ops are inlined
+/// once for the two lanes; group statistics are `groupStatistic`'s (an
+/// epilogue with one needs it).
 void evaluateEpilogueBody(OpBuilder &b, GemmOp op, Value row,
                           ArrayRef<Value> cols,
-                          MutableArrayRef<IRMapping> lanes);
+                          MutableArrayRef<IRMapping> lanes,
+                          GroupStatisticFn groupStatistic = nullptr);
+
+/// The ops of `op`'s epilogue that `value` is computed from, in program
+/// order, up to (not including) block arguments and the statistics of
+/// groups (whose values are known at every element of their group).
+SmallVector<Operation *> getGroupOperandSlice(GemmOp op, Value value);
+
+/// The identity of a group statistic over `type` (0, -inf, +inf; argmax
+/// starts from -inf).
+TypedAttr getGroupIdentity(GroupStatistic kind, FloatType type);
 
 /// The reduction kind of a yielded partial (from row_reduce or col_reduce).
 ReductionKind getPartialKind(Value partial);
