@@ -62,6 +62,15 @@ struct ElementAccess {
   }
 };
 
+/// `indices` after the batch index, where there is one.
+SmallVector<Value> batchIndices(Value batch, ArrayRef<Value> indices) {
+  SmallVector<Value> all;
+  if (batch)
+    all.push_back(batch);
+  all.append(indices.begin(), indices.end());
+  return all;
+}
+
 /// The f32 accumulator lhs x rhs as a linalg.generic contraction.
 Value buildAccumulator(OpBuilder &b, Location loc, GemmOp op,
                        ElementAccess access) {
@@ -168,11 +177,7 @@ public:
     SmallVector<Value> cols = getGroupColumns(b, loc, group, pairStride);
 
     auto withBatch = [&](ArrayRef<Value> indices) {
-      SmallVector<Value> all;
-      if (batch)
-        all.push_back(batch);
-      all.append(indices.begin(), indices.end());
-      return all;
+      return batchIndices(batch, indices);
     };
 
     // Block arguments per lane.
@@ -253,11 +258,7 @@ private:
   IRMapping mapElement(OpBuilder &b, Location loc, Value batch, Value row,
                        Value col, Value group) {
     auto withBatch = [&](ArrayRef<Value> indices) {
-      SmallVector<Value> all;
-      if (batch)
-        all.push_back(batch);
-      all.append(indices.begin(), indices.end());
-      return all;
+      return batchIndices(batch, indices);
     };
     IRMapping lane;
     lane.map(op.getAccumulatorArg(),
