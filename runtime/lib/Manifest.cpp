@@ -524,6 +524,12 @@ Manifest Manifest::parse(const std::string &text) {
         param.shape = intList(*v, pctx + " shape");
       if (const Json *v = optional(p, key::partial_tile))
         param.partialTile = integer(*v, pctx + " partial_tile");
+      // A grouped output's shape follows from its group width.
+      if (abi::parse<abi::ParamRole>(param.role) == abi::ParamRole::grouped &&
+          param.partialTile <= 0)
+        throw Error("manifest: " + pctx +
+                    " (grouped) needs a positive partial_tile, its group "
+                    "width");
       if (const Json *v = optional(p, key::box))
         param.box = intList(*v, pctx + " box");
       // A host function argument's position, or "temporary".

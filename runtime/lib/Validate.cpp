@@ -288,6 +288,8 @@ private:
       return {m, ceilDiv(n, p.partialTile ? p.partialTile : kernel.tileN)};
     case abi::ParamRole::colPartials:
       return {ceilDiv(m, p.partialTile ? p.partialTile : kernel.tileM), n};
+    case abi::ParamRole::grouped:
+      return {m, ceilDiv(n, p.partialTile)};
     case abi::ParamRole::scalar:
       return {};
     }

@@ -708,3 +708,38 @@ def test_batched_rejects_bad_arguments(batched):
         batched.launch(kernel, [a, b, y[:1]])
     with pytest.raises(coda_runtime.Error, match="batch stride is 8200 bytes"):
         batched.launch(kernel, [rand(2 * 4100).as_strided((2, 64, 64), (4100, 64, 1)), b, y])
+
+
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_group_statistics(prims, m, n, k):
+    """1 x 128 FP8 quantization, per-head RMSNorm and per-group argmax in one
+    epilogue: the codes and scales equal PyTorch's quantization of the
+    kernel's own f32 values exactly, the norm matches f64 within bf16, and
+    the argmax is torch.argmax's first maximum."""
+    a, b = rand(m, k), rand(n, k)
+    g128, g64 = math.ceil(n / 128), math.ceil(n / 64)
+    q = torch.zeros(m, n, device="cuda", dtype=torch.float8_e4m3fn)
+    s, y = poison(m, g128), poison(m, n)
+    nrm = poison(m, n, dtype=torch.bfloat16)
+    am = torch.full((m, g64), -1, device="cuda", dtype=torch.int64)
+    run(prims, "group_statistics", a, b, q, s, y, nrm, am)
+    check_f32(y, a.double() @ b.double().T)
+    # Groups padded with zeros (which change no amax, sum of squares or
+    # maximum of a group that has a value > 0; argmax is checked on the
+    # values alone).
+    yp = torch.cat([y, torch.zeros(m, g128 * 128 - n, device="cuda")], 1)
+    amax = yp.view(m, g128, 128).abs().amax(-1)
+    # Divided by a tensor: PyTorch divides by a Python number as a
+    # multiplication by its reciprocal, one rounding off the kernel's
+    # division.
+    scale = torch.clamp(amax, min=1e-12) / torch.full_like(amax, 448.0)
+    assert torch.equal(s, scale)
+    codes = (yp.view(m, g128, 128) / scale[..., None]).clamp(-448, 448).view(m, -1)[:, :n]
+    assert torch.equal(q.view(torch.uint8), codes.to(torch.float8_e4m3fn).view(torch.uint8))
+    y64 = torch.cat([y.double(), torch.zeros(m, g64 * 64 - n, device="cuda",
+                                             dtype=torch.float64)], 1).view(m, g64, 64)
+    r = torch.rsqrt((y64 * y64).sum(-1) / 64 + 1e-6)
+    check_bf16(nrm, (y64 * r[..., None]).view(m, -1)[:, :n])
+    fl = torch.cat([y.floor(), torch.full((m, g64 * 64 - n), -math.inf, device="cuda")], 1)
+    first = fl.view(m, g64, 64).argmax(-1) + torch.arange(g64, device="cuda") * 64
+    assert torch.equal(am, first)

@@ -32,6 +32,15 @@ write("nofill", edited(lambda k: k["params"][1].pop("oob_fill")))
 write("kind", edited(lambda k: k.update(kind="conv")))
 write("access", edited(lambda k: k["params"][0].update(access="write")))
 write("role", edited(lambda k: next(p for p in k["params"] if "role" in p).update(role="diagonal")))
+
+
+def grouped_without_width(kernel):
+    param = next(p for p in kernel["params"] if p.get("role") == "row_partials")
+    param["role"] = "grouped"
+    param.pop("partial_tile", None)
+
+
+write("grouped", edited(grouped_without_width))
 write("swizzle64", edited(lambda k: k["params"][0].update(swizzle="64B")))
 version = json.loads(text)
 version["version"] = 1

@@ -111,7 +111,7 @@ inline constexpr std::string_view kTemporarySource = "temporary";
 /// What a kernel's memref or scalar parameter is (its `role`): a GEMM
 /// epilogue input's access form (tile, row, col, scalar, periodic, pair) or
 /// an output's kind (tile, pair, interleaved, row or column partials,
-/// row_select), whose shape follows from it and M, N; or a reduce_partials
+/// row_select, one value per 1 x w group), whose shape follows from it and M, N; or a reduce_partials
 /// kernel's partials and reduced output (docs/KernelABI.md).
 enum class ParamRole {
   tile,
@@ -124,6 +124,7 @@ enum class ParamRole {
   rowPartials,
   colPartials,
   rowSelect,
+  grouped,
   partials,
   reduced
 };
@@ -207,6 +208,7 @@ template <> struct Vocabulary<ParamRole> {
       {ParamRole::rowPartials, "row_partials"},
       {ParamRole::colPartials, "col_partials"},
       {ParamRole::rowSelect, "row_select"},
+      {ParamRole::grouped, "grouped"},
       {ParamRole::partials, "partials"},
       {ParamRole::reduced, "reduced"}};
 };

@@ -156,6 +156,8 @@ mlir::coda::gpu_lowering::makeOutputNode(EpilogueBuilder &e, unsigned i) {
     return makeColumnPartialsOutput(e, i);
   case OutputRole::rowSelect:
     return makeRowSelectOutput(e, i);
+  case OutputRole::grouped:
+    return makeGroupValueOutput(e, i);
   }
   llvm_unreachable("unknown output role");
 }
@@ -171,6 +173,7 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
   layout = fragments
                ? layOutFragments(b, config, frame.lane, pairStride, plan.inputs)
                : layOutSharedTile(b, config, frame.tid, pairStride);
+  layOutGroups(b);
   layOutInputRows(b);
   // Columns in the output, the same in every row, and (shared tile; the
   // fragments compare against each row's room) whether they lie in it.

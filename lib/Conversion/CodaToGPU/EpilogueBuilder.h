@@ -497,6 +497,15 @@ public:
   /// The thread's share of the tile (EpilogueLayout.h), and its groups'
   /// columns in the output and (shared tile) whether they lie in it.
   SlotLayout layout;
+  /// The blocks of each width of the epilogue's group statistics and
+  /// grouped outputs (EpilogueGroups.cpp).
+  llvm::SmallDenseMap<int64_t, ColumnBlocks> groupBlocks;
+  void layOutGroups(ImplicitLocOpBuilder &b);
+  /// Every group statistic of the row, in program order: what it reduces
+  /// evaluated at each slot, combined over the thread's slots of each
+  /// group and across the lanes that share it, and mapped at every slot of
+  /// the group.
+  void computeGroupStatistics(ImplicitLocOpBuilder &lb, Row &r);
   SlotValues cols, inCols;
   /// Per periodic input, its period as i32, and whether its rows may be
   /// read with vector accesses (base and row stride aligned for a run of

@@ -20,6 +20,13 @@ static Value index(ImplicitLocOpBuilder &b, int64_t v) {
   return arith::ConstantIndexOp::create(b, v);
 }
 
+/// The row partials' blocks of `layout` (config.rowPartialTile's).
+static void setPartialBlocks(SlotLayout &layout, ColumnBlocks blocks) {
+  layout.partialBlocks = std::move(blocks.blocks);
+  layout.partialOffsets = std::move(blocks.offsets);
+  layout.partialLeader = blocks.leader;
+}
+
 SlotLayout mlir::coda::gpu_lowering::layOutSharedTile(
     ImplicitLocOpBuilder &b, const GemmKernelConfig &config, Value tid,
     std::optional<int64_t> pairStride) {
@@ -55,24 +62,11 @@ SlotLayout mlir::coda::gpu_lowering::layOutSharedTile(
   layout.groupRuns.emplace_back();
   for (int64_t g = 0; g < groupsPerThread; ++g)
     layout.groupRuns.back().push_back(g);
-  // A row partial covers t / 8 consecutive lanes (t = its tile), all of this
-  // thread's columns in one of them.
-  if (config.rowPartialTile) {
-    int64_t lanesPerPartial = config.rowPartialTile / kEpilogueColumnsPerThread;
-    PartialBlock block;
-    for (int64_t g = 0; g < groupsPerThread; ++g)
-      for (int64_t l = 0; l < lanesPerGroup; ++l)
-        block.slots.push_back({g, l});
-    block.indexInTile =
-        arith::DivUIOp::create(b, laneInRow, index(b, lanesPerPartial));
-    layout.partialBlocks.push_back(block);
-    for (int32_t offset = lanesPerPartial / 2; offset >= 1; offset /= 2)
-      layout.partialOffsets.push_back(offset);
-    layout.partialLeader = arith::CmpIOp::create(
-        b, arith::CmpIPredicate::eq,
-        arith::RemUIOp::create(b, laneInRow, index(b, lanesPerPartial)),
-        index(b, 0));
-  }
+  layout.laneInRow = laneInRow;
+  if (config.rowPartialTile)
+    setPartialBlocks(layout,
+                     layOutColumnBlocks(b, config, layout,
+                                        config.rowPartialTile));
   return layout;
 }
 
@@ -146,23 +140,51 @@ SlotLayout mlir::coda::gpu_lowering::layOutFragments(
     });
     break;
   }
-  // The four lanes of a quad share the rows; each thread holds part of
-  // every row partial of the tile.
-  if (config.rowPartialTile) {
-    int64_t t = config.rowPartialTile;
-    for (int64_t p = 0; p < config.tileN / t; ++p) {
-      PartialBlock block;
-      block.indexInTile = index(b, p);
-      for (auto [g, positions] : llvm::enumerate(layout.fragmentPos))
-        for (auto [l, pos] : llvm::enumerate(positions))
-          if (8 * pos.first / t == p)
-            block.slots.push_back({int64_t(g), int64_t(l)});
-      layout.partialBlocks.push_back(block);
-    }
-    layout.partialOffsets = {1, 2};
-    layout.partialLeader = arith::CmpIOp::create(
-        b, arith::CmpIPredicate::eq,
-        arith::RemUIOp::create(b, lane, index(b, 4)), index(b, 0));
-  }
+  layout.lane = lane;
+  if (config.rowPartialTile)
+    setPartialBlocks(layout,
+                     layOutColumnBlocks(b, config, layout,
+                                        config.rowPartialTile));
   return layout;
+}
+
+ColumnBlocks mlir::coda::gpu_lowering::layOutColumnBlocks(
+    ImplicitLocOpBuilder &b, const GemmKernelConfig &config,
+    const SlotLayout &layout, int64_t width) {
+  ColumnBlocks result;
+  if (layout.fragmentPos.empty()) {
+    // A block covers width / 8 consecutive lanes, all of this thread's
+    // columns in one of them.
+    int64_t lanesPerBlock = width / kEpilogueColumnsPerThread;
+    PartialBlock block;
+    for (int64_t g = 0, e = layout.groups.size(); g < e; ++g)
+      for (int64_t l = 0, f = layout.localCols[g].size(); l < f; ++l)
+        block.slots.push_back({g, l});
+    block.indexInTile =
+        arith::DivUIOp::create(b, layout.laneInRow, index(b, lanesPerBlock));
+    result.blocks.push_back(block);
+    for (int32_t offset = lanesPerBlock / 2; offset >= 1; offset /= 2)
+      result.offsets.push_back(offset);
+    result.leader = arith::CmpIOp::create(
+        b, arith::CmpIPredicate::eq,
+        arith::RemUIOp::create(b, layout.laneInRow, index(b, lanesPerBlock)),
+        index(b, 0));
+    return result;
+  }
+  // The four lanes of a quad share the rows; each thread holds part of
+  // every block of the tile.
+  for (int64_t p = 0; p < config.tileN / width; ++p) {
+    PartialBlock block;
+    block.indexInTile = index(b, p);
+    for (auto [g, positions] : llvm::enumerate(layout.fragmentPos))
+      for (auto [l, pos] : llvm::enumerate(positions))
+        if (8 * pos.first / width == p)
+          block.slots.push_back({int64_t(g), int64_t(l)});
+    result.blocks.push_back(block);
+  }
+  result.offsets = {1, 2};
+  result.leader = arith::CmpIOp::create(
+      b, arith::CmpIPredicate::eq,
+      arith::RemUIOp::create(b, layout.lane, index(b, 4)), index(b, 0));
+  return result;
 }

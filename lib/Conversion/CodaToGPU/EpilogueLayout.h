@@ -48,7 +48,25 @@ struct SlotLayout {
   /// two; the lane's q = lane mod 4 and 2q.
   SmallVector<SmallVector<std::pair<int64_t, int64_t>, 2>> fragmentPos;
   Value laneQ, twoQ;
+  /// The thread's lane among a row's (shared tile) or its warp lane
+  /// (fragments).
+  Value laneInRow, lane;
 };
+
+/// The blocks of `width` consecutive columns a row's slots fall into (a row
+/// partial's tile, a group statistic's groups): the slots of each block in
+/// this thread with the block's index in the tile, the lane offsets whose
+/// butterfly combines a block across the lanes holding it, and whether this
+/// lane is its block's first.
+struct ColumnBlocks {
+  SmallVector<PartialBlock> blocks;
+  SmallVector<int32_t> offsets;
+  Value leader;
+};
+/// `width` divides the tile and, with pairs, holds whole blocks of pairs.
+ColumnBlocks layOutColumnBlocks(ImplicitLocOpBuilder &b,
+                                const GemmKernelConfig &config,
+                                const SlotLayout &layout, int64_t width);
 
 /// The shared-tile layout of thread `tid`.
 SlotLayout layOutSharedTile(ImplicitLocOpBuilder &b,

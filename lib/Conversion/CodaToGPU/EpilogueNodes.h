@@ -97,6 +97,8 @@ std::unique_ptr<OutputNode> makeRowPartialsOutput(EpilogueBuilder &e,
 std::unique_ptr<OutputNode> makeColumnPartialsOutput(EpilogueBuilder &e,
                                                      unsigned i);
 std::unique_ptr<OutputNode> makeRowSelectOutput(EpilogueBuilder &e, unsigned i);
+std::unique_ptr<OutputNode> makeGroupValueOutput(EpilogueBuilder &e,
+                                                 unsigned i);
 
 } // namespace mlir::coda::gpu_lowering
 

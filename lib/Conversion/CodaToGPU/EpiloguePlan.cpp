@@ -27,6 +27,8 @@ OutputRole mlir::coda::gpu_lowering::getOutputRole(Value yielded) {
     return OutputRole::colPartials;
   if (isa_and_nonnull<RowSelectOp>(def))
     return OutputRole::rowSelect;
+  if (isa_and_nonnull<GroupValueOp>(def))
+    return OutputRole::grouped;
   return OutputRole::tile;
 }
 

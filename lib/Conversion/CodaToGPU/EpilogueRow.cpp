@@ -187,6 +187,7 @@ SmallVector<Value> EpilogueBuilder::emitRow(
   readRow(lb, r);
   for (std::unique_ptr<OutputNode> &node : outputNodes)
     node->beginRow(lb, r);
+  computeGroupStatistics(lb, r);
   // Group run by group run: its inputs read, the region evaluated and what
   // the outputs take of it at once (16-bit outputs narrowed, interleaved
   // ones stored), so that only one group run's inputs and f32 results are
@@ -197,7 +198,10 @@ SmallVector<Value> EpilogueBuilder::emitRow(
     for (int64_t g : groupRun) {
       MutableArrayRef<IRMapping> lanes(&r.mappings[g * lanesPerGroup],
                                        lanesPerGroup);
-      evaluateEpilogueBody(lb, op, r.row, cols[g], lanes);
+      // Group statistics: computeGroupStatistics's, already mapped.
+      evaluateEpilogueBody(
+          lb, op, r.row, cols[g], lanes,
+          [](OpBuilder &, GroupReduceOp, MutableArrayRef<IRMapping>) {});
     }
     for (std::unique_ptr<OutputNode> &node : outputNodes)
       node->narrowGroupRun(lb, r, gr);

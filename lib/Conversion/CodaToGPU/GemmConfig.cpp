@@ -94,13 +94,17 @@ LogicalResult checkTmaOperand(GemmOp op, StringRef name, Value operand) {
 
 /// The epilogue's operand and output types that the sm_90a lowering takes.
 LogicalResult checkEpilogueTypes(GemmOp op) {
-  // Said, not silent: group statistics have the CPU's reference lowering
-  // (--coda-lower-to-linalg) and no kernel yet.
-  for (Operation &inner : op.getBody().without_terminator())
-    if (isa<GroupReduceOp, GroupValueOp>(inner))
-      return inner.emitOpError("has no sm_90a lowering yet; "
-                               "--coda-lower-to-linalg gives its meaning on "
-                               "the CPU");
+  // Said, not silent: groups along columns (w x 1) have the CPU's
+  // reference lowering (--coda-lower-to-linalg) and no kernel yet.
+  for (Operation &inner : op.getBody().without_terminator()) {
+    auto stat = dyn_cast<GroupReduceOp>(inner);
+    auto value = dyn_cast<GroupValueOp>(inner);
+    if ((stat && stat.getAxis() == ReductionAxis::col) ||
+        (value && value.getAxis() == ReductionAxis::col))
+      return inner.emitOpError("groups along columns have no sm_90a "
+                               "lowering yet; --coda-lower-to-linalg gives "
+                               "their meaning on the CPU");
+  }
   // 8-bit floats are GEMM operands and outputs; an epilogue reading them
   // would take neither the prefetch nor the staging of 16-bit inputs.
   for (auto [k, input] : llvm::enumerate(op.getEpilogueInputs()))
@@ -129,6 +133,8 @@ LogicalResult checkEpilogueTypes(GemmOp op) {
 /// tile), and the reductions that fixed them, for diagnostics.
 struct ReductionTiles {
   std::optional<int64_t> rowTile, colTile;
+  /// The widest group of columns of a group statistic or grouped output.
+  std::optional<int64_t> groupWidth;
   Operation *rowReduce = nullptr, *colReduce = nullptr;
 };
 
@@ -174,6 +180,33 @@ FailureOr<ReductionTiles> fixReductionTiles(GemmOp op,
   }
   if (t.colTile)
     config.tileM = *t.colTile;
+  // Groups lie inside the tile: its N a multiple of the widest (widths are
+  // powers of two, so of every one).
+  for (Operation &inner : op.getBody().without_terminator()) {
+    int64_t width = 0;
+    if (auto stat = dyn_cast<GroupReduceOp>(inner))
+      width = stat.getWidth();
+    else if (auto value = dyn_cast<GroupValueOp>(inner))
+      width = value.getWidth();
+    if (width && width > t.groupWidth.value_or(0))
+      t.groupWidth = width;
+  }
+  if (t.groupWidth) {
+    int64_t width = *t.groupWidth;
+    if (std::optional<int64_t> stride = op.getPairStride();
+        stride && width % (2 * *stride) != 0)
+      return op.emitOpError("groups of ")
+             << width << " columns need pairwise ops whose blocks of "
+             << 2 * *stride << " columns lie inside a group";
+    if (config.tileN % width != 0) {
+      if (t.rowTile)
+        return op.emitOpError("row partials of tile ")
+               << *t.rowTile << " and groups of " << width
+               << " columns need a tile both divide; use a partial tile that "
+                  "is a multiple of the group width";
+      config.tileN = width;
+    }
+  }
   return t;
 }
 
@@ -190,6 +223,7 @@ LogicalResult chooseSchedule(GemmOp op, GemmKernelConfig &config,
   auto narrowsTo = [&](int64_t narrowN) {
     return config.tileN >= narrowN &&
            (!t.rowTile || narrowN % *t.rowTile == 0) &&
+           (!t.groupWidth || narrowN % *t.groupWidth == 0) &&
            (!pairStride || narrowN % (2 * *pairStride) == 0);
   };
   // The register schedules: a producer warpgroup that gives its registers

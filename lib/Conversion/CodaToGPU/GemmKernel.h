@@ -309,7 +309,8 @@ enum class OutputRole {
   interleaved,
   rowPartials,
   colPartials,
-  rowSelect
+  rowSelect,
+  grouped
 };
 OutputRole getOutputRole(Value yielded);
 /// The manifest's name of an output of `role` (coda::abi::ParamRole;

@@ -45,6 +45,8 @@ abi::ParamRole abiRole(OutputRole role) {
     return ParamRole::colPartials;
   case OutputRole::rowSelect:
     return ParamRole::rowSelect;
+  case OutputRole::grouped:
+    return ParamRole::grouped;
   }
   llvm_unreachable("unknown role");
 }
@@ -185,13 +187,16 @@ DictionaryAttr mlir::coda::gpu_lowering::buildGemmKernelAbi(
            input);
   for (auto [i, output] : llvm::enumerate(op.getOutputs())) {
     shaped("output" + std::to_string(i), roleName(abiRole(roles[i])), output);
-    // The columns (rows) each partial covers: its reduction's tile.
+    // The columns (rows) each partial covers: its reduction's tile; a
+    // grouped output's group width.
     Operation *def = op.getYieldOp().getValues()[i].getDefiningOp();
     int64_t tile = 0;
     if (auto reduce = dyn_cast_or_null<RowReduceOp>(def))
       tile = reduce.getTile();
     else if (auto reduce = dyn_cast_or_null<ColReduceOp>(def))
       tile = reduce.getTile();
+    else if (auto group = dyn_cast_or_null<GroupValueOp>(def))
+      tile = group.getWidth();
     if (tile) {
       NamedAttrList entry(cast<DictionaryAttr>(params.back()));
       entry.set(key::partial_tile, b.getI64IntegerAttr(tile));

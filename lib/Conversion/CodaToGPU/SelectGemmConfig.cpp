@@ -109,6 +109,8 @@ struct EpilogueShape {
   /// period is unknown to the tile's columns.
   std::optional<int64_t> stride;
   bool dynamicPeriod = false;
+  /// Group statistics (coda.group_reduce).
+  bool groups = false;
   bool stridedPairs() const { return stride && *stride > 1; }
 };
 
@@ -136,9 +138,11 @@ EpilogueShape shapeOf(GemmOp op, int64_t tileN) {
       e.f32Tile |= value.getType().getIntOrFloatBitWidth() == 32;
       break;
     case OutputRole::rowSelect:
+    case OutputRole::grouped:
       break;
     }
   }
+  e.groups = !op.getBody().getOps<GroupReduceOp>().empty();
   e.numInputs = op.getEpilogueInputs().size();
   for (unsigned k = 0; k < e.numInputs; ++k) {
     AccessForm form = op.getInputForm(k);
@@ -196,6 +200,11 @@ Attribute selectConfig(GemmOp op) {
     return warpSpecialized;
   if (!op.readsAccumulator())
     return selectEpilogueOnly(ctx, e);
+  // Group statistics: the shared-tile epilogue, whose threads hold 8
+  // columns of a row; the register schedules keep each statistic's operand
+  // for the whole row of fragments live and spill.
+  if (e.groups)
+    return warpSpecialized;
   // Column partials: a weight gradient reducing a column scale's gradient
   // runs warp-specialized (the cooperative 128 x 256 kernel spills beside
   // them), weighed against 128 x 128 tiles; others keep no configuration.

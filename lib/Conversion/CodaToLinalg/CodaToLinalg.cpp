@@ -335,28 +335,14 @@ private:
               lb.clone(*inner, element);
           }
           Value v = element.lookup(stat.getValue());
-          SmallVector<Value> next;
-          switch (kind) {
-          case GroupStatistic::sum:
-            next = {arith::AddFOp::create(lb, lloc, carried[0], v)};
-            break;
-          case GroupStatistic::max:
-            next = {arith::MaximumFOp::create(lb, lloc, carried[0], v)};
-            break;
-          case GroupStatistic::min:
-            next = {arith::MinimumFOp::create(lb, lloc, carried[0], v)};
-            break;
-          case GroupStatistic::argmax: {
-            // Strictly greater: the first maximum keeps its position.
-            Value greater = arith::CmpFOp::create(
-                lb, lloc, arith::CmpFPredicate::OGT, v, carried[0]);
-            next = {arith::SelectOp::create(lb, lloc, greater, v, carried[0]),
-                    arith::SelectOp::create(lb, lloc, greater, at,
-                                            carried[1])};
-            break;
-          }
-          }
-          scf::YieldOp::create(lb, lloc, next);
+          GroupTerm acc{carried[0], kind == GroupStatistic::argmax
+                                        ? carried[1]
+                                        : Value()};
+          GroupTerm next = buildGroupCombine(lb, lloc, kind, acc, {v, at});
+          SmallVector<Value> yielded = {next.value};
+          if (next.position)
+            yielded.push_back(next.position);
+          scf::YieldOp::create(lb, lloc, yielded);
         });
     return loop.getResult(kind == GroupStatistic::argmax ? 1 : 0);
   }

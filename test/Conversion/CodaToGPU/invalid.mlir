@@ -179,12 +179,12 @@ func.func @fp8_pair_output(%a: memref<?x64xbf16>, %b: memref<256x64xbf16>, %y: m
 
 // -----
 
-// Group statistics have the CPU's reference lowering only, said on the op.
+// Groups along columns have the CPU's reference lowering only, said on the op.
 func.func @group_statistic(%a: memref<?x64xbf16>, %b: memref<256x64xbf16>, %y: memref<?x256xbf16>) {
   coda.gemm %a, %b transpose_b : memref<?x64xbf16>, memref<256x64xbf16>
       epilogue(%acc) outs(%y : memref<?x256xbf16>) {
-    // expected-error @+1 {{'coda.group_reduce' op has no sm_90a lowering yet; --coda-lower-to-linalg gives its meaning on the CPU}}
-    %m = coda.group_reduce max %acc row group 128 : f32 -> f32
+    // expected-error @+1 {{'coda.group_reduce' op groups along columns have no sm_90a lowering yet; --coda-lower-to-linalg gives their meaning on the CPU}}
+    %m = coda.group_reduce max %acc col group 128 : f32 -> f32
     %d = arith.divf %acc, %m : f32
     %t = arith.truncf %d : f32 to bf16
     coda.yield %t : bf16

@@ -254,3 +254,43 @@ func.func @swiglu_backward_adjoint(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %
   }
   return
 }
+
+// Group statistics: a 1 x 128 FP8 (e4m3) quantization with one scale per
+// group (amax / 448, floored at 1e-12 / 448), the f32 values it quantized,
+// a per-head RMSNorm over 64-column groups, and each 64-column group's
+// first maximum of the values rounded down (ties), as an i64 per group.
+func.func @group_statistics(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %q: memref<?x?xf8E4M3FN>,
+                            %s: memref<?x?xf32>, %y: memref<?x?xf32>, %nrm: memref<?x?xbf16>,
+                            %am: memref<?x?xi64>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%q, %s, %y, %nrm, %am : memref<?x?xf8E4M3FN>, memref<?x?xf32>, memref<?x?xf32>,
+                                                  memref<?x?xbf16>, memref<?x?xi64>) {
+    %abs = math.absf %acc : f32
+    %amax = coda.group_reduce max %abs row group 128 : f32 -> f32
+    %eps = arith.constant 1.0e-12 : f32
+    %floor = arith.maximumf %amax, %eps : f32
+    %fmax = arith.constant 448.0 : f32
+    %nfmax = arith.constant -448.0 : f32
+    %scale = arith.divf %floor, %fmax : f32
+    %x = arith.divf %acc, %scale : f32
+    %lo = arith.maximumf %x, %nfmax : f32
+    %c = arith.minimumf %lo, %fmax : f32
+    %code = arith.truncf %c : f32 to f8E4M3FN
+    %sv = coda.group_value %scale row group 128 : f32
+    %sq = arith.mulf %acc, %acc : f32
+    %ss = coda.group_reduce sum %sq row group 64 : f32 -> f32
+    %width = arith.constant 64.0 : f32
+    %neps = arith.constant 1.0e-6 : f32
+    %ms = arith.divf %ss, %width : f32
+    %mse = arith.addf %ms, %neps : f32
+    %r = math.rsqrt %mse : f32
+    %n = arith.mulf %acc, %r : f32
+    %nb = arith.truncf %n : f32 to bf16
+    %fl = math.floor %acc : f32
+    %first = coda.group_reduce argmax %fl row group 64 : f32 -> index
+    %fi = arith.index_cast %first : index to i64
+    %fv = coda.group_value %fi row group 64 : i64
+    coda.yield %code, %sv, %acc, %nb, %fv : f8E4M3FN, !coda.grouped<f32>, f32, bf16, !coda.grouped<i64>
+  }
+  return
+}

@@ -74,17 +74,17 @@ static void evaluatePairOp(OpBuilder &b, Operation &pairOp,
   }
 }
 
-void mlir::coda::evaluateEpilogueBody(OpBuilder &b, GemmOp op, Value row,
-                                      ArrayRef<Value> cols,
-                                      MutableArrayRef<IRMapping> lanes,
-                                      GroupStatisticFn groupStatistic) {
-  for (Operation &inner : op.getBody().without_terminator()) {
+void mlir::coda::evaluateEpilogueOps(OpBuilder &b, ArrayRef<Operation *> ops,
+                                     Value row, ArrayRef<Value> cols,
+                                     MutableArrayRef<IRMapping> lanes,
+                                     GroupStatisticFn groupStatistic) {
+  for (Operation *inner : ops) {
     if (isa<RowIndexOp>(inner)) {
       for (IRMapping &lane : lanes)
-        lane.map(inner.getResult(0), row);
+        lane.map(inner->getResult(0), row);
     } else if (isa<ColIndexOp>(inner)) {
       for (auto [lane, col] : llvm::zip_equal(lanes, cols))
-        lane.map(inner.getResult(0), col);
+        lane.map(inner->getResult(0), col);
     } else if (auto group = dyn_cast<GroupReduceOp>(inner)) {
       assert(groupStatistic && "an epilogue with group statistics needs a "
                                "lowering for them");
@@ -92,17 +92,53 @@ void mlir::coda::evaluateEpilogueBody(OpBuilder &b, GemmOp op, Value row,
     } else if (isa<RowReduceOp, ColReduceOp, RowSelectOp, GroupValueOp>(
                    inner)) {
       for (IRMapping &lane : lanes)
-        lane.map(inner.getResult(0), lane.lookup(inner.getOperand(0)));
+        lane.map(inner->getResult(0), lane.lookup(inner->getOperand(0)));
     } else if (isa<PairMapOp, PairContractOp>(inner)) {
-      evaluatePairOp(b, inner, lanes);
+      evaluatePairOp(b, *inner, lanes);
     } else if (isa<InterleaveOp>(inner)) {
       // Its two operands are written where the gemm's yield sends it.
       continue;
     } else {
       for (IRMapping &lane : lanes)
-        b.clone(inner, lane);
+        b.clone(*inner, lane);
     }
   }
+}
+
+void mlir::coda::evaluateEpilogueBody(OpBuilder &b, GemmOp op, Value row,
+                                      ArrayRef<Value> cols,
+                                      MutableArrayRef<IRMapping> lanes,
+                                      GroupStatisticFn groupStatistic) {
+  SmallVector<Operation *> ops = llvm::map_to_vector(
+      op.getBody().without_terminator(), [](Operation &inner) { return &inner; });
+  evaluateEpilogueOps(b, ops, row, cols, lanes, groupStatistic);
+}
+
+GroupTerm mlir::coda::buildGroupCombine(OpBuilder &b, Location loc,
+                                        GroupStatistic kind, GroupTerm acc,
+                                        GroupTerm term) {
+  switch (kind) {
+  case GroupStatistic::sum:
+    return {arith::AddFOp::create(b, loc, acc.value, term.value), Value()};
+  case GroupStatistic::max:
+    return {arith::MaximumFOp::create(b, loc, acc.value, term.value), Value()};
+  case GroupStatistic::min:
+    return {arith::MinimumFOp::create(b, loc, acc.value, term.value), Value()};
+  case GroupStatistic::argmax: {
+    Value greater = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT,
+                                          term.value, acc.value);
+    Value equal = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ,
+                                        term.value, acc.value);
+    Value earlier = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                          term.position, acc.position);
+    Value wins = arith::OrIOp::create(
+        b, loc, greater, arith::AndIOp::create(b, loc, equal, earlier));
+    return {arith::SelectOp::create(b, loc, wins, term.value, acc.value),
+            arith::SelectOp::create(b, loc, wins, term.position,
+                                    acc.position)};
+  }
+  }
+  llvm_unreachable("unknown group statistic");
 }
 
 SmallVector<Operation *> mlir::coda::getGroupOperandSlice(GemmOp op,

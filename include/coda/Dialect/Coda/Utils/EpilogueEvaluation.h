@@ -49,9 +49,28 @@ void evaluateEpilogueBody(OpBuilder &b, GemmOp op, Value row,
 /// groups (whose values are known at every element of their group).
 SmallVector<Operation *> getGroupOperandSlice(GemmOp op, Value value);
 
+/// Evaluates the ops `ops` of `op`'s epilogue (in program order, each
+/// lane's block arguments and earlier values already mapped) as
+/// evaluateEpilogueBody does.
+void evaluateEpilogueOps(OpBuilder &b, ArrayRef<Operation *> ops, Value row,
+                         ArrayRef<Value> cols,
+                         MutableArrayRef<IRMapping> lanes,
+                         GroupStatisticFn groupStatistic = nullptr);
+
 /// The identity of a group statistic over `type` (0, -inf, +inf; argmax
 /// starts from -inf).
 TypedAttr getGroupIdentity(GroupStatistic kind, FloatType type);
+
+/// A group statistic's running value: the statistic, and for argmax the
+/// position of the maximum so far.
+struct GroupTerm {
+  Value value, position;
+};
+/// `acc` combined with `term`. argmax keeps the first maximum: `term` wins
+/// when it is greater, or equal at an earlier position, so that the order
+/// in which terms combine does not matter (a NaN never wins).
+GroupTerm buildGroupCombine(OpBuilder &b, Location loc, GroupStatistic kind,
+                            GroupTerm acc, GroupTerm term);
 
 /// The reduction kind of a yielded partial (from row_reduce or col_reduce).
 ReductionKind getPartialKind(Value partial);
