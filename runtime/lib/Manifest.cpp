@@ -59,6 +59,36 @@ int64_t coda::runtime::dtypeBytes(DType dtype) {
 
 using Json = nlohmann::json;
 
+void coda::runtime::checkLaunchGeometry(const std::string &kernel,
+                                        const int64_t block[3],
+                                        const int64_t *grid,
+                                        const LaunchLimits &limits) {
+  static const char *axes[] = {"x", "y", "z"};
+  auto triple = [](const int64_t v[3]) {
+    return "(" + std::to_string(v[0]) + ", " + std::to_string(v[1]) + ", " +
+           std::to_string(v[2]) + ")";
+  };
+  auto refuse = [&](const std::string &what, const int64_t v[3],
+                    const std::string &why) {
+    throw Error("kernel " + kernel + ": " + what + " " + triple(v) +
+                " is beyond the device's limits: " + why);
+  };
+  for (int i = 0; i < 3; ++i) {
+    if (block[i] < 1 || block[i] > limits.block[i])
+      refuse("block", block,
+             std::string("threads along ") + axes[i] + " from 1 to " +
+                 std::to_string(limits.block[i]));
+    if (grid && (grid[i] < 1 || grid[i] > limits.grid[i]))
+      refuse("grid", grid,
+             std::string("blocks along ") + axes[i] + " from 1 to " +
+                 std::to_string(limits.grid[i]));
+  }
+  if (block[0] * block[1] * block[2] > limits.threadsPerBlock)
+    refuse("block", block,
+           "at most " + std::to_string(limits.threadsPerBlock) +
+               " threads per block");
+}
+
 namespace {
 
 /// Member `key` of the object `object` (`context` names it in errors).
@@ -472,6 +502,7 @@ Manifest Manifest::parse(const std::string &text) {
       throw Error("manifest: " + ctx + " block must have 3 entries");
     for (int i = 0; i < 3; ++i)
       kernel.block[i] = block[i];
+    checkLaunchGeometry(kernel.name, kernel.block, nullptr, LaunchLimits{});
     kernel.sharedMemoryBytes = integer(member(k, key::shared_memory_bytes, ctx),
                                        ctx + " shared_memory_bytes");
     if (const Json *v = optional(k, key::variant_of))

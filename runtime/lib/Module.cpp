@@ -159,6 +159,8 @@ struct Module::Impl {
   std::map<std::string, int64_t> residentCtas;
   /// Of the module's device: persistent kernels launch one CTA per SM.
   int64_t multiprocessors = 1;
+  /// Of the module's device: every launch is checked against them.
+  LaunchLimits limits;
   /// Kernels as launchKernel reads them (sources renumbered to the kernel's
   /// own parameter order), made at load so launches only read the map.
   std::map<std::string, KernelSpec> ownParameters;
@@ -196,6 +198,20 @@ std::unique_ptr<Module> Module::load(const std::string &directory,
                                current),
         "cuDeviceGetAttribute");
   module->impl_->multiprocessors = multiprocessors;
+  auto attribute = [&](int which) {
+    int value = 0;
+    check(d.cuDeviceGetAttribute(&value, which, current),
+          "cuDeviceGetAttribute");
+    return int64_t(value);
+  };
+  LaunchLimits &limits = module->impl_->limits;
+  limits.block[0] = attribute(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X);
+  limits.block[1] = attribute(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y);
+  limits.block[2] = attribute(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z);
+  limits.threadsPerBlock = attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+  limits.grid[0] = attribute(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X);
+  limits.grid[1] = attribute(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y);
+  limits.grid[2] = attribute(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z);
   for (const KernelSpec &kernel : module->manifest_.kernels) {
     module->impl_->ownParameters.emplace(kernel.name,
                                          withOwnParameters(kernel));
@@ -298,6 +314,7 @@ void Module::launchSpec(const KernelSpec &kernel, const GemmSizes &sizes,
   }
   int64_t grid[3];
   gridFor(kernel, sizes, impl_->residentCtas.at(name), grid);
+  checkLaunchGeometry(name, kernel.block, grid, impl_->limits);
   if (grid[0] == 0 || grid[1] == 0)
     return;
 

@@ -41,6 +41,8 @@ def grouped_without_width(kernel):
 
 
 write("grouped", edited(grouped_without_width))
+write("blockz", edited(lambda k: k.update(block=[1, 1, 128])))
+write("threads", edited(lambda k: k.update(block=[512, 4, 1])))
 write("swizzle64", edited(lambda k: k["params"][0].update(swizzle="64B")))
 version = json.loads(text)
 version["version"] = 1

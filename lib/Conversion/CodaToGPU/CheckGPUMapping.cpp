@@ -4,6 +4,7 @@
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/BuiltinOps.h"
 
 namespace mlir::coda {
@@ -14,6 +15,34 @@ namespace mlir::coda {
 using namespace mlir;
 
 namespace {
+/// Whether `launch`'s constant block sizes exceed sm_90's limits (1024,
+/// 1024 and 64 threads along x, y, z, 1024 in all), said on the launch.
+bool checkBlock(gpu::LaunchOp launch) {
+  static constexpr int64_t limits[] = {1024, 1024, 64};
+  static const char *axes[] = {"x", "y", "z"};
+  gpu::KernelDim3 sizes = launch.getBlockSizeOperandValues();
+  Value dims[] = {sizes.x, sizes.y, sizes.z};
+  int64_t threads = 1;
+  for (int i = 0; i < 3; ++i) {
+    std::optional<int64_t> size = getConstantIntValue(dims[i]);
+    if (!size)
+      return false;
+    threads *= *size;
+    if (*size > limits[i]) {
+      launch.emitError("this loop nest maps to ")
+          << *size << " threads along " << axes[i]
+          << ", beyond the device's " << limits[i];
+      return true;
+    }
+  }
+  if (threads > 1024) {
+    launch.emitError("this loop nest maps to ")
+        << threads << " threads per block, beyond the device's 1024";
+    return true;
+  }
+  return false;
+}
+
 struct CodaCheckGPUMappingPass
     : coda::impl::CodaCheckGPUMappingBase<CodaCheckGPUMappingPass> {
   void runOnOperation() override {
@@ -25,6 +54,10 @@ struct CodaCheckGPUMappingPass
       loop.emitError("this loop nest could not be mapped to a GPU kernel and "
                      "would run on the host over device memory");
       failed = true;
+    });
+    // A block the device cannot launch is refused here, not at the launch.
+    getOperation().walk([&](gpu::LaunchOp launch) {
+      failed |= checkBlock(launch);
     });
     if (failed)
       signalPassFailure();

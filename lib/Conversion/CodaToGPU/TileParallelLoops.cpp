@@ -22,6 +22,28 @@ bool isSingleIteration(scf::ParallelOp loop, unsigned dim) {
   return lb && ub && step && *step > 0 && *ub - *lb <= *step;
 }
 
+/// Replaces the tile's loop `inner`, whose dimensions but `kept` run once,
+/// by a loop over `kept` alone, so that its tileSize iterations map to the
+/// threads along x (along z, a block takes at most 64 threads).
+void keepOnlyDimension(scf::ParallelOp inner, unsigned kept) {
+  if (inner.getNumLoops() == 1 || inner.getNumReductions() != 0)
+    return;
+  OpBuilder b(inner);
+  auto single = scf::ParallelOp::create(
+      b, inner.getLoc(), ValueRange{inner.getLowerBound()[kept]},
+      ValueRange{inner.getUpperBound()[kept]}, ValueRange{inner.getStep()[kept]});
+  Block *body = inner.getBody();
+  for (unsigned d = 0, e = inner.getNumLoops(); d < e; ++d)
+    body->getArgument(d).replaceAllUsesWith(
+        d == kept ? single.getInductionVars()[0]
+                  : inner.getLowerBound()[d]);
+  Block *into = single.getBody();
+  into->getOperations().splice(into->getTerminator()->getIterator(),
+                               body->getOperations(), body->begin(),
+                               body->getTerminator()->getIterator());
+  inner.erase();
+}
+
 struct CodaTileParallelLoopsPass
     : coda::impl::CodaTileParallelLoopsBase<CodaTileParallelLoopsPass> {
   using CodaTileParallelLoopsBase::CodaTileParallelLoopsBase;
@@ -46,7 +68,9 @@ struct CodaTileParallelLoopsPass
         --tiled;
       SmallVector<int64_t> sizes(loop.getNumLoops(), 1);
       sizes[tiled] = tileSize;
-      scf::tileParallelLoop(loop, sizes, /*noMinMaxBounds=*/true);
+      scf::ParallelOp inner =
+          scf::tileParallelLoop(loop, sizes, /*noMinMaxBounds=*/true).second;
+      keepOnlyDimension(inner, tiled);
     }
   }
 };
