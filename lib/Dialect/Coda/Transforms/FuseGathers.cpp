@@ -57,14 +57,32 @@ FailureOr<SmallVector<Operation *>> sliceInBlock(Value value, Block &block,
 /// row_select of a GEMM's epilogue.
 struct RowGatherMatch {
   tensor::ExtractOp extract;
-  /// The body ops the gathered column is computed by.
+  /// The body ops the gathered column is computed by, and the inputs of
+  /// the per-row op they read (the GEMM takes the columns, so these alone
+  /// must be computed before it).
   SmallVector<Operation *> columnSlice;
-  /// y = E(C, per-row values), the gathered tensor, and its operands.
+  SmallVector<unsigned> columnInputs;
+  /// y = E(C, per-row values), the gathered tensor, and its operands; null
+  /// where the gather reads C itself.
   linalg::GenericOp elementwise;
   unsigned sourceIndex;
   SmallVector<OpOperand *> rowOperands;
   TileOutput tile;
 };
+
+/// Records `tile` in `match` where the operands of the per-row op `op` that
+/// its gathered column is computed from are computed before the GEMM (which
+/// reads the columns), else says which is not.
+std::optional<std::string> checkOperandsBefore(linalg::GenericOp op,
+                                               const TileOutput &tile,
+                                               RowGatherMatch &match) {
+  for (unsigned i : match.columnInputs)
+    if (!isAvailableBefore(op.getDpsInputs()[i], tile.gemm))
+      return "the column it gathers is computed from its operand #" +
+             std::to_string(i) + ", which is computed after the GEMM";
+  match.tile = tile;
+  return std::nullopt;
+}
 
 /// A per-row op that gathers one element per row, y[m, j(m)], of an
 /// elementwise function y = E(C, per-row values) of a GEMM's tile output C,
@@ -104,16 +122,34 @@ std::optional<std::string> matchRowGather(linalg::GenericOp op,
     return std::string("the column it gathers is not computed from its "
                        "per-row operands alone");
   match.columnSlice = std::move(*columnSlice);
+  auto noteInput = [&](Value v) {
+    auto arg = dyn_cast<BlockArgument>(v);
+    if (arg && arg.getOwner() == &body &&
+        arg.getArgNumber() < op.getNumDpsInputs() &&
+        !llvm::is_contained(match.columnInputs, arg.getArgNumber()))
+      match.columnInputs.push_back(arg.getArgNumber());
+  };
+  noteInput(extract.getIndices()[1]);
+  for (Operation *sliceOp : match.columnSlice)
+    for (Value operand : sliceOp->getOperands())
+      noteInput(operand);
+  llvm::sort(match.columnInputs);
 
-  // y = E(C, per-row values) elementwise, read only here.
+  // The GEMM's result itself (the raw logits, which the row reductions
+  // beside may read as well: fused too, they leave it unread) ...
+  if (std::optional<TileOutput> tile = getTileOutput(extract.getTensor());
+      tile && !tile->gemm.isBatched())
+    return checkOperandsBefore(op, *tile, match);
+  // ... or y = E(C, per-row values) elementwise, read only here.
   auto elementwise = extract.getTensor().getDefiningOp<linalg::GenericOp>();
   if (!elementwise || !elementwise->hasOneUse() ||
       !elementwise.hasPureTensorSemantics() || !isElementwise(elementwise) ||
       elementwise.getNumLoops() != 2 || elementwise.getNumDpsInits() != 1 ||
       !hasOnlyEpilogueComputeOps(*elementwise.getBlock(),
                                  /*allowIndex=*/false))
-    return std::string("the matrix it gathers from is not an elementwise "
-                       "function of a GEMM's result read only by the gather");
+    return std::string("the matrix it gathers from is neither a 2-D GEMM's "
+                       "result nor an elementwise function of one read only "
+                       "by the gather");
   match.elementwise = elementwise;
   std::optional<unsigned> sourceIndex;
   for (OpOperand *input : elementwise.getDpsInputOperands()) {
@@ -136,13 +172,8 @@ std::optional<std::string> matchRowGather(linalg::GenericOp op,
   if (!tile || tile->gemm.isBatched())
     return std::string("the matrix it gathers from is not computed from a "
                        "2-D GEMM's result");
-  for (OpOperand *input : op.getDpsInputOperands())
-    if (!isAvailableBefore(input->get(), tile->gemm))
-      return "its operand #" + std::to_string(input->getOperandNumber()) +
-             " is computed after the GEMM";
   match.sourceIndex = *sourceIndex;
-  match.tile = *tile;
-  return std::nullopt;
+  return checkOperandsBefore(op, *tile, match);
 }
 
 /// A gather matchRowGather accepts: the GEMM picks C[m, j(m)] for each row
@@ -163,7 +194,6 @@ struct FuseRowGather : OpRewritePattern<linalg::GenericOp> {
     Value column = extract.getIndices()[1];
     ArrayRef<Operation *> columnSlice = match.columnSlice;
     linalg::GenericOp elementwise = match.elementwise;
-    Block &eBody = *elementwise.getBlock();
     unsigned sourceIndex = match.sourceIndex;
     ArrayRef<OpOperand *> rowOperands = match.rowOperands;
     GemmOp producer = match.tile.gemm;
@@ -176,7 +206,8 @@ struct FuseRowGather : OpRewritePattern<linalg::GenericOp> {
     Type i64 = rewriter.getI64Type();
     Value columnsInit =
         createEmptyWithRows(rewriter, loc, producer, {}, i64);
-    SmallVector<Value> gatherInputs(op.getDpsInputs());
+    SmallVector<Value> gatherInputs = llvm::map_to_vector(
+        match.columnInputs, [&](unsigned i) { return op.getDpsInputs()[i]; });
     SmallVector<AffineMap> columnMaps(gatherInputs.size() + 1, rowMap);
     Value columns =
         linalg::GenericOp::create(
@@ -185,8 +216,8 @@ struct FuseRowGather : OpRewritePattern<linalg::GenericOp> {
             {utils::IteratorType::parallel},
             [&](OpBuilder &b, Location nloc, ValueRange args) {
               IRMapping mapping;
-              for (unsigned i = 0; i < gatherInputs.size(); ++i)
-                mapping.map(body.getArgument(i), args[i]);
+              for (auto [k, i] : llvm::enumerate(match.columnInputs))
+                mapping.map(body.getArgument(i), args[k]);
               for (Operation *sliceOp : columnSlice)
                 b.clone(*sliceOp, mapping);
               Value j = mapping.lookupOrDefault(column);
@@ -231,6 +262,21 @@ struct FuseRowGather : OpRewritePattern<linalg::GenericOp> {
       inputs.push_back(materializeEpilogueInput(
           rewriter, loc, input->get(),
           elementwise.getMatchingIndexingMap(input), AccessForm::row));
+    // Where it gathered: E(picked, rows), or the picked value itself.
+    auto gathered = [&](OpBuilder &b, ValueRange args) -> Value {
+      unsigned numOld = op.getNumDpsInputs();
+      if (!elementwise)
+        return args[numOld];
+      Block &eBody = *elementwise.getBlock();
+      IRMapping inner;
+      inner.map(eBody.getArgument(sourceIndex), args[numOld]);
+      for (auto [i, input] : llvm::enumerate(rowOperands))
+        inner.map(eBody.getArgument(input->getOperandNumber()),
+                  args[numOld + 1 + i]);
+      for (Operation &eOp : eBody.without_terminator())
+        b.clone(eOp, inner);
+      return inner.lookupOrDefault(eBody.getTerminator()->getOperand(0));
+    };
     SmallVector<AffineMap> maps(inputs.size() + 1, rowMap);
     auto rebuilt = linalg::GenericOp::create(
         rewriter, loc, op->getResultTypes(), inputs, op.getDpsInits(), maps,
@@ -246,15 +292,7 @@ struct FuseRowGather : OpRewritePattern<linalg::GenericOp> {
               b.clone(bodyOp, mapping);
               continue;
             }
-            IRMapping inner;
-            inner.map(eBody.getArgument(sourceIndex), args[numOld]);
-            for (auto [i, input] : llvm::enumerate(rowOperands))
-              inner.map(eBody.getArgument(input->getOperandNumber()),
-                        args[numOld + 1 + i]);
-            for (Operation &eOp : eBody.without_terminator())
-              b.clone(eOp, inner);
-            mapping.map(extract.getResult(),
-                        inner.lookupOrDefault(eBody.getTerminator()->getOperand(0)));
+            mapping.map(extract.getResult(), gathered(b, args));
           }
           linalg::YieldOp::create(
               b, nloc,
