@@ -89,6 +89,9 @@ static Argument parseArgument(const std::string &text, size_t position) {
 static void printLaunch(const KernelSpec &kernel, const GemmSizes &sizes) {
   int64_t grid[3];
   gridFor(kernel, sizes, kH100Multiprocessors, grid);
+  // The launch as the runtime checks it before launching (with sm_90's
+  // limits here, the device's there).
+  checkLaunchGeometry(kernel.name, kernel.block, grid, LaunchLimits{});
   std::cout << "grid=(" << grid[0] << ", " << grid[1] << ", " << grid[2]
             << ") block=(" << kernel.block[0] << ", " << kernel.block[1] << ", "
             << kernel.block[2] << ") shared=" << kernel.sharedMemoryBytes
