@@ -17,11 +17,7 @@ using namespace mlir::coda::gpu_lowering;
 
 void EpilogueBuilder::layOutGroups(ImplicitLocOpBuilder &b) {
   for (Operation &inner : op.getBody().without_terminator()) {
-    int64_t width = 0;
-    if (auto stat = dyn_cast<GroupReduceOp>(inner))
-      width = stat.getWidth();
-    else if (auto value = dyn_cast<GroupValueOp>(inner))
-      width = value.getWidth();
+    int64_t width = getGroupWidth(inner);
     if (width && !groupBlocks.count(width))
       groupBlocks[width] = layOutColumnBlocks(b, config, layout, width);
   }

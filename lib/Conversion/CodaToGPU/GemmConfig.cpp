@@ -12,6 +12,7 @@
 
 #include "coda/Conversion/CodaToGPU/CodaToGPU.h"
 #include "coda/Conversion/CodaToGPU/KernelOptions.h"
+#include "coda/Dialect/Coda/Utils/EpilogueEvaluation.h"
 #include "coda/Dialect/Coda/IR/Coda.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -183,11 +184,7 @@ FailureOr<ReductionTiles> fixReductionTiles(GemmOp op,
   // Groups lie inside the tile: its N a multiple of the widest (widths are
   // powers of two, so of every one).
   for (Operation &inner : op.getBody().without_terminator()) {
-    int64_t width = 0;
-    if (auto stat = dyn_cast<GroupReduceOp>(inner))
-      width = stat.getWidth();
-    else if (auto value = dyn_cast<GroupValueOp>(inner))
-      width = value.getWidth();
+    int64_t width = getGroupWidth(inner);
     if (width && width > t.groupWidth.value_or(0))
       t.groupWidth = width;
   }

@@ -158,6 +158,14 @@ SmallVector<Operation *> mlir::coda::getGroupOperandSlice(GemmOp op,
   return ordered;
 }
 
+int64_t mlir::coda::getGroupWidth(Operation &op) {
+  if (auto stat = dyn_cast<GroupReduceOp>(op))
+    return stat.getWidth();
+  if (auto value = dyn_cast<GroupValueOp>(op))
+    return value.getWidth();
+  return 0;
+}
+
 TypedAttr mlir::coda::getGroupIdentity(GroupStatistic kind, FloatType type) {
   const llvm::fltSemantics &semantics = type.getFloatSemantics();
   switch (kind) {

@@ -57,6 +57,10 @@ void evaluateEpilogueOps(OpBuilder &b, ArrayRef<Operation *> ops, Value row,
                          MutableArrayRef<IRMapping> lanes,
                          GroupStatisticFn groupStatistic = nullptr);
 
+/// The group width of `op`, a coda.group_reduce or coda.group_value; 0 for
+/// any other op.
+int64_t getGroupWidth(Operation &op);
+
 /// The identity of a group statistic over `type` (0, -inf, +inf; argmax
 /// starts from -inf).
 TypedAttr getGroupIdentity(GroupStatistic kind, FloatType type);
