@@ -1,12 +1,12 @@
-// RUN: coda-opt %s --coda-to-gpu | FileCheck %s --check-prefix=SHARED
-// RUN: coda-opt %s --coda-to-gpu=schedule=cooperative | FileCheck %s --check-prefix=FRAGMENTS
+// RUN: coda-opt %s --coda-to-gpu | FileCheck %s --check-prefixes=CHECK,SHARED
+// RUN: coda-opt %s --coda-to-gpu=schedule=cooperative | FileCheck %s --check-prefixes=CHECK,FRAGMENTS
 
 // A 1 x 128 group's maximum: each thread combines its slots of the group,
 // then a butterfly of shuffles the lanes that hold it (16 lanes of 8
 // columns in the shared-tile epilogue, a quad in WGMMA's fragments); the
 // group's first lane writes its scale.
 
-// SHARED-LABEL: gpu.func @quantize_gemm0
+// CHECK-LABEL: gpu.func @quantize_gemm0
 // SHARED: math.absf
 // SHARED: arith.maximumf
 // SHARED: gpu.shuffle  xor %{{.*}}, %c8_i32{{[_0-9]*}}, %c32_i32{{[_0-9]*}} : f32
@@ -17,7 +17,6 @@
 // SHARED: scf.if
 // SHARED: memref.store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] : memref<?x?xf32>
 
-// FRAGMENTS-LABEL: gpu.func @quantize_gemm0
 // FRAGMENTS: gpu.shuffle  xor %{{.*}}, %c1_i32{{[_0-9]*}}, %c32_i32{{[_0-9]*}} : f32
 // FRAGMENTS: gpu.shuffle  xor %{{.*}}, %c2_i32{{[_0-9]*}}, %c32_i32{{[_0-9]*}} : f32
 // FRAGMENTS: memref.store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] : memref<?x?xf32>
