@@ -231,6 +231,11 @@ public:
   IRMapping &mapping(Row &r, Slot s) const {
     return r.mappings[s.group * lanesPerGroup + s.lane];
   }
+  /// The mappings of group `g`'s lanes, as evaluateEpilogueBody takes them.
+  MutableArrayRef<IRMapping> lanesOf(Row &r, int64_t g) const {
+    return MutableArrayRef<IRMapping>(&r.mappings[g * lanesPerGroup],
+                                      lanesPerGroup);
+  }
   /// Fragments: slot `s`'s column offset from the lane's first column.
   int64_t slotOffset(Slot s) const {
     auto [j, e] = layout.fragmentPos[s.group][s.lane];

@@ -49,11 +49,8 @@ void EpilogueBuilder::computeGroupStatistics(ImplicitLocOpBuilder &lb,
     for (auto [gr, groupRun] : llvm::enumerate(layout.groupRuns)) {
       for (std::unique_ptr<InputNode> &node : inputNodes)
         node->mapGroupRun(lb, r, gr);
-      for (int64_t g : groupRun) {
-        MutableArrayRef<IRMapping> lanes(&r.mappings[g * lanesPerGroup],
-                                         lanesPerGroup);
-        evaluateEpilogueOps(lb, slice, r.row, cols[g], lanes, mapped);
-      }
+      for (int64_t g : groupRun)
+        evaluateEpilogueOps(lb, slice, r.row, cols[g], lanesOf(r, g), mapped);
     }
     GroupStatistic kind = stat.getKind();
     bool argmax = kind == GroupStatistic::argmax;

@@ -196,11 +196,9 @@ SmallVector<Value> EpilogueBuilder::emitRow(
     for (std::unique_ptr<InputNode> &node : inputNodes)
       node->mapGroupRun(lb, r, gr);
     for (int64_t g : groupRun) {
-      MutableArrayRef<IRMapping> lanes(&r.mappings[g * lanesPerGroup],
-                                       lanesPerGroup);
       // Group statistics: computeGroupStatistics's, already mapped.
       evaluateEpilogueBody(
-          lb, op, r.row, cols[g], lanes,
+          lb, op, r.row, cols[g], lanesOf(r, g),
           [](OpBuilder &, GroupReduceOp, MutableArrayRef<IRMapping>) {});
     }
     for (std::unique_ptr<OutputNode> &node : outputNodes)
