@@ -2,14 +2,15 @@
 scales) cost what the same GEMM writing bf16 costs, and what does it save
 against torch's GEMM followed by torch.compile's quantization?
 
-  coda-compile benchmarks/probes/group_quantize.mlir -o DIR   (build machine)
-  python3 benchmarks/probes/group_quantize.py DIR              (GPU machine)
+  coda-compile benchmarks/probes/group_quantize.mlir -o DIR [options]  (build machine)
+  python3 benchmarks/probes/group_quantize.py DIR [NAME=DIR ...]        (GPU machine)
 
 Prints, per shape, median ms (L2 flushed before each call, interleaved
-rounds) of: coda's quantizing GEMM, coda's bf16 GEMM, torch.mm (bf16), and
-torch.mm followed by the quantization compiled by torch.compile; the codes
-and scales of coda's kernel are checked against PyTorch's quantization of
-the f32 product first."""
+rounds) of: coda's quantizing GEMM (from DIR, and from each further
+directory, e.g. compiled under another schedule), coda's bf16 GEMM (DIR's),
+torch.mm (bf16), and torch.mm followed by the quantization compiled by
+torch.compile; the codes and scales of each quantizing kernel are checked
+against PyTorch's quantization of the f32 product first."""
 
 import math
 import os
@@ -33,11 +34,15 @@ def quantize(y):
     return codes.view(m, n), scale
 
 
-def main(directory):
+def main(directories):
     torch.empty(1, device="cuda")
-    module = coda_runtime.Module(directory)
-    (kq,) = module.kernels_of("quantize")
-    (kp,) = module.kernels_of("plain")
+    modules = {}
+    for entry in directories:
+        name, _, directory = entry.rpartition("=")
+        modules[name or "coda_quantize"] = coda_runtime.Module(directory)
+    first = next(iter(modules.values()))
+    (kp,) = first.kernels_of("plain")
+    quantizers = {name: (module, module.kernels_of("quantize")[0]) for name, module in modules.items()}
     stream = torch.cuda.current_stream().cuda_stream
     compiled = torch.compile(quantize)
     for m, n, k in SHAPES:
@@ -46,23 +51,27 @@ def main(directory):
         q = torch.empty(m, n, device="cuda", dtype=torch.float8_e4m3fn)
         s = torch.empty(m, n // 128, device="cuda")
         y = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-        module.launch(kq, [a, b, q, s], stream)
         ref_codes, ref_scale = quantize(a.float() @ b.float().T)
-        torch.cuda.synchronize()
-        codes_equal = (q.view(torch.uint8) == ref_codes.view(torch.uint8)).float().mean().item()
-        scale_err = ((s - ref_scale).abs() / ref_scale).max().item()
-        fns = {
-            "coda_quantize": lambda: module.launch(kq, [a, b, q, s], stream),
-            "coda_bf16": lambda: module.launch(kp, [a, b, y], stream),
-            "torch_mm": lambda: torch.mm(a, b.T),
-            "torch_mm_compiled_quantize": lambda: compiled(torch.mm(a, b.T)),
-        }
+        checks = []
+        for name, (module, kq) in quantizers.items():
+            q.zero_()
+            module.launch(kq, [a, b, q, s], stream)
+            torch.cuda.synchronize()
+            codes_equal = (q.view(torch.uint8) == ref_codes.view(torch.uint8)).float().mean().item()
+            scale_err = ((s - ref_scale).abs() / ref_scale).max().item()
+            checks.append(f"{name} codes equal {codes_equal:.6f} scale rel err {scale_err:.2e}")
+        fns = {name: (lambda mod=module, kern=kq: mod.launch(kern, [a, b, q, s], stream))
+               for name, (module, kq) in quantizers.items()}
+        fns["coda_bf16"] = lambda: first.launch(kp, [a, b, y], stream)
+        fns["torch_mm"] = lambda: torch.mm(a, b.T)
+        fns["torch_mm_compiled_quantize"] = lambda: compiled(torch.mm(a, b.T))
         times = {name: statistics.median(ms) for name, ms in interleaved_ms(fns, reps=30).items()}
-        print(f"{m}x{n}x{k}: codes equal {codes_equal:.6f}, scale rel err {scale_err:.2e} | " +
-              " ".join(f"{name} {t:.3f}" for name, t in times.items()) +
-              f" | quantize/bf16 {times['coda_quantize'] / times['coda_bf16']:.3f}"
-              f" | torch mm+quant / coda quantize {times['torch_mm_compiled_quantize'] / times['coda_quantize']:.3f}")
+        print(f"{m}x{n}x{k}: " + "; ".join(checks))
+        print("  " + " ".join(f"{name} {t:.3f}" for name, t in times.items()))
+        for name in quantizers:
+            print(f"  {name}: / bf16 {times[name] / times['coda_bf16']:.3f}"
+                  f" | torch mm+quant / it {times['torch_mm_compiled_quantize'] / times[name]:.3f}")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1:])

@@ -743,3 +743,27 @@ def test_group_statistics(prims, m, n, k):
     fl = torch.cat([y.floor(), torch.full((m, g64 * 64 - n), -math.inf, device="cuda")], 1)
     first = fl.view(m, g64, 64).argmax(-1) + torch.arange(g64, device="cuda") * 64
     assert torch.equal(am, first)
+
+
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_group_quantize(prims, m, n, k):
+    """The 1 x 128 FP8 quantization alone (the selection's ping-pong kernel,
+    codes stored with TMA): small integer operands make every product and
+    sum exact in f32 whatever the order, so the codes and scales equal
+    PyTorch's quantization of the exact product bit for bit; a zero row
+    takes the floor's scale and zero codes."""
+    a = torch.randint(-4, 5, (m, k), device="cuda").bfloat16()
+    b = torch.randint(-4, 5, (n, k), device="cuda").bfloat16()
+    a[m // 2] = 0
+    g = math.ceil(n / 128)
+    q = torch.full((m, n), 1.0, device="cuda").to(torch.float8_e4m3fn)
+    s = poison(m, g)
+    run(prims, "group_quantize", a, b, q, s)
+    y = a.float() @ b.float().T
+    yp = torch.cat([y, torch.zeros(m, g * 128 - n, device="cuda")], 1).view(m, g, 128)
+    amax = yp.abs().amax(-1)
+    scale = torch.clamp(amax, min=1e-12) / torch.full_like(amax, 448.0)
+    assert torch.equal(s, scale)
+    codes = (yp / scale[..., None]).clamp(-448, 448).view(m, -1)[:, :n]
+    assert torch.equal(q.view(torch.uint8), codes.to(torch.float8_e4m3fn).view(torch.uint8))
+    assert not q[m // 2].view(torch.uint8).any()

@@ -352,12 +352,25 @@ public:
   /// from the buffer have read it.
   void awaitStagingBuffer(ImplicitLocOpBuilder &b, bool syncWarp = true) const;
   /// storeStaged for an output stored with TMA (tmaStored): the warp writes
-  /// its 8 rows with stmatrix into the buffer as 64-column boxes in TMA's
-  /// 128-byte swizzle (16-byte chunk c of a row at c xor (address bits 7-9),
-  /// so that neither stmatrix nor TMA conflict on banks), then lane 0
-  /// stores the boxes and commits them as one bulk group.
+  /// its 8 rows into the buffer as 128-byte-wide boxes in TMA's 128-byte
+  /// swizzle (16-byte chunk c of a row at c xor (address bits 7-9), so that
+  /// neither the lanes' writes nor TMA conflict on banks), then lane 0
+  /// stores the boxes and commits them as one bulk group. `packed[j]` is
+  /// the lane's two columns 8j + 2q, + 1 of the row: an i32 of two 16-bit
+  /// elements, or an i16 of two 8-bit ones.
   void storeStagedWithTma(ImplicitLocOpBuilder &b, unsigned i, Value row,
                           ArrayRef<Value> packed) const;
+  /// The warp's staging buffer's shared address (32 bits), opaque.
+  Value stagingAddress32(ImplicitLocOpBuilder &b) const;
+  /// storeStagedWithTma's writes of 16-bit pairs (stmatrix) and of 8-bit
+  /// pairs (2-byte shared stores); each returns the buffer's address.
+  Value writeMatrixBoxes(ImplicitLocOpBuilder &b, ArrayRef<Value> packed) const;
+  Value writeBytePairBoxes(ImplicitLocOpBuilder &b,
+                           ArrayRef<Value> pairs) const;
+  /// The TMA stores of the boxes at `address` of output `i`'s rows from
+  /// the warp's first `row`.
+  void issueTmaStores(ImplicitLocOpBuilder &b, unsigned i, Value row,
+                      Value address, Type element) const;
   /// Fragments: the 8-column group j of `run` (a run is the lane's two
   /// columns 8j + 2q, + 1 of one group).
   int64_t groupOf8(const Run &run) const {

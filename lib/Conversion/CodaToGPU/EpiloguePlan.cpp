@@ -46,22 +46,6 @@ static bool rowsContiguous(Value value) {
          strides.back() == 1;
 }
 
-bool mlir::coda::gpu_lowering::stagesOutput(GemmOp op, unsigned i,
-                                            Schedule schedule) {
-  Value yielded = op.getYieldOp().getValues()[i];
-  OutputRole role = getOutputRole(yielded);
-  Type element = role == OutputRole::pair
-                     ? cast<PairType>(yielded.getType()).getElementType()
-                     : yielded.getType();
-  bool sixteen = isa<BFloat16Type, Float16Type>(element);
-  bool eight = isa<Float8E4M3FNType, Float8E5M2Type>(element) &&
-               role == OutputRole::tile && schedule != Schedule::cooperative;
-  if ((role != OutputRole::tile && role != OutputRole::pair) ||
-      !(sixteen || eight))
-    return false;
-  return rowsContiguous(op.getOutputs()[i]);
-}
-
 std::optional<int64_t>
 mlir::coda::gpu_lowering::staticPeriod(GemmOp op, unsigned k, int64_t tileN) {
   auto type = dyn_cast<MemRefType>(op.getEpilogueInputs()[k].getType());
@@ -136,8 +120,10 @@ static SmallVector<OutputRole> outputRoles(GemmOp op) {
   return roles;
 }
 
-bool mlir::coda::gpu_lowering::storesWithTma(GemmOp op, unsigned i,
-                                             const GemmKernelConfig &config) {
+/// storesWithTma's conditions on the epilogue alone: a tile output of an
+/// epilogue that takes the interior copy, with no pair input, nor a column
+/// input outside ping-pong or beside a tile input.
+static bool epilogueLetsTmaStore(GemmOp op, unsigned i, Schedule schedule) {
   SmallVector<OutputRole> roles = outputRoles(op);
   bool tileInput = false, colInput = false;
   for (unsigned k = 0, e = op.getEpilogueInputs().size(); k < e; ++k) {
@@ -147,14 +133,39 @@ bool mlir::coda::gpu_lowering::storesWithTma(GemmOp op, unsigned i,
     tileInput |= form == AccessForm::tile;
     colInput |= form == AccessForm::col;
   }
-  if (colInput && (config.schedule != Schedule::pingPong || tileInput))
+  if (colInput && (schedule != Schedule::pingPong || tileInput))
     return false;
-  // stmatrix moves 16-bit elements: an FP8 output is staged, not stored
-  // with TMA.
+  return roles[i] == OutputRole::tile && interiorPaysFor(roles);
+}
+
+bool mlir::coda::gpu_lowering::stagesOutput(GemmOp op, unsigned i,
+                                            Schedule schedule) {
+  Value yielded = op.getYieldOp().getValues()[i];
+  OutputRole role = getOutputRole(yielded);
+  Type element = role == OutputRole::pair
+                     ? cast<PairType>(yielded.getType()).getElementType()
+                     : yielded.getType();
+  bool sixteen = isa<BFloat16Type, Float16Type>(element);
+  // The cooperative kernel's 16-byte row copies of 8-bit rows spill; its
+  // TMA stores do not.
+  bool eight = isa<Float8E4M3FNType, Float8E5M2Type>(element) &&
+               role == OutputRole::tile &&
+               (schedule != Schedule::cooperative ||
+                epilogueLetsTmaStore(op, i, schedule));
+  if ((role != OutputRole::tile && role != OutputRole::pair) ||
+      !(sixteen || eight))
+    return false;
+  return rowsContiguous(op.getOutputs()[i]);
+}
+
+bool mlir::coda::gpu_lowering::storesWithTma(GemmOp op, unsigned i,
+                                             const GemmKernelConfig &config) {
+  // The tile's rows leave as whole boxes.
   Type element =
       cast<MemRefType>(op.getOutputs()[i].getType()).getElementType();
-  return roles[i] == OutputRole::tile && stagesOutput(op, i, config.schedule) &&
-         element.getIntOrFloatBitWidth() == 16 && interiorPaysFor(roles);
+  return epilogueLetsTmaStore(op, i, config.schedule) &&
+         stagesOutput(op, i, config.schedule) &&
+         config.tileN % GemmKernelConfig::storeBoxColumns(element) == 0;
 }
 
 SmallVector<unsigned>

@@ -29,15 +29,16 @@ bool fragmentLayoutSupports(std::optional<int64_t> pairStride);
 
 /// Whether a register epilogue of `schedule` stages output `i` of `op` (see
 /// GemmKernelConfig::stagedTiles): a tile or pair output of a 16-bit float
-/// type, or of an 8-bit one outside the cooperative schedule (whose 128 x
-/// 256 tile then spills), contiguous along its rows.
+/// type, or a tile output of an 8-bit one (in the cooperative schedule only
+/// where it may leave with TMA stores: its 128 x 256 tile's row copies
+/// spill), contiguous along its rows.
 bool stagesOutput(GemmOp op, unsigned i, Schedule schedule);
 /// Whether the interior register epilogue of `op` may write output `i`
-/// with TMA stores: a staged 16-bit tile output of an epilogue that takes
-/// the interior copy and reads no pair input, nor a column input unless the
-/// tile is ping-pong's (128 columns) and no tile input is read beside it:
-/// those inputs' values per run fill the registers that the stmatrix path
-/// needs, and ptxas spills.
+/// with TMA stores: a staged tile output whose tile is whole boxes wide, of
+/// an epilogue that takes the interior copy and reads no pair input, nor a
+/// column input unless the tile is ping-pong's (128 columns) and no tile
+/// input is read beside it: those inputs' values per run fill the registers
+/// that the staging path needs, and ptxas spills.
 bool storesWithTma(GemmOp op, unsigned i, const GemmKernelConfig &config);
 /// The outputs of `op` that its kernel under `config` stores with TMA, in
 /// order: each takes a store descriptor, after the outputs, in the kernel's

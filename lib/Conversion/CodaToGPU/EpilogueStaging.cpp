@@ -420,12 +420,37 @@ void EpilogueBuilder::awaitStagingBuffer(ImplicitLocOpBuilder &b,
         b, arith::ConstantIntOp::create(b, b.getI32Type(), -1));
 }
 
+Value EpilogueBuilder::stagingAddress32(ImplicitLocOpBuilder &b) const {
+  // The buffer's address passes through an opaque move each row: the
+  // addresses derived from it (loop-invariant, up to 12 of them) would
+  // otherwise be hoisted out of the tile loop and held through it, which
+  // spills.
+  return opaque(
+      b, arith::IndexCastUIOp::create(
+             b, b.getI32Type(),
+             arith::AddIOp::create(
+                 b,
+                 memref::ExtractAlignedPointerAsIndexOp::create(b,
+                                                                frame.shared),
+                 warpStagingBase(b))));
+}
+
 void EpilogueBuilder::storeStagedWithTma(ImplicitLocOpBuilder &b, unsigned i,
                                          Value row,
                                          ArrayRef<Value> packed) const {
+  Type element =
+      cast<MemRefType>(outputs[i].getType()).getElementType();
+  Value address = element.getIntOrFloatBitWidth() == 8
+                      ? writeBytePairBoxes(b, packed)
+                      : writeMatrixBoxes(b, packed);
+  issueTmaStores(b, i, row, address, element);
+}
+
+Value EpilogueBuilder::writeMatrixBoxes(ImplicitLocOpBuilder &b,
+                                        ArrayRef<Value> packed) const {
   MLIRContext *ctx = b.getContext();
-  int64_t boxColumns = GemmKernelConfig::storeBoxColumns;
-  int64_t boxBytes = GemmKernelConfig::stagingRows * boxColumns * 2;
+  int64_t boxBytes =
+      GemmKernelConfig::stagingRows * GemmKernelConfig::storeBoxBytes;
   // stmatrix is warp-synchronous (.sync.aligned): no lane writes before
   // lane 0 has waited.
   awaitStagingBuffer(b, /*syncWarp=*/false);
@@ -439,17 +464,7 @@ void EpilogueBuilder::storeStagedWithTma(ImplicitLocOpBuilder &b, unsigned i,
   auto c32 = [&](int64_t v) -> Value {
     return arith::ConstantIntOp::create(b, i32, v);
   };
-  // The buffer's address passes through an opaque move each row: the
-  // addresses derived from it (loop-invariant, 12 of them) would otherwise
-  // be hoisted out of the tile loop and held through it, which spills.
-  Value address = opaque(
-      b,
-      arith::IndexCastUIOp::create(
-          b, i32,
-          arith::AddIOp::create(
-              b,
-              memref::ExtractAlignedPointerAsIndexOp::create(b, frame.shared),
-              warpStagingBase(b))));
+  Value address = stagingAddress32(b);
   Value lane = arith::IndexCastUIOp::create(b, i32, frame.lane);
   Value rowInBox = arith::AndIOp::create(b, lane, c32(7));
   Value matrix = arith::ShRUIOp::create(b, lane, c32(3));
@@ -478,6 +493,68 @@ void EpilogueBuilder::storeStagedWithTma(ImplicitLocOpBuilder &b, unsigned i,
                              NVVM::LdStMatrixShapeAttr::get(ctx, 8, 8),
                              NVVM::LdStMatrixEltType::B16);
   }
+  return address;
+}
+
+Value EpilogueBuilder::writeBytePairBoxes(ImplicitLocOpBuilder &b,
+                                          ArrayRef<Value> pairs) const {
+  MLIRContext *ctx = b.getContext();
+  int64_t boxBytes =
+      GemmKernelConfig::stagingRows * GemmKernelConfig::storeBoxBytes;
+  // stmatrix moves 16-bit elements, whose pairs in a quad are not a byte
+  // matrix's: each lane stores its pairs itself, after lane 0 has waited.
+  awaitStagingBuffer(b);
+  // Pair j (columns 8j + 2q, + 1 of the lane's row l / 4) lies in box
+  // j / 16, at 16-byte chunk (j mod 16) / 2 xor phase(row), 8 (j mod 2)
+  // + 2q bytes in: the lane's first address (chunk 0) with its chunk
+  // bits flipped, plus a constant. 2-byte stores of a quad's 8 rows land
+  // in 8 distinct chunks: no bank conflict.
+  Type i32 = b.getI32Type();
+  auto c32 = [&](int64_t v) -> Value {
+    return arith::ConstantIntOp::create(b, i32, v);
+  };
+  Value address = stagingAddress32(b);
+  Value lane = arith::IndexCastUIOp::create(b, i32, frame.lane);
+  Value rowAddress = arith::AddIOp::create(
+      b, address,
+      arith::ShLIOp::create(b, arith::ShRUIOp::create(b, lane, c32(2)),
+                            c32(7)));
+  Value phase = arith::AndIOp::create(
+      b, arith::ShRUIOp::create(b, rowAddress, c32(7)), c32(7));
+  Value first = arith::OrIOp::create(
+      b,
+      arith::OrIOp::create(b, rowAddress,
+                           arith::ShLIOp::create(b, phase, c32(4))),
+      arith::ShLIOp::create(b, arith::AndIOp::create(b, lane, c32(3)),
+                            c32(1)));
+  auto sharedPtr = LLVM::LLVMPointerType::get(ctx, 3);
+  Value chunkBase;
+  for (auto [j, pair] : llvm::enumerate(pairs)) {
+    int64_t chunk = (j % 16) / 2;
+    if (j % 2 == 0)
+      chunkBase = LLVM::IntToPtrOp::create(
+          b, sharedPtr,
+          chunk ? arith::XOrIOp::create(b, first, c32(chunk << 4)).getResult()
+                : first);
+    Value ptr = LLVM::GEPOp::create(
+        b, sharedPtr, b.getI8Type(), chunkBase,
+        ArrayRef<LLVM::GEPArg>{int32_t(j / 16 * boxBytes + j % 2 * 8)});
+    LLVM::StoreOp::create(b, pair, ptr, /*alignment=*/2);
+  }
+  return address;
+}
+
+void EpilogueBuilder::issueTmaStores(ImplicitLocOpBuilder &b, unsigned i,
+                                     Value row, Value address,
+                                     Type element) const {
+  MLIRContext *ctx = b.getContext();
+  Type i32 = b.getI32Type();
+  auto c32 = [&](int64_t v) -> Value {
+    return arith::ConstantIntOp::create(b, i32, v);
+  };
+  int64_t boxColumns = GemmKernelConfig::storeBoxColumns(element);
+  int64_t boxBytes =
+      GemmKernelConfig::stagingRows * GemmKernelConfig::storeBoxBytes;
   // The async proxy (TMA) reads what the generic proxy wrote.
   NVVM::FenceProxyOp::create(
       b, NVVM::ProxyKind::async_shared,
@@ -485,6 +562,7 @@ void EpilogueBuilder::storeStagedWithTma(ImplicitLocOpBuilder &b, unsigned i,
   NVVM::SyncWarpOp::create(b, c32(-1));
   // Lane 0 stores the boxes (predicated, not branched: see
   // awaitStagingBuffer); every lane commits (an empty group elsewhere).
+  Value lane = arith::IndexCastUIOp::create(b, i32, frame.lane);
   Value laneZero =
       arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane, c32(0));
   Value firstRow = arith::IndexCastUIOp::create(
@@ -492,6 +570,7 @@ void EpilogueBuilder::storeStagedWithTma(ImplicitLocOpBuilder &b, unsigned i,
       arith::SubIOp::create(
           b, row, arith::DivUIOp::create(b, frame.lane, index(b, 4))));
   Value firstCol = arith::IndexCastUIOp::create(b, i32, frame.blockN);
+  auto sharedPtr = LLVM::LLVMPointerType::get(ctx, 3);
   for (int64_t box = 0, e = config.tileN / boxColumns; box < e; ++box) {
     Value source = LLVM::IntToPtrOp::create(
         b, sharedPtr,

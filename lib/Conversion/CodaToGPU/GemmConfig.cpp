@@ -341,8 +341,7 @@ void placeEpilogueBuffers(GemmOp op, GemmKernelConfig &config) {
     // warp's at a multiple of 128 bytes, still fit.
     // (A batched output would need a 3-D store descriptor: its staged
     // rows leave through the threads' 16-byte stores instead.)
-    if (config.stagedTiles && !config.batched &&
-        config.tileN % config.storeBoxColumns == 0) {
+    if (config.stagedTiles && !config.batched) {
       for (unsigned i = 0, e = op.getOutputs().size(); i < e; ++i)
         config.tmaStores |= storesWithTma(op, i, config);
       if (!fitsSharedMemory(config))

@@ -110,7 +110,8 @@ struct GemmKernelConfig {
   int64_t stagedInputRowBytes = 0;
   /// The interior epilogue writes its staged tile outputs with TMA stores
   /// (see storesWithTma): the warp puts its 8 rows into its staging buffer
-  /// as 8 x 64-element boxes in TMA's 128-byte swizzle (stmatrix), and one
+  /// as 8-row boxes in TMA's 128-byte swizzle (stmatrix, or 2-byte shared
+  /// stores of 8-bit pairs), and one
   /// lane stores them (cp.async.bulk.tensor), so that the tile's stores
   /// leave the threads at once and drain under what follows. Each warp's
   /// buffer then starts at a multiple of 128 bytes.
@@ -129,8 +130,14 @@ struct GemmKernelConfig {
   bool epilogueOnly = false;
   static constexpr int64_t kPipelineSlots = 2;
   static constexpr int64_t stagingRows = 8;
-  /// Columns of a TMA-stored output's box (128 bytes of 16-bit elements).
-  static constexpr int64_t storeBoxColumns = 64;
+  /// Bytes of a row of a TMA-stored output's box: the span of TMA's
+  /// 128-byte swizzle.
+  static constexpr int64_t storeBoxBytes = 128;
+  /// Columns of a TMA-stored output's box of `element`s (64 of 16 bits,
+  /// 128 of 8).
+  static int64_t storeBoxColumns(Type element) {
+    return storeBoxBytes * 8 / element.getIntOrFloatBitWidth();
+  }
   /// Elements a staging row holds: `rowElements` and one 16-byte chunk of
   /// padding (`chunk` elements: 8 of 16 bits, 16 of 8), so that the 8 rows
   /// of a warp start 4 banks apart (a quad's writes to the 8 rows hit 32
@@ -376,7 +383,7 @@ public:
   /// Type and box (innermost first) of the TMA store descriptor of a tile
   /// output of `element` type (see GemmKernelConfig::tmaStores).
   virtual Type getOutputMapType(Type element) const = 0;
-  virtual SmallVector<int64_t> getOutputBox() const = 0;
+  virtual SmallVector<int64_t> getOutputBox(Type element) const = 0;
   /// Emits the kernel body: the mainloop over K of each of the CTA's tiles
   /// (set with assignTile), then `epilogue` with the f32 accumulator tile
   /// (tileM x accRowStride) in `frame.accTile`. A target may run the

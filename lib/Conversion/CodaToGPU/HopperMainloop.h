@@ -124,11 +124,13 @@ public:
   Type getOutputMapType(Type element) const override {
     return tensorMapType(sharedTileType(
         element.getContext(),
-        {GemmKernelConfig::stagingRows, GemmKernelConfig::storeBoxColumns},
+        {GemmKernelConfig::stagingRows,
+         GemmKernelConfig::storeBoxColumns(element)},
         element));
   }
-  SmallVector<int64_t> getOutputBox() const override {
-    return {GemmKernelConfig::storeBoxColumns, GemmKernelConfig::stagingRows};
+  SmallVector<int64_t> getOutputBox(Type element) const override {
+    return {GemmKernelConfig::storeBoxColumns(element),
+            GemmKernelConfig::stagingRows};
   }
 
   void emitKernelBody(ImplicitLocOpBuilder &b, KernelFrame &frame,

@@ -140,11 +140,9 @@ void emitOneGemmLaunch(ImplicitLocOpBuilder &hb, GemmOp op,
   llvm::append_range(args, op.getOutputs());
   for (unsigned i : tmaStoredOutputs(op, config)) {
     Value output = op.getOutputs()[i];
-    args.push_back(
-        descriptor(output,
-                   target.getOutputMapType(
-                       cast<MemRefType>(output.getType()).getElementType()),
-                   target.getOutputBox()));
+    Type element = cast<MemRefType>(output.getType()).getElementType();
+    args.push_back(descriptor(output, target.getOutputMapType(element),
+                              target.getOutputBox(element)));
   }
   Value gridX = arith::CeilDivUIOp::create(hb, sizeN, hidx(config.tileN));
   Value gridY = arith::CeilDivUIOp::create(hb, sizeM, hidx(config.tileM));

@@ -205,7 +205,10 @@ DictionaryAttr mlir::coda::gpu_lowering::buildGemmKernelAbi(
   }
   for (unsigned i : tmaStoredOutputs(op, config))
     tensorMap("output" + std::to_string(i), abi::Access::store,
-              op.getOutputs()[i], target.getOutputBox());
+              op.getOutputs()[i],
+              target.getOutputBox(
+                  cast<MemRefType>(op.getOutputs()[i].getType())
+                      .getElementType()));
 
   std::string gridX = "ceildiv(N, " + std::to_string(config.tileN) + ")";
   std::string gridY = "ceildiv(M, " + std::to_string(config.tileM) + ")";

@@ -14,6 +14,7 @@
 #include "coda/ABI/KernelAbi.h"
 #include "coda/Conversion/CodaToGPU/CodaToGPU.h"
 #include "coda/Dialect/Coda/IR/Coda.h"
+#include "coda/Dialect/Coda/Utils/EpilogueEvaluation.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
@@ -109,8 +110,9 @@ struct EpilogueShape {
   /// period is unknown to the tile's columns.
   std::optional<int64_t> stride;
   bool dynamicPeriod = false;
-  /// Group statistics (coda.group_reduce).
-  bool groups = false;
+  /// Group statistics (coda.group_reduce), and the widest group of columns
+  /// of a statistic or grouped output.
+  int64_t groupStatistics = 0, widestGroup = 0;
   bool stridedPairs() const { return stride && *stride > 1; }
 };
 
@@ -142,7 +144,10 @@ EpilogueShape shapeOf(GemmOp op, int64_t tileN) {
       break;
     }
   }
-  e.groups = !op.getBody().getOps<GroupReduceOp>().empty();
+  for (Operation &inner : op.getBody().without_terminator()) {
+    e.groupStatistics += isa<GroupReduceOp>(inner);
+    e.widestGroup = std::max(e.widestGroup, getGroupWidth(inner));
+  }
   e.numInputs = op.getEpilogueInputs().size();
   for (unsigned k = 0; k < e.numInputs; ++k) {
     AccessForm form = op.getInputForm(k);
@@ -200,11 +205,15 @@ Attribute selectConfig(GemmOp op) {
     return warpSpecialized;
   if (!op.readsAccumulator())
     return selectEpilogueOnly(ctx, e);
-  // Group statistics: the shared-tile epilogue, whose threads hold 8
-  // columns of a row; the register schedules keep each statistic's operand
-  // for the whole row of fragments live and spill.
-  if (e.groups)
-    return warpSpecialized;
+  // One group statistic (a 1 x 128 quantization): ping-pong, whose
+  // epilogue hides under the other consumer's K loop, where its groups fit
+  // a 128-column tile. More: the shared-tile epilogue, whose threads hold
+  // 8 columns of a row; the register schedules keep each statistic's
+  // operand for the whole row of fragments live and spill.
+  if (e.groupStatistics)
+    return e.groupStatistics == 1 && 128 % e.widestGroup == 0
+               ? pingPong
+               : warpSpecialized;
   // Column partials: a weight gradient reducing a column scale's gradient
   // runs warp-specialized (the cooperative 128 x 256 kernel spills beside
   // them), weighed against 128 x 128 tiles; others keep no configuration.

@@ -142,16 +142,21 @@ func.func @interleaved(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x
 
 // -----
 
-// An FP8 output is staged outside the cooperative schedule (whose 128 x 256
-// tile would spill) and never stored with TMA (stmatrix moves 16-bit
-// elements). An accumulator read by two ops makes the edge tile read it
-// through opaque moves.
+// An FP8 output is staged and stored with TMA (128-column boxes) as a
+// 16-bit one is; in the cooperative schedule only where it can leave with
+// TMA stores (beside a column input its 128 x 256 tile's row copies
+// would spill). An accumulator read by two ops makes the edge tile read
+// it through opaque moves.
 // CHECK-LABEL: remark: epilogue plan of ping_pong 128x128: fragments, interior copy, opaque edge accumulators
-//  CHECK-NEXT:   output 0 (tile): staged
+//  CHECK-NEXT:   output 0 (tile): staged, TMA store
 //  CHECK-NEXT:   output 1 (tile): staged, TMA store
 // CHECK-LABEL: remark: epilogue plan of cooperative 128x256: fragments, interior copy
+//  CHECK-NEXT:   output 0 (tile): staged, TMA store
+// CHECK-LABEL: remark: epilogue plan of cooperative 128x256: fragments, interior copy
+//  CHECK-NEXT:   input 0 (col)
 //  CHECK-NEXT:   output 0 (tile): direct
-func.func @fp8(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %q: memref<?x?xf8E4M3FN>, %y: memref<?x?xbf16>) {
+func.func @fp8(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %q: memref<?x?xf8E4M3FN>, %y: memref<?x?xbf16>,
+               %s: memref<?xf32>) {
   coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
       epilogue(%acc) outs(%q, %y : memref<?x?xf8E4M3FN>, memref<?x?xbf16>) attributes {coda.gemm_config = #coda.gemm_config<schedule = ping_pong, tile_m = 128, tile_n = 128, stages = 4>} {
     %f = arith.truncf %acc : f32 to f8E4M3FN
@@ -161,6 +166,12 @@ func.func @fp8(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %q: memref<?x?xf8E4M3
   coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
       epilogue(%acc) outs(%q : memref<?x?xf8E4M3FN>) attributes {coda.gemm_config = #coda.gemm_config<schedule = cooperative, tile_m = 128, tile_n = 256, stages = 4>} {
     %f = arith.truncf %acc : f32 to f8E4M3FN
+    coda.yield %f : f8E4M3FN
+  }
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, col %cs = %s : memref<?xf32>) outs(%q : memref<?x?xf8E4M3FN>) attributes {coda.gemm_config = #coda.gemm_config<schedule = cooperative, tile_m = 128, tile_n = 256, stages = 4>} {
+    %x = arith.mulf %acc, %cs : f32
+    %f = arith.truncf %x : f32 to f8E4M3FN
     coda.yield %f : f8E4M3FN
   }
   return

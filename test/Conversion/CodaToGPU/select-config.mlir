@@ -19,7 +19,9 @@
 // dispatched by waves between 128 x 256 tiles (cooperative in clusters of
 // two, or warp-specialized beside column partials) and cooperative 128 x 128
 // tiles where M or N is dynamic, and takes the one whose waves weigh less
-// where both are static; other column partials and pinned GEMMs keep theirs.
+// where both are static; one group statistic whose groups fit 128 columns
+// ping-pong, others warp-specialized; other column partials and pinned
+// GEMMs keep theirs.
 
 // CHECK-LABEL: func.func @plain
 //       CHECK:   coda.gemm
@@ -579,6 +581,47 @@ func.func @narrow_heads(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?
     }
     %rb = arith.truncf %r : f32 to bf16
     coda.yield %rb : bf16
+  }
+  return
+}
+
+// One group statistic whose groups fit a 128-column tile (a 1 x 128
+// quantization): ping-pong. A 256-column group, or more than one
+// statistic: warp-specialized (the shared-tile epilogue).
+// CHECK-LABEL: func.func @group_quantize
+//       CHECK:   attributes {coda.gemm_config = #coda.gemm_config<schedule = ping_pong, tile_m = 128, tile_n = 128, stages = 4>}
+//       CHECK:   attributes {coda.gemm_config = #coda.gemm_config<schedule = warp_specialized, tile_m = 128, tile_n = 256, stages = 4>}
+//       CHECK:   attributes {coda.gemm_config = #coda.gemm_config<schedule = warp_specialized, tile_m = 128, tile_n = 256, stages = 4>}
+func.func @group_quantize(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %q: memref<?x?xf8E4M3FN>,
+                          %s: memref<?x?xf32>, %y: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%q, %s : memref<?x?xf8E4M3FN>, memref<?x?xf32>) {
+    %abs = math.absf %acc : f32
+    %amax = coda.group_reduce max %abs row group 128 : f32 -> f32
+    %x = arith.divf %acc, %amax : f32
+    %code = arith.truncf %x : f32 to f8E4M3FN
+    %sv = coda.group_value %amax row group 128 : f32
+    coda.yield %code, %sv : f8E4M3FN, !coda.grouped<f32>
+  }
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%q, %s : memref<?x?xf8E4M3FN>, memref<?x?xf32>) {
+    %abs = math.absf %acc : f32
+    %amax = coda.group_reduce max %abs row group 256 : f32 -> f32
+    %x = arith.divf %acc, %amax : f32
+    %code = arith.truncf %x : f32 to f8E4M3FN
+    %sv = coda.group_value %amax row group 256 : f32
+    coda.yield %code, %sv : f8E4M3FN, !coda.grouped<f32>
+  }
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%y : memref<?x?xbf16>) {
+    %abs = math.absf %acc : f32
+    %amax = coda.group_reduce max %abs row group 64 : f32 -> f32
+    %sq = arith.mulf %acc, %acc : f32
+    %ss = coda.group_reduce sum %sq row group 64 : f32 -> f32
+    %x = arith.divf %acc, %amax : f32
+    %z = arith.mulf %x, %ss : f32
+    %t = arith.truncf %z : f32 to bf16
+    coda.yield %t : bf16
   }
   return
 }

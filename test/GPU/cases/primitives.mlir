@@ -294,3 +294,27 @@ func.func @group_statistics(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %q: memr
   }
   return
 }
+
+// The 1 x 128 FP8 quantization alone, as the GEMM that hands the next GEMM
+// its operand writes it (one statistic: the selection's ping-pong kernel,
+// codes leaving through TMA stores).
+func.func @group_quantize(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %q: memref<?x?xf8E4M3FN>,
+                          %s: memref<?x?xf32>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%q, %s : memref<?x?xf8E4M3FN>, memref<?x?xf32>) {
+    %abs = math.absf %acc : f32
+    %amax = coda.group_reduce max %abs row group 128 : f32 -> f32
+    %eps = arith.constant 1.0e-12 : f32
+    %floor = arith.maximumf %amax, %eps : f32
+    %fmax = arith.constant 448.0 : f32
+    %nfmax = arith.constant -448.0 : f32
+    %scale = arith.divf %floor, %fmax : f32
+    %x = arith.divf %acc, %scale : f32
+    %lo = arith.maximumf %x, %nfmax : f32
+    %c = arith.minimumf %lo, %fmax : f32
+    %code = arith.truncf %c : f32 to f8E4M3FN
+    %sv = coda.group_value %scale row group 128 : f32
+    coda.yield %code, %sv : f8E4M3FN, !coda.grouped<f32>
+  }
+  return
+}

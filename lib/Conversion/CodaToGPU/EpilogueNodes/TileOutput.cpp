@@ -3,8 +3,8 @@
 // A value yielded as it is: written at (m, n). In a register epilogue a
 // 16-bit (or, outside the cooperative schedule, 8-bit) one is narrowed as
 // each group run is computed and leaves through the warp's staging buffer in
-// 16-byte rows, or, in an interior tile where the plan says, with stmatrix
-// and TMA stores; otherwise each run is stored with one vector store where
+// 16-byte rows, or, in an interior tile where the plan says, with TMA
+// stores; otherwise each run is stored with one vector store where
 // in bounds and aligned, else element by element.
 //
 //===----------------------------------------------------------------------===//
@@ -58,14 +58,19 @@ struct TileOutput : OutputNode {
 
   void storeWithTma(ImplicitLocOpBuilder &b, EpilogueBuilder::Row &r) {
     // Each run is the lane's two columns 8j + 2q, 8j + 2q + 1 of a chunk
-    // j: one 32-bit register of stmatrix.
+    // j: one 32-bit register of stmatrix, or an i16 of two bytes.
     SmallVector<Value> packed(e.config.tileN / 8);
     for (auto [runIndex, run] : llvm::enumerate(e.layout.runs)) {
       auto [j, col] = e.layout.fragmentPos[run.front().group][run.front().lane];
       SmallVector<Value> values = narrowed.lookup(runIndex);
+      Type element = values.front().getType();
       Value pair = vector::FromElementsOp::create(
-          b, VectorType::get({2}, values.front().getType()), values);
-      packed[j] = LLVM::BitcastOp::create(b, b.getI32Type(), pair);
+          b, VectorType::get({2}, element), values);
+      Type word = b.getIntegerType(2 * element.getIntOrFloatBitWidth());
+      packed[j] = vector::ExtractOp::create(
+          b,
+          vector::BitCastOp::create(b, VectorType::get({1}, word), pair),
+          ArrayRef<int64_t>{0});
     }
     e.storeStagedWithTma(b, i, r.row, packed);
   }
