@@ -583,6 +583,25 @@ def test_quantize_e4m3(fp8, m, n, k):
     check_f32(amax, want.amax(-1))
 
 
+@pytest.mark.parametrize("m,n,k", FP8_OUT_SHAPES + [(200, 328, 4104), (300, 512, 8192)])
+def test_fp8_copy_rowmax(fp8, m, n, k):
+    """The residual stream in bf16 and its e4m3 copy under a per-row scale
+    (half the rows' largest elements clamp to +-448), with its row maxima,
+    at K where the selection runs ping-pong and beyond (cooperative)."""
+    torch.manual_seed(k)
+    a, b, res = rand(m, k), rand(n, k), rand(m, n)
+    v = a.double() @ b.double().T + res.double()
+    rs = 448.0 / (0.5 * v.abs().amax(1).float().clamp(min=1e-6))
+    y, q = poison(m, n, dtype=torch.bfloat16), fp8_poison(m, n, torch.float8_e4m3fn)
+    parts = poison(m, math.ceil(n / 128))
+    run(fp8, "fp8_copy_rowmax", a, b, res, rs, y, q, parts)
+    check_bf16(y, v)
+    z = (v * rs.double()[:, None]).clamp(-448, 448)
+    check_fp8_rounding(q, z, torch.float8_e4m3fn, 1e-5 * z.abs().max().item())
+    pad = torch.zeros(m, parts.shape[1] * 128 - n, device="cuda", dtype=torch.float64)
+    check_f32(parts, torch.cat([v.abs(), pad], 1).view(m, -1, 128).amax(-1))
+
+
 @pytest.mark.parametrize("m,n,k", FP8_OUT_SHAPES)
 def test_quantize_e5m2(fp8, m, n, k):
     torch.manual_seed(k)

@@ -99,7 +99,8 @@ Attribute pingPongUpTo(GemmOp op, int64_t maxK, GemmConfigAttr beyond = {}) {
 /// What an epilogue writes and reads, which the rules weigh.
 struct EpilogueShape {
   bool pairs = false, maxPartials = false, lsePartials = false,
-       partials = false, f32Tile = false, colPartials = false;
+       partials = false, f32Tile = false, fp8Tile = false,
+       colPartials = false;
   /// Row partials over a tile no register schedule covers (not dividing
   /// 128).
   bool unsupportedPartials = false;
@@ -138,6 +139,7 @@ EpilogueShape shapeOf(GemmOp op, int64_t tileN) {
     case OutputRole::tile:
       ++e.tileOutputs;
       e.f32Tile |= value.getType().getIntOrFloatBitWidth() == 32;
+      e.fp8Tile |= value.getType().getIntOrFloatBitWidth() == 8;
       break;
     case OutputRole::rowSelect:
     case OutputRole::grouped:
@@ -243,9 +245,15 @@ Attribute selectConfig(GemmOp op) {
     return pingPongUpTo(op, 4096,
                         makeConfig(ctx, GemmSchedule::cooperative, 128, 1));
   // Pair or interleaved outputs and max / log-sum-exp partials: ping-pong
-  // up to K = 4096, the cooperative kernel's faster mainloop beyond.
+  // up to K = 4096, the cooperative kernel's faster mainloop beyond (an
+  // FP8 tile output beside the partials, a down projection's quantized
+  // copy: without a cluster, beside which it spills).
   if (e.pairs || e.maxPartials)
-    return pingPongUpTo(op, 4096);
+    return pingPongUpTo(
+        op, 4096,
+        e.fp8Tile && e.partials
+            ? makeConfig(ctx, GemmSchedule::cooperative, 256, 1)
+            : cooperative);
   // Row and column inputs together (an FP8 GEMM's row-wise scales): no
   // cluster, beside which the cooperative kernel spills.
   GemmConfigAttr beyond =

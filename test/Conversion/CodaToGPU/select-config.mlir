@@ -20,8 +20,9 @@
 // two, or warp-specialized beside column partials) and cooperative 128 x 128
 // tiles where M or N is dynamic, and takes the one whose waves weigh less
 // where both are static; one group statistic whose groups fit 128 columns
-// ping-pong, others warp-specialized; other column partials and pinned
-// GEMMs keep theirs.
+// ping-pong, others warp-specialized; an FP8 tile output beside max
+// partials cooperative without a cluster beyond K = 4096; other column
+// partials and pinned GEMMs keep theirs.
 
 // CHECK-LABEL: func.func @plain
 //       CHECK:   coda.gemm
@@ -622,6 +623,26 @@ func.func @group_quantize(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %q: memref
     %z = arith.mulf %x, %ss : f32
     %t = arith.truncf %z : f32 to bf16
     coda.yield %t : bf16
+  }
+  return
+}
+
+// An FP8 tile output beside row-max partials (a down projection's
+// quantized copy): ping-pong up to K = 4096, cooperative beyond without a
+// cluster (in clusters of two it spills).
+// CHECK-LABEL: func.func @fp8_copy_max_partials
+//       CHECK:   attributes {coda.gemm_config = [#coda.gemm_config<schedule = ping_pong, tile_m = 128, tile_n = 128, stages = 4, max_k = 4096>, #coda.gemm_config<schedule = cooperative, tile_m = 128, tile_n = 256, stages = 4>]}
+func.func @fp8_copy_max_partials(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %rs: memref<?xf32>,
+                                 %y: memref<?x?xbf16>, %q: memref<?x?xf8E4M3FN>, %mx: memref<?x?xf32>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, row %s = %rs : memref<?xf32>)
+      outs(%y, %q, %mx : memref<?x?xbf16>, memref<?x?xf8E4M3FN>, memref<?x?xf32>) {
+    %vb = arith.truncf %acc : f32 to bf16
+    %x = arith.mulf %acc, %s : f32
+    %f = arith.truncf %x : f32 to f8E4M3FN
+    %m = math.absf %acc : f32
+    %p = coda.row_reduce max %m tile 128 : f32
+    coda.yield %vb, %f, %p : bf16, f8E4M3FN, !coda.partial<f32>
   }
   return
 }

@@ -101,3 +101,29 @@ func.func @fp8_rowwise_quantize(%a: memref<?x?xf8E4M3FN>, %b: memref<?x?xf8E4M3F
   }
   return
 }
+
+// A down projection adding the residual and writing it twice: in bf16 and
+// as the next GEMM's e4m3 operand (a per-row scale known before the GEMM,
+// clamped), with the row maxima of |h| as partials. Beyond K = 4096 the
+// selection runs it cooperative without a cluster (with one it spills).
+func.func @fp8_copy_rowmax(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %res: memref<?x?xbf16>,
+                           %rs: memref<?xf32>, %y: memref<?x?xbf16>, %q: memref<?x?xf8E4M3FN>,
+                           %parts: memref<?x?xf32>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, tile %r = %res : memref<?x?xbf16>, row %s = %rs : memref<?xf32>)
+      outs(%y, %q, %parts : memref<?x?xbf16>, memref<?x?xf8E4M3FN>, memref<?x?xf32>) {
+    %rf = arith.extf %r : bf16 to f32
+    %v = arith.addf %acc, %rf : f32
+    %vb = arith.truncf %v : f32 to bf16
+    %x = arith.mulf %v, %s : f32
+    %lo = arith.constant -448.0 : f32
+    %hi = arith.constant 448.0 : f32
+    %c0 = arith.maximumf %x, %lo : f32
+    %c1 = arith.minimumf %c0, %hi : f32
+    %f = arith.truncf %c1 : f32 to f8E4M3FN
+    %m = math.absf %v : f32
+    %p = coda.row_reduce max %m tile 128 : f32
+    coda.yield %vb, %f, %p : bf16, f8E4M3FN, !coda.partial<f32>
+  }
+  return
+}
