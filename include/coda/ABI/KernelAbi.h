@@ -255,6 +255,15 @@ inline int64_t gemmWaves(int64_t m, int64_t n, int64_t batches, int64_t tileM,
                  std::max<int64_t>(multiprocessors / clusterM, 1));
 }
 
+/// sm_90's launch limits: the compiler holds loop kernels' blocks to them
+/// and the runtime every launch (with the device's own, where it reads
+/// them).
+struct LaunchLimits {
+  int64_t block[3] = {1024, 1024, 64};
+  int64_t threadsPerBlock = 1024;
+  int64_t grid[3] = {2147483647, 65535, 65535};
+};
+
 } // namespace coda::abi
 
 #endif // CODA_ABI_KERNELABI_H

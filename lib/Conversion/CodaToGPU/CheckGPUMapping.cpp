@@ -1,5 +1,6 @@
 //===- CheckGPUMapping.cpp - no parallel loop left on the host ------------===//
 
+#include "coda/ABI/KernelAbi.h"
 #include "coda/Conversion/CodaToGPU/CodaToGPU.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -18,7 +19,7 @@ namespace {
 /// Whether `launch`'s constant block sizes exceed sm_90's limits (1024,
 /// 1024 and 64 threads along x, y, z, 1024 in all), said on the launch.
 bool checkBlock(gpu::LaunchOp launch) {
-  static constexpr int64_t limits[] = {1024, 1024, 64};
+  const ::coda::abi::LaunchLimits limits{};
   static const char *axes[] = {"x", "y", "z"};
   gpu::KernelDim3 sizes = launch.getBlockSizeOperandValues();
   Value dims[] = {sizes.x, sizes.y, sizes.z};
@@ -28,23 +29,24 @@ bool checkBlock(gpu::LaunchOp launch) {
     if (!size)
       return false;
     threads *= *size;
-    if (*size > limits[i]) {
+    if (*size > limits.block[i]) {
       launch.emitError("this loop nest maps to ")
           << *size << " threads along " << axes[i]
-          << ", beyond the device's " << limits[i];
+          << ", beyond the device's " << limits.block[i];
       return true;
     }
   }
-  if (threads > 1024) {
+  if (threads > limits.threadsPerBlock) {
     launch.emitError("this loop nest maps to ")
-        << threads << " threads per block, beyond the device's 1024";
+        << threads << " threads per block, beyond the device's "
+        << limits.threadsPerBlock;
     return true;
   }
   return false;
 }
 
 struct CodaCheckGPUMappingPass
-    : coda::impl::CodaCheckGPUMappingBase<CodaCheckGPUMappingPass> {
+    : mlir::coda::impl::CodaCheckGPUMappingBase<CodaCheckGPUMappingPass> {
   void runOnOperation() override {
     bool failed = false;
     getOperation().walk([&](scf::ParallelOp loop) {

@@ -128,11 +128,7 @@ struct KernelSpec {
 /// in all, blocks along x, y, z. The defaults are every sm_90 device's
 /// (what a manifest is checked against before any device is known); a
 /// Module reads its device's.
-struct LaunchLimits {
-  int64_t block[3] = {1024, 1024, 64};
-  int64_t threadsPerBlock = 1024;
-  int64_t grid[3] = {2147483647, 65535, 65535};
-};
+using LaunchLimits = abi::LaunchLimits;
 
 /// Throws an Error naming `kernel` unless `block` (and `grid`, where given)
 /// lie within `limits`.
