@@ -449,8 +449,7 @@ void EpilogueBuilder::storeStagedWithTma(ImplicitLocOpBuilder &b, unsigned i,
 Value EpilogueBuilder::writeMatrixBoxes(ImplicitLocOpBuilder &b,
                                         ArrayRef<Value> packed) const {
   MLIRContext *ctx = b.getContext();
-  int64_t boxBytes =
-      GemmKernelConfig::stagingRows * GemmKernelConfig::storeBoxBytes;
+  int64_t boxBytes = GemmKernelConfig::storeBoxSize;
   // stmatrix is warp-synchronous (.sync.aligned): no lane writes before
   // lane 0 has waited.
   awaitStagingBuffer(b, /*syncWarp=*/false);
@@ -499,8 +498,7 @@ Value EpilogueBuilder::writeMatrixBoxes(ImplicitLocOpBuilder &b,
 Value EpilogueBuilder::writeBytePairBoxes(ImplicitLocOpBuilder &b,
                                           ArrayRef<Value> pairs) const {
   MLIRContext *ctx = b.getContext();
-  int64_t boxBytes =
-      GemmKernelConfig::stagingRows * GemmKernelConfig::storeBoxBytes;
+  int64_t boxBytes = GemmKernelConfig::storeBoxSize;
   // stmatrix moves 16-bit elements, whose pairs in a quad are not a byte
   // matrix's: each lane stores its pairs itself, after lane 0 has waited.
   awaitStagingBuffer(b);
@@ -553,8 +551,7 @@ void EpilogueBuilder::issueTmaStores(ImplicitLocOpBuilder &b, unsigned i,
     return arith::ConstantIntOp::create(b, i32, v);
   };
   int64_t boxColumns = GemmKernelConfig::storeBoxColumns(element);
-  int64_t boxBytes =
-      GemmKernelConfig::stagingRows * GemmKernelConfig::storeBoxBytes;
+  int64_t boxBytes = GemmKernelConfig::storeBoxSize;
   // The async proxy (TMA) reads what the generic proxy wrote.
   NVVM::FenceProxyOp::create(
       b, NVVM::ProxyKind::async_shared,

@@ -183,11 +183,8 @@ FailureOr<ReductionTiles> fixReductionTiles(GemmOp op,
     config.tileM = *t.colTile;
   // Groups lie inside the tile: its N a multiple of the widest (widths are
   // powers of two, so of every one).
-  for (Operation &inner : op.getBody().without_terminator()) {
-    int64_t width = getGroupWidth(inner);
-    if (width && width > t.groupWidth.value_or(0))
-      t.groupWidth = width;
-  }
+  if (int64_t widest = getWidestGroup(op.getBody()))
+    t.groupWidth = widest;
   if (t.groupWidth) {
     int64_t width = *t.groupWidth;
     if (std::optional<int64_t> stride = op.getPairStride();

@@ -138,6 +138,8 @@ struct GemmKernelConfig {
   static int64_t storeBoxColumns(Type element) {
     return storeBoxBytes * 8 / element.getIntOrFloatBitWidth();
   }
+  /// Bytes of one such box: its stagingRows rows.
+  static constexpr int64_t storeBoxSize = stagingRows * storeBoxBytes;
   /// Elements a staging row holds: `rowElements` and one 16-byte chunk of
   /// padding (`chunk` elements: 8 of 16 bits, 16 of 8), so that the 8 rows
   /// of a warp start 4 banks apart (a quad's writes to the 8 rows hit 32

@@ -146,10 +146,9 @@ EpilogueShape shapeOf(GemmOp op, int64_t tileN) {
       break;
     }
   }
-  for (Operation &inner : op.getBody().without_terminator()) {
-    e.groupStatistics += isa<GroupReduceOp>(inner);
-    e.widestGroup = std::max(e.widestGroup, getGroupWidth(inner));
-  }
+  e.groupStatistics =
+      llvm::range_size(op.getBody().getOps<GroupReduceOp>());
+  e.widestGroup = getWidestGroup(op.getBody());
   e.numInputs = op.getEpilogueInputs().size();
   for (unsigned k = 0; k < e.numInputs; ++k) {
     AccessForm form = op.getInputForm(k);

@@ -166,6 +166,13 @@ int64_t mlir::coda::getGroupWidth(Operation &op) {
   return 0;
 }
 
+int64_t mlir::coda::getWidestGroup(Block &body) {
+  int64_t widest = 0;
+  for (Operation &inner : body)
+    widest = std::max(widest, getGroupWidth(inner));
+  return widest;
+}
+
 TypedAttr mlir::coda::getGroupIdentity(GroupStatistic kind, FloatType type) {
   const llvm::fltSemantics &semantics = type.getFloatSemantics();
   switch (kind) {
