@@ -83,6 +83,24 @@ struct ApproximateDivision : OpRewritePattern<arith::DivFOp> {
   }
 };
 
+/// tanh(x) by tanh.approx.f32 (one multi-function unit instruction, about
+/// 2^-11 relative error) in place of libdevice's exponential, reciprocal and
+/// polynomial. NVVM has no intrinsic for it: the instruction is inline PTX.
+struct ApproximateTanh : OpRewritePattern<math::TanhOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(math::TanhOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!approximateF32(op))
+      return rewriter.notifyMatchFailure(op, "not an f32 op marked afn");
+    rewriter.replaceOpWithNewOp<LLVM::InlineAsmOp>(
+        op, rewriter.getF32Type(), ValueRange{op.getOperand()},
+        "tanh.approx.f32 $0, $1;", "=f,f", /*has_side_effects=*/false,
+        /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+        LLVM::AsmDialectAttr(), ArrayAttr());
+    return success();
+  }
+};
+
 struct CodaFastMathToNVVMPass
     : coda::impl::CodaFastMathToNVVMBase<CodaFastMathToNVVMPass> {
   void runOnOperation() override {
@@ -98,5 +116,5 @@ struct CodaFastMathToNVVMPass
 void mlir::coda::populateFastMathToNVVMConversionPatterns(
     RewritePatternSet &patterns) {
   patterns.add<ApproximateExp<math::ExpOp>, ApproximateExp<math::Exp2Op>,
-               ApproximateDivision>(patterns.getContext());
+               ApproximateDivision, ApproximateTanh>(patterns.getContext());
 }

@@ -39,6 +39,23 @@ gpu.module @kernels {
 
 // -----
 
+// A hyperbolic tangent marked afn: tanh.approx.f32 (inline PTX: NVVM has no
+// intrinsic for it); without afn it stays.
+// CHECK-LABEL: gpu.func @tangents
+// CHECK-SAME: (%[[X:.*]]: f32)
+// CHECK: %[[T:.*]] = llvm.inline_asm "tanh.approx.f32 $0, $1;", "=f,f" %[[X]] : (f32) -> f32
+// CHECK: %[[K:.*]] = math.tanh %[[X]] : f32
+// CHECK: gpu.return %[[T]], %[[K]]
+gpu.module @kernels {
+  gpu.func @tangents(%x: f32) -> (f32, f32) {
+    %t = math.tanh %x fastmath<afn> : f32
+    %k = math.tanh %x : f32
+    gpu.return %t, %k : f32, f32
+  }
+}
+
+// -----
+
 // Without afn, and on f64 or vectors, the usual lowering stays.
 // CHECK-LABEL: gpu.func @kept
 // CHECK: math.exp %{{.*}} : f32
