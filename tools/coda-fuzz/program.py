@@ -25,6 +25,10 @@ import math
 import random
 
 FLOATS = ("f32", "bf16", "f16")
+# 8-bit tile outputs and the magnitude each saturates at: the value is clamped
+# to +-max before the cast (the cast of a larger one is NaN in e4m3fn), as a
+# quantizing epilogue writes it.
+FP8_MAX = {"f8E4M3FN": 448.0, "f8E5M2": 57344.0}
 UNARY = ("neg", "abs", "tanh", "sigmoid", "silu", "exp_tanh", "log1p_abs",
          "rsqrt1p", "gelu_erf", "scale", "offset")
 BINARY = ("add", "sub", "mul", "max", "min", "div1p")
@@ -238,6 +242,12 @@ def generate(seed, gpu=False, max_size=40):
         if rng.random() < 0.2:
             # A second output of the same value.
             outputs.append({"kind": "tile", "value": v, "dtype": rng.choice(FLOATS)})
+    # One tile output in four is 8-bit, from a stream of its own so that the
+    # rest of the program does not depend on it.
+    frng = random.Random(f"fp8-{seed}")
+    for out in outputs:
+        if out["kind"] == "tile" and frng.random() < 0.25:
+            out["dtype"] = frng.choice(tuple(FP8_MAX))
     p["outputs"] = outputs
     if gpu:
         _fit_gpu(rng, p)
@@ -566,6 +576,15 @@ def _binary(lines, fresh, op, x, y):
     return name
 
 
+def _saturate(lines, fresh, x, bound):
+    """x clamped to [-bound, bound]."""
+    hi, lo = _const(lines, fresh, bound), _const(lines, fresh, -bound)
+    y, z = fresh(), fresh()
+    lines.append(f"{y} = arith.minimumf {x}, {hi} : f32")
+    lines.append(f"{z} = arith.maximumf {y}, {lo} : f32")
+    return z
+
+
 def emit_expr(lines, fresh, expr, leaf_name):
     kind = expr[0]
     if kind == "leaf":
@@ -765,6 +784,8 @@ def emit_fused(p, name="fused", memref=False, finish=False, batched=False):
         kind = out["kind"]
         if kind == "tile":
             v = vals[out["value"]]
+            if out["dtype"] in FP8_MAX:
+                v = _saturate(region, fresh, v, FP8_MAX[out["dtype"]])
             if out["dtype"] != "f32":
                 t = fresh()
                 region.append(f"{t} = arith.truncf {v} : f32 to {out['dtype']}")
@@ -1108,8 +1129,9 @@ def emit_reference(p, name="reference"):
             def body(L, f, a, t=t):
                 if t == "f32":
                     return a[0]
+                x = _saturate(L, f, a[0], FP8_MAX[t]) if t in FP8_MAX else a[0]
                 y = f()
-                L.append(f"{y} = arith.truncf {a[0]} : f32 to {t}")
+                L.append(f"{y} = arith.truncf {x} : f32 to {t}")
                 return y
             results.append(r.generic((M, N), t, [(vals[out["value"]], ID, mn)], body))
         elif kind in ("row_reduce", "col_reduce"):

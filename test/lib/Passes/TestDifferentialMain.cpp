@@ -8,6 +8,8 @@
 // destinations of @fused with NaN so that unwritten elements show, calls both
 // functions and compares each pair of results with coda_check_close_* (or,
 // with `norm-tol`, coda_check_norm_*), which exit with status 1 on a mismatch.
+// FP8 results compare by value, an element one code from the expected one
+// passing too.
 //
 // With `fuse`, @fused is made by the pass: a copy of @reference run through
 // `--coda-fuse` (with `fuse-tile` columns per partial), so that a fusion is
@@ -334,8 +336,16 @@ void TestDifferentialMainPass::runOnOperation() {
                                                    refCall.getResults())) {
       auto tensorType = dyn_cast<RankedTensorType>(got.getType());
       Type element = tensorType ? tensorType.getElementType() : Type();
-      if (!element || !isa<Float32Type, BFloat16Type, Float16Type>(element)) {
-        fused.emitError("can only compare f32, bf16 and f16 tensors, got ")
+      bool fp8 = element && isa<Float8E4M3FNType, Float8E5M2Type>(element);
+      if (!element ||
+          !(fp8 || isa<Float32Type, BFloat16Type, Float16Type>(element))) {
+        fused.emitError("can only compare f32, bf16, f16, f8E4M3FN and "
+                        "f8E5M2 tensors, got ")
+            << got.getType();
+        return failure();
+      }
+      if (fp8 && normTolerance > 0) {
+        fused.emitError("norm-tol compares f32, bf16 and f16 tensors, got ")
             << got.getType();
         return failure();
       }

@@ -19,6 +19,10 @@
 //       `floor` (for generated programs, whose outputs' scales are not known
 //       in advance, and whose outputs may cancel to less than the rounding
 //       noise of their terms);
+//   coda_check_{close,scaled}_{f8e4m3fn,f8e5m2}(...)
+//       the same for 8-bit floats, where an element may also be the code next
+//       to the expected one: a value that differs from the expected value in
+//       its last f32 bits can round to the neighbouring code, 6-12 % away;
 //   coda_check_norm_{f32,bf16,f16}(memref<*xT> actual, memref<*xT> expected,
 //                              f32 tolerance)
 //       the same verdict on the relative L2 error ||actual - expected|| /
@@ -99,6 +103,30 @@ uint16_t floatToF16(float value) {
   return uint16_t(sign | (magnitude - 0x38000000u) >> 13);
 }
 
+/// An 8-bit float's value: `mantissaBits` of mantissa, exponent bias `bias`;
+/// `finite` for e4m3fn, whose only non-finite codes are NaNs (all ones).
+float fp8ToFloat(uint8_t bits, int mantissaBits, int bias, bool finite) {
+  int exponentMask = (1 << (7 - mantissaBits)) - 1;
+  int exponent = (bits >> mantissaBits) & exponentMask;
+  int mantissa = bits & ((1 << mantissaBits) - 1);
+  float sign = bits & 0x80 ? -1.0f : 1.0f;
+  if (finite ? (bits & 0x7F) == 0x7F : exponent == exponentMask)
+    return finite || mantissa ? NAN : sign * INFINITY;
+  if (exponent == 0)
+    return sign * std::ldexp(float(mantissa), 1 - bias - mantissaBits);
+  return sign * std::ldexp(float((1 << mantissaBits) | mantissa),
+                           exponent - bias - mantissaBits);
+}
+
+float f8e4m3fnToFloat(uint8_t bits) { return fp8ToFloat(bits, 3, 7, true); }
+float f8e5m2ToFloat(uint8_t bits) { return fp8ToFloat(bits, 2, 15, false); }
+
+/// A sign-magnitude code as an integer ordered like the values (both zeros
+/// 0), so that neighbouring values differ by one.
+int orderedCode(uint8_t bits) {
+  return bits & 0x80 ? -int(bits & 0x7F) : int(bits & 0x7F);
+}
+
 template <typename T>
 std::vector<int64_t> shapeOf(DynamicMemRefType<T> &memref) {
   return std::vector<int64_t>(memref.sizes, memref.sizes + memref.rank);
@@ -124,10 +152,13 @@ void forEachElement(DynamicMemRefType<T> &memref, Fn &&fn) {
   }
 }
 
+/// With `neighbours` (8-bit codes), an element one code from the expected one
+/// passes too.
 template <typename T, typename ToFloat>
 void checkClose(UnrankedMemRefType<T> *actualDesc,
                 UnrankedMemRefType<T> *expectedDesc, float rtol, float atol,
-                ToFloat toFloat, bool scaled = false, float floor = 0.0f) {
+                ToFloat toFloat, bool scaled = false, float floor = 0.0f,
+                bool neighbours = false) {
   DynamicMemRefType<T> actual(*actualDesc), expected(*expectedDesc);
   if (shapeOf(actual) != shapeOf(expected)) {
     std::printf("coda-check FAILED: shapes differ (rank %" PRId64 " vs %" PRId64
@@ -137,8 +168,10 @@ void checkClose(UnrankedMemRefType<T> *actualDesc,
     std::exit(1);
   }
   std::vector<float> expectedValues;
+  std::vector<T> expectedCodes;
   forEachElement(expected, [&](int64_t, T value) {
     expectedValues.push_back(toFloat(value));
+    expectedCodes.push_back(value);
   });
   if (scaled) {
     double largest = 0.0;
@@ -156,6 +189,10 @@ void checkClose(UnrankedMemRefType<T> *actualDesc,
     // compare as within any tolerance).
     bool bad = !std::isfinite(got) || !std::isfinite(want) ||
                err > atol + rtol * std::fabs(want);
+    if constexpr (sizeof(T) == 1)
+      bad &= !(neighbours && std::isfinite(got) && std::isfinite(want) &&
+               std::abs(orderedCode(value) -
+                        orderedCode(expectedCodes[linear])) <= 1);
     if (std::isfinite(err)) {
       maxAbs = std::fmax(maxAbs, err);
       if (want != 0.0)
@@ -227,6 +264,22 @@ void checkNorm(UnrankedMemRefType<T> *actualDesc,
 }
 
 } // namespace
+
+// The FP8 checks of one type: close and scaled, neighbouring codes passing.
+#define CODA_FP8_CHECKS(NAME)                                                  \
+  void _mlir_ciface_coda_check_close_##NAME(                                   \
+      UnrankedMemRefType<uint8_t> *actual,                                     \
+      UnrankedMemRefType<uint8_t> *expected, float rtol, float atol) {         \
+    checkClose(actual, expected, rtol, atol, NAME##ToFloat, false, 0.0f,       \
+               true);                                                          \
+  }                                                                            \
+  void _mlir_ciface_coda_check_scaled_##NAME(                                  \
+      UnrankedMemRefType<uint8_t> *actual,                                     \
+      UnrankedMemRefType<uint8_t> *expected, float rtol, float atol,           \
+      float floor) {                                                           \
+    checkClose(actual, expected, rtol, atol, NAME##ToFloat, true, floor,       \
+               true);                                                          \
+  }
 
 extern "C" {
 
@@ -345,5 +398,8 @@ void _mlir_ciface_coda_check_norm_f16(UnrankedMemRefType<uint16_t> *actual,
                                       float tolerance) {
   checkNorm(actual, expected, tolerance, f16ToFloat);
 }
+
+CODA_FP8_CHECKS(f8e4m3fn)
+CODA_FP8_CHECKS(f8e5m2)
 
 } // extern "C"
