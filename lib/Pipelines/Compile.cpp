@@ -1,6 +1,7 @@
 //===- Compile.cpp - compile a module to a directory of GPU binaries ------===//
 
 #include "coda/Pipelines/Compile.h"
+#include "SpillFreeSelection.h"
 #include "coda/Dialect/Coda/Transforms/Passes.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -47,38 +48,59 @@ mlir::coda::compileToDirectory(ModuleOp module, const CompileOptions &options,
   };
   SmallVector<std::string> written;
 
-  PassManager pm(module.getContext(), ModuleOp::getOperationName());
-  if (options.applyCommandLineOptions) {
-    if (failed(applyPassManagerCLOptions(pm))) {
-      log << "coda-compile: invalid pass manager options\n";
+  // Runs the passes `build` adds, with MLIR's command-line pass manager and
+  // timing options where asked for (each run prints its timing report as it
+  // ends).
+  auto run = [&](function_ref<LogicalResult(PassManager &)> build) {
+    PassManager pm(module.getContext(), ModuleOp::getOperationName());
+    if (options.applyCommandLineOptions) {
+      if (failed(applyPassManagerCLOptions(pm))) {
+        log << "coda-compile: invalid pass manager options\n";
+        return failure();
+      }
+      applyDefaultTimingPassManagerCLOptions(pm);
+    }
+    if (failed(build(pm)))
+      return failure();
+    if (failed(pm.run(module))) {
+      log << "coda-compile: compilation failed\n";
       return failure();
     }
-    applyDefaultTimingPassManagerCLOptions(pm);
-  }
-  if (options.fuse) {
-    std::string report = pathIn("fusion-report.txt");
-    if (failed(parsePassPipeline("coda-fuse{report-file=" + report + "}",
-                                 pm))) {
-      log << "coda-compile: cannot build the fusion pipeline\n";
-      return failure();
-    }
-    written.push_back(report);
-  }
-  if (options.deriveBackward) {
-    CodaDeriveBackwardOptions derive;
-    derive.save = options.saveForBackward;
-    pm.addPass(createCodaDeriveBackward(derive));
-  }
-  buildCodaToGPUBinaryPipeline(
-      pm, options.kernels,
-      options.selectConfig.value_or(!options.scheduleOptionsGiven),
-      options.format, pathIn("manifest.json"), options.ptxasOptions);
+    return success();
+  };
   log << "coda-compile: compiling for " << options.kernels.chip << " ("
       << options.format << ")\n";
-  if (failed(pm.run(module))) {
-    log << "coda-compile: compilation failed\n";
+  LogicalResult front = run([&](PassManager &pm) {
+    if (options.fuse) {
+      std::string report = pathIn("fusion-report.txt");
+      if (failed(
+              parsePassPipeline("coda-fuse{report-file=" + report + "}", pm))) {
+        log << "coda-compile: cannot build the fusion pipeline\n";
+        return failure();
+      }
+      written.push_back(report);
+    }
+    if (options.deriveBackward) {
+      CodaDeriveBackwardOptions derive;
+      derive.save = options.saveForBackward;
+      pm.addPass(createCodaDeriveBackward(derive));
+    }
+    return success();
+  });
+  if (failed(front))
     return failure();
-  }
+  bool selectConfig =
+      options.selectConfig.value_or(!options.scheduleOptionsGiven);
+  if (selectConfig && options.checkSpills)
+    selectSpillFreeConfigs(module, options.kernels, options.ptxasOptions, log);
+  LogicalResult gpu = run([&](PassManager &pm) {
+    buildCodaToGPUBinaryPipeline(pm, options.kernels, selectConfig,
+                                 options.format, pathIn("manifest.json"),
+                                 options.ptxasOptions);
+    return success();
+  });
+  if (failed(gpu))
+    return failure();
 
   StringRef extension = options.format == "isa"   ? ".ptx"
                         : options.format == "bin" ? ".cubin"

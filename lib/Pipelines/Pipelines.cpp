@@ -70,6 +70,13 @@ void mlir::coda::buildCodaToGPUBinaryPipeline(
 void mlir::coda::buildCodaToGPUBinaryPipeline(
     OpPassManager &pm, const CodaToGPUOptions &kernels, bool selectConfig,
     StringRef format, StringRef manifest, StringRef ptxasOptions) {
+  buildCodaToGemmKernelsPipeline(pm, kernels, selectConfig);
+  buildCodaKernelsToBinaryPipeline(pm, kernels, format, manifest, ptxasOptions);
+}
+
+void mlir::coda::buildCodaToGemmKernelsPipeline(OpPassManager &pm,
+                                                const CodaToGPUOptions &kernels,
+                                                bool selectConfig) {
   pm.addPass(createCodaSimplifyMath());
   pm.addNestedPass<func::FuncOp>(createCodaSplitRowReductions());
   bufferization::OneShotBufferizePassOptions bufferization;
@@ -83,7 +90,11 @@ void mlir::coda::buildCodaToGPUBinaryPipeline(
   if (selectConfig)
     pm.addPass(createCodaSelectGemmConfig());
   pm.addPass(createCodaToGPU(kernels));
+}
 
+void mlir::coda::buildCodaKernelsToBinaryPipeline(
+    OpPassManager &pm, const CodaToGPUOptions &kernels, StringRef format,
+    StringRef manifest, StringRef ptxasOptions) {
   // What is left (partial finishes, statistics, weight preparation) becomes
   // plain parallel-loop kernels: a block of 128 threads per 128 iterations
   // of the innermost dimension.

@@ -88,6 +88,12 @@ static cl::opt<bool> selectConfig(
              "stages, schedule or cluster option is given; GEMMs the rules do "
              "not cover take those options)"),
     cl::init(true), cl::cat(codaCategory));
+static cl::opt<bool> checkSpills(
+    "check-spills",
+    cl::desc("with selection, assemble the selected GEMM kernels with ptxas "
+             "first and move each GEMM whose kernel spills registers to a "
+             "configuration that does not"),
+    cl::init(true), cl::cat(codaCategory));
 static cl::opt<int64_t>
     clusterM("cluster-m",
              cl::desc("CTAs per cluster along M (1 or 2; with --schedule="
@@ -157,6 +163,7 @@ static int compile() {
       raster.getNumOccurrences() || swizzle.getNumOccurrences();
   if (selectConfig.getNumOccurrences())
     options.selectConfig = selectConfig;
+  options.checkSpills = checkSpills;
   options.ptxasOptions = ptxasOptions;
   if (failed(coda::compileToDirectory(*module, options, outputDir,
                                       llvm::errs())))

@@ -13,7 +13,8 @@ Properties checked for every program, on the CPU:
              (f32, smooth ops, finished sum / log-sum-exp partials) agrees
              with central finite differences along random directions;
   gpu        (--gpu) every program `coda-compile` takes assembles with ptxas
-             with 0 spill bytes and no warning.
+             in its selected configuration with 0 spill bytes and no C75xx
+             warning (a spill is a failure, shrunk like the others).
 A failure is shrunk to a small program that still fails the same way and
 saved, with its seed, under --out.
 
@@ -152,6 +153,11 @@ def check_gpu(tools, p):
                      for w in [line.split("bytes spill stores")[0].split()[-1]])
         notes = sorted({w for w in report.split() if w.startswith("C75")})
         p["gpu"] = {"accepted": True, "spill_store_bytes": spills, "notes": notes}
+        # The selected configuration must not spill: the selector's rules are
+        # meant to keep every kernel they choose in registers.
+        if spills or notes:
+            return ("gpu", "spill", f"{spills} bytes of spill stores, notes {notes}:\n"
+                    + report[-2000:])
     return None
 
 

@@ -21,8 +21,9 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import program as prog  # noqa: E402
 
-ELEMENT_BYTES = {"f32": 4, "bf16": 2, "f16": 2, "i32": 4, "i64": 8}
-OTHER_DTYPE = {"f32": "bf16", "bf16": "f32", "f16": "bf16", "i32": "i64", "i64": "i32"}
+ELEMENT_BYTES = {"f32": 4, "bf16": 2, "f16": 2, "f8E4M3FN": 1, "f8E5M2": 1, "i32": 4, "i64": 8}
+OTHER_DTYPE = {"f32": "bf16", "bf16": "f32", "f16": "bf16", "f8E4M3FN": "f8E5M2",
+               "f8E5M2": "f8E4M3FN", "i32": "i64", "i64": "i32"}
 
 
 def render(arg):

@@ -44,6 +44,10 @@ struct CompileOptions {
   /// false). Unset: select unless scheduleOptionsGiven, so that a schedule
   /// asked for by option applies to every GEMM.
   std::optional<bool> selectConfig;
+  /// With selection: assemble the selected kernels with ptxas first and
+  /// move each GEMM whose kernel spills to a configuration that does not
+  /// (selectSpillFreeConfigs).
+  bool checkSpills = true;
   std::string ptxasOptions;
 };
 

@@ -73,6 +73,18 @@ void buildCodaToGPUBinaryPipeline(OpPassManager &pm,
                                   const CodaToGPUOptions &kernels,
                                   bool selectConfig, StringRef format,
                                   StringRef manifest, StringRef ptxasOptions);
+/// Its first part: bufferization, each GEMM's configuration (selected where
+/// `selectConfig`) and its kernel; the host code launches them.
+void buildCodaToGemmKernelsPipeline(OpPassManager &pm,
+                                    const CodaToGPUOptions &kernels,
+                                    bool selectConfig);
+/// Its second part: the remaining linalg ops as loop kernels, then every
+/// kernel to NVVM and PTX or a cubin (`manifest`: where to write the kernel
+/// manifest, none where empty).
+void buildCodaKernelsToBinaryPipeline(OpPassManager &pm,
+                                      const CodaToGPUOptions &kernels,
+                                      StringRef format, StringRef manifest,
+                                      StringRef ptxasOptions);
 
 /// Registers the named pipelines (`--coda-to-llvm-cpu`,
 /// `--coda-to-gpu-binary`).

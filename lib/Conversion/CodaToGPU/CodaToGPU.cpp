@@ -97,7 +97,7 @@ gpu::GPUFuncOp buildReducePartialsKernel(OpBuilder &kb, ReducePartialsOp op,
   kernel->setAttr(kTensorMapParamsAttr, UnitAttr::get(ctx));
   kernel.setKnownBlockSizeAttr(
       DenseI32ArrayAttr::get(ctx, {int32_t(kReduceThreads), 1, 1}));
-  kernel->setAttr("coda.kernel",
+  kernel->setAttr(kKernelAbiAttrName,
                   buildReducePartialsAbi(kb, op, host, kReduceThreads));
 
   Block &entry = kernel.getBody().front();
@@ -235,7 +235,7 @@ gpu::GPUFuncOp buildGemmKernel(OpBuilder &kb, GemmOp op, func::FuncOp host,
     kernel->setAttr(
         NVVM::NVVMDialect::getClusterDimAttrName(),
         DenseI32ArrayAttr::get(ctx, {int32_t(config.clusterM), 1, 1}));
-  kernel->setAttr("coda.kernel",
+  kernel->setAttr(kKernelAbiAttrName,
                   buildGemmKernelAbi(kb, op, host, target, config, roles));
 
   Block &entry = kernel.getBody().front();
@@ -327,14 +327,14 @@ gpu::GPUFuncOp buildGemmKernel(OpBuilder &kb, GemmOp op, func::FuncOp host,
 /// bound), or weighing its waves by its wave_cost.
 void recordVariant(OpBuilder &b, gpu::GPUFuncOp kernel, StringRef name,
                    const GemmVariant &variant) {
-  auto abi = kernel->getAttrOfType<DictionaryAttr>("coda.kernel");
+  auto abi = kernel->getAttrOfType<DictionaryAttr>(kKernelAbiAttrName);
   NamedAttrList entries(abi);
   entries.set("variant_of", b.getStringAttr(name));
   if (variant.waveCost)
     entries.set("wave_cost", b.getI64IntegerAttr(variant.waveCost));
   else
     entries.set("max_k", b.getI64IntegerAttr(variant.maxK));
-  kernel->setAttr("coda.kernel", entries.getDictionary(b.getContext()));
+  kernel->setAttr(kKernelAbiAttrName, entries.getDictionary(b.getContext()));
 }
 
 /// A coda.gemm on memrefs inside a function: its kernels (one per
@@ -369,11 +369,13 @@ struct GemmToKernel : OpRewritePattern<GemmOp> {
       rewriter.setInsertionPointToEnd(kernels.getBody());
       for (auto [i, variant] : llvm::enumerate(*variants)) {
         std::string variantName =
-            variant.maxK ? name + "_k" + std::to_string(variant.maxK)
+            variant.maxK            ? name + "_k" + std::to_string(variant.maxK)
             : variant.waveCost && i ? name + "_w" + std::to_string(i)
                                     : name;
         gpu::GPUFuncOp kernel = buildGemmKernel(rewriter, op, host, *target,
                                                 variant.config, variantName);
+        if (Attribute id = op->getAttr(kGemmIdAttrName))
+          kernel->setAttr(kGemmIdAttrName, id);
         if (variants->size() > 1)
           recordVariant(rewriter, kernel, name, variant);
         variantKernels.push_back(kernel);

@@ -36,8 +36,8 @@ bool approximateF32(Operation *op) {
   if (!flags || !op->getResult(0).getType().isF32())
     return false;
   arith::FastMathFlagsAttr attr = flags.getFastMathFlagsAttr();
-  return attr && arith::bitEnumContainsAll(attr.getValue(),
-                                           arith::FastMathFlags::afn);
+  return attr &&
+         arith::bitEnumContainsAll(attr.getValue(), arith::FastMathFlags::afn);
 }
 
 /// 2^x by ex2.approx.ftz.f32.
@@ -48,8 +48,7 @@ Value exp2Approx(OpBuilder &b, Location loc, Value x) {
       .getResult(0);
 }
 
-template <typename ExpOp>
-struct ApproximateExp : OpRewritePattern<ExpOp> {
+template <typename ExpOp> struct ApproximateExp : OpRewritePattern<ExpOp> {
   using OpRewritePattern<ExpOp>::OpRewritePattern;
   LogicalResult matchAndRewrite(ExpOp op,
                                 PatternRewriter &rewriter) const override {

@@ -202,7 +202,7 @@ private:
 
   DictionaryAttr kernelAbi(gpu::LaunchFuncOp launch) {
     gpu::GPUFuncOp kernel = kernelOf(launch);
-    return kernel ? kernel->getAttrOfType<DictionaryAttr>("coda.kernel")
+    return kernel ? kernel->getAttrOfType<DictionaryAttr>(kKernelAbiAttrName)
                   : DictionaryAttr();
   }
 
@@ -215,7 +215,8 @@ private:
       return fail("it launches '" + launch.getKernelName().getValue() +
                   "', which is not a GPU function of the module");
     json::Array args;
-    DictionaryAttr abi = kernel->getAttrOfType<DictionaryAttr>("coda.kernel");
+    DictionaryAttr abi =
+        kernel->getAttrOfType<DictionaryAttr>(kKernelAbiAttrName);
     if (!abi)
       return loopStep(launch, kernel);
     auto params = abi.getAs<ArrayAttr>(key::params);

@@ -55,7 +55,8 @@ struct CodaExportKernelManifestPass
   void runOnOperation() override {
     llvm::json::Array kernels;
     getOperation().walk([&](gpu::GPUFuncOp kernel) {
-      auto abi = kernel->getAttrOfType<DictionaryAttr>("coda.kernel");
+      auto abi =
+          kernel->getAttrOfType<DictionaryAttr>(mlir::coda::kKernelAbiAttrName);
       if (!abi)
         return;
       llvm::json::Object entry = std::move(*toJson(abi).getAsObject());
@@ -71,20 +72,20 @@ struct CodaExportKernelManifestPass
       if (!function.isExternal())
         functions.push_back(
             mlir::coda::gpu_lowering::buildHostProgram(function, kernels));
-    llvm::json::Object manifest{{key::format, std::string(::coda::abi::kFormat)},
-                                {key::version, ::coda::abi::kVersion},
-                                {key::chip, chip},
-                                {key::kernels, std::move(kernels)},
-                                {key::functions, std::move(functions)}};
+    llvm::json::Object manifest{
+        {key::format, std::string(::coda::abi::kFormat)},
+        {key::version, ::coda::abi::kVersion},
+        {key::chip, chip},
+        {key::kernels, std::move(kernels)},
+        {key::functions, std::move(functions)}};
     std::string error;
     std::unique_ptr<llvm::ToolOutputFile> file = openOutputFile(path, &error);
     if (!file) {
-      getOperation().emitError() << "cannot write the kernel manifest: "
-                                 << error;
+      getOperation().emitError()
+          << "cannot write the kernel manifest: " << error;
       return signalPassFailure();
     }
-    file->os() << llvm::formatv("{0:2}",
-                                llvm::json::Value(std::move(manifest)))
+    file->os() << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest)))
                << "\n";
     file->keep();
   }

@@ -285,3 +285,9 @@ struct CodaSelectGemmConfigPass
 };
 
 } // namespace
+
+SmallVector<GemmConfigAttr>
+mlir::coda::getSpillFallbackConfigs(MLIRContext *ctx) {
+  return {makeConfig(ctx, GemmSchedule::warpSpecialized, 256, 1),
+          makeConfig(ctx, GemmSchedule::single, 128, 1)};
+}

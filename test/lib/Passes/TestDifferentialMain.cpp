@@ -237,7 +237,8 @@ void TestDifferentialMainPass::runOnOperation() {
       if (!tensorType) {
         if (auto intType = dyn_cast<IntegerType>(type)) {
           inputs.push_back(arith::ConstantOp::create(
-              b, loc, b.getIntegerAttr(intType, lo + int64_t(i + 1) % (hi - lo))));
+              b, loc,
+              b.getIntegerAttr(intType, lo + int64_t(i + 1) % (hi - lo))));
           continue;
         }
         auto floatType = dyn_cast<FloatType>(type);
@@ -332,8 +333,8 @@ void TestDifferentialMainPass::runOnOperation() {
       reference->emitError("coda_test.atol_floor needs one value per result");
       return failure();
     }
-    for (auto [index, got, want] : llvm::enumerate(fusedCall.getResults(),
-                                                   refCall.getResults())) {
+    for (auto [index, got, want] :
+         llvm::enumerate(fusedCall.getResults(), refCall.getResults())) {
       auto tensorType = dyn_cast<RankedTensorType>(got.getType());
       Type element = tensorType ? tensorType.getElementType() : Type();
       bool fp8 = element && isa<Float8E4M3FNType, Float8E5M2Type>(element);

@@ -32,6 +32,21 @@ namespace coda {
 inline constexpr llvm::StringLiteral kDependentLaunchAttrName =
     "coda.dependent_launch";
 
+/// The attribute of each kernel's gpu.func holding its ABI (the manifest's
+/// entry for it).
+inline constexpr llvm::StringLiteral kKernelAbiAttrName = "coda.kernel";
+
+/// The attribute numbering the GEMMs of a module while a compile checks their
+/// selected configurations for spills: --coda-to-gpu copies it from each
+/// coda.gemm onto the kernels it makes.
+inline constexpr llvm::StringLiteral kGemmIdAttrName = "coda.gemm_id";
+
+/// The configurations a GEMM takes, in order, where the one selected for it
+/// spills registers (ptxas): the shared-tile epilogue's warp-specialized
+/// kernel, whose threads hold 8 columns of a row at a time, then one
+/// warpgroup per 128 x 128 tile, whose accumulators are half as many.
+SmallVector<GemmConfigAttr> getSpillFallbackConfigs(MLIRContext *ctx);
+
 /// The patterns of --coda-to-gpu: every coda.gemm on memrefs inside a
 /// function becomes a kernel in the `coda_kernels` gpu.module (configured by
 /// its coda.gemm_config, else by `options`) and host code that launches it,
@@ -48,8 +63,8 @@ void populateCodaToGPUConversionPatterns(RewritePatternSet &patterns,
 void populateFp8ToNVVMConversionPatterns(RewritePatternSet &patterns);
 
 /// The patterns of --coda-fast-math-to-nvvm: scalar f32 math.exp,
-/// math.exp2 and arith.divf marked `afn` as PTX's ex2.approx.ftz and
-/// div.approx.ftz.
+/// math.exp2, arith.divf and math.tanh marked `afn` as PTX's ex2.approx.ftz,
+/// div.approx.ftz and tanh.approx.f32.
 void populateFastMathToNVVMConversionPatterns(RewritePatternSet &patterns);
 
 } // namespace coda
