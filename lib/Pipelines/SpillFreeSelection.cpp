@@ -222,9 +222,11 @@ void mlir::coda::selectSpillFreeConfigs(ModuleOp module,
       while (next < fallbacks.size() && kernel.abi &&
              builtWith(kernel.abi, fallbacks[next]))
         ++next;
-      if (next == fallbacks.size()) {
-        log << "coda-compile: warning: " << kernel.what
-            << " in every configuration tried\n";
+      if (next >= fallbacks.size()) {
+        // Said once; the last configuration tried stays.
+        if (next++ == fallbacks.size())
+          log << "coda-compile: warning: " << kernel.what
+              << " in every configuration tried\n";
         continue;
       }
       log << "coda-compile: " << kernel.what << "; its GEMM takes "
