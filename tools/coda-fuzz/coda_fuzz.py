@@ -13,8 +13,9 @@ Properties checked for every program, on the CPU:
              (f32, smooth ops, finished sum / log-sum-exp partials) agrees
              with central finite differences along random directions;
   gpu        (--gpu) every program `coda-compile` takes assembles with ptxas
-             in its selected configuration with 0 spill bytes and no C75xx
-             warning (a spill is a failure, shrunk like the others), except
+             in its selected configuration with no kernel spilling more than
+             two registers and no C75xx warning (a spill is a failure,
+             shrunk like the others), except
              where coda-compile found every configuration to spill: those
              are counted (with --strict-spills, failures too).
 A failure is shrunk to a small program that still fails the same way and
@@ -36,6 +37,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import program as prog  # noqa: E402
+
+# Spill stores a selected kernel may keep: two registers' worth, as
+# coda-compile allows (kSpillAllowanceBytes, lib/Pipelines/SpillFreeSelection.cpp).
+SPILL_ALLOWANCE_BYTES = 8
 
 # Whether a program whose kernels spill in every configuration coda-compile
 # tries fails (--strict-spills) rather than being counted.
@@ -155,8 +160,8 @@ def check_gpu(tools, p):
         if assembled.returncode:
             return ("gpu", "ptxas", assembled.stderr[-2000:])
         report = assembled.stderr
-        spills = sum(int(w) for line in report.splitlines() if "bytes spill stores" in line
-                     for w in [line.split("bytes spill stores")[0].split()[-1]])
+        spills = max([int(line.split("bytes spill stores")[0].split()[-1])
+                      for line in report.splitlines() if "bytes spill stores" in line] or [0])
         notes = sorted({w for w in report.split() if w.startswith("C75")})
         # coda-compile moves a GEMM whose selected kernel spills to one that
         # does not; where every configuration spills it says so, and the
@@ -164,7 +169,7 @@ def check_gpu(tools, p):
         everywhere = "in every configuration tried" in compiled.stderr
         p["gpu"] = {"accepted": True, "spill_store_bytes": spills, "notes": notes,
                     "spills_everywhere": everywhere}
-        if (spills or notes) and (STRICT_SPILLS or not everywhere):
+        if (spills > SPILL_ALLOWANCE_BYTES or notes) and (STRICT_SPILLS or not everywhere):
             return ("gpu", "spill", f"{spills} bytes of spill stores, notes {notes}:\n"
                     + report[-2000:])
     return None
