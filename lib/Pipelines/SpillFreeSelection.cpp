@@ -135,7 +135,13 @@ bool builtWith(DictionaryAttr kernelAbi, GemmConfigAttr config) {
   auto at = [](ArrayAttr array, unsigned i) {
     return cast<IntegerAttr>(array[i]).getInt();
   };
-  return schedule && tile && cluster &&
+  // Both say nothing where the lowering's own choice stands.
+  auto unroll = kernelAbi.getAs<IntegerAttr>(::coda::abi::key::epilogue_unroll);
+  int64_t builtUnroll = unroll ? unroll.getInt() : kDefaultEpilogueUnroll;
+  int64_t configUnroll = config.getEpilogueUnroll()
+                             ? config.getEpilogueUnroll()
+                             : kDefaultEpilogueUnroll;
+  return schedule && tile && cluster && builtUnroll == configUnroll &&
          schedule.getValue() == stringifyGemmSchedule(config.getSchedule()) &&
          at(tile, 0) == config.getTileM() && at(tile, 1) == config.getTileN() &&
          at(cluster, 0) == config.getClusterM();

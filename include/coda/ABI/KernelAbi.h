@@ -54,6 +54,7 @@ inline constexpr const char *kind = "kind", *name = "name",
                             *transpose_b = "transpose_b",
                             *variant_of = "variant_of", *max_k = "max_k",
                             *wave_cost = "wave_cost",
+                            *epilogue_unroll = "epilogue_unroll",
                             *reduction = "reduction", *axis = "axis";
 /// A kernel's optional flag: it waits for the grids before it in its stream
 /// (griddepcontrol.wait) before it touches memory, so it may be launched

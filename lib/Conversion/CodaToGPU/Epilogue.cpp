@@ -236,7 +236,7 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
     // Passes per iteration: the loop body is straight-line code (interior)
     // whose input loads ptxas can issue ahead of the previous rows' math,
     // so that a few rows' loads are in flight at once instead of one.
-    int64_t unroll = std::min<int64_t>(kSharedTileRowsUnrolled, passes);
+    int64_t unroll = std::min<int64_t>(config.epilogueUnroll, passes);
     while (passes % unroll)
       --unroll;
     Value threadRow =

@@ -47,9 +47,6 @@
 namespace mlir::coda::gpu_lowering {
 
 inline constexpr int64_t kColumnsPerThread = kEpilogueColumnsPerThread;
-/// Passes over the shared accumulator tile in one iteration of the
-/// epilogue's row loop.
-inline constexpr int64_t kSharedTileRowsUnrolled = 4;
 /// 16-byte chunks whose loads a lane issues before storing them when it
 /// stages input rows.
 inline constexpr int64_t kStagingLoadsInFlight = 8;

@@ -483,6 +483,15 @@ mlir::coda::gpu_lowering::configureGemm(GemmOp op, const GemmTarget &target,
              << stringifyGemmSchedule(config->schedule) << ", tile "
              << config->tileM << " x " << config->tileN << ", cluster M "
              << config->clusterM << ")";
+    if (int64_t unroll = attr.getEpilogueUnroll()) {
+      if (config->registerEpilogue())
+        return op.emitOpError("cannot take ")
+               << attr << " (epilogue_unroll: schedule "
+               << stringifyGemmSchedule(config->schedule)
+               << "'s epilogue reads the accumulators from registers, not "
+                  "from a shared tile)";
+      config->epilogueUnroll = unroll;
+    }
     variants.push_back({*config, attr.getMaxK(), attr.getWaveCost()});
   }
   return variants;

@@ -61,6 +61,9 @@ const ScheduleTraits &scheduleTraits(Schedule schedule);
 struct GemmKernelConfig {
   int64_t tileM = 128, tileN = 128, tileK = 64, stages = 4;
   Schedule schedule = Schedule::single;
+  /// Rows of the shared accumulator tile per iteration of the epilogue's
+  /// row loop (the shared-tile schedules).
+  int64_t epilogueUnroll = kDefaultEpilogueUnroll;
   /// Threads of a CTA, and those that run the epilogue (the consumer
   /// warpgroups when warp-specialized).
   int64_t numThreads = 128;

@@ -246,6 +246,10 @@ DictionaryAttr mlir::coda::gpu_lowering::buildGemmKernelAbi(
   // Only where batched, so that other kernels' ABI reads as before.
   if (config.batched)
     entries.push_back(b.getNamedAttr(key::batched, b.getBoolAttr(true)));
+  // Only where a configuration sets it, likewise.
+  if (config.epilogueUnroll != kDefaultEpilogueUnroll)
+    entries.push_back(b.getNamedAttr(
+        key::epilogue_unroll, b.getI64IntegerAttr(config.epilogueUnroll)));
   return kernelAbi(b, entries, op);
 }
 

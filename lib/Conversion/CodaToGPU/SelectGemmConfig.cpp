@@ -31,10 +31,10 @@ namespace {
 
 GemmConfigAttr makeConfig(MLIRContext *ctx, GemmSchedule schedule,
                           int64_t tileN, int64_t clusterM, int64_t maxK = 0,
-                          int64_t waveCost = 0) {
+                          int64_t waveCost = 0, int64_t epilogueUnroll = 0) {
   return GemmConfigAttr::get(ctx, schedule, /*tile_m=*/128, tileN,
                              /*stages=*/4, clusterM, RasterOrder::alongN,
-                             /*swizzle=*/8, maxK, waveCost);
+                             /*swizzle=*/8, maxK, waveCost, epilogueUnroll);
 }
 
 /// The SMs of an H100 SXM, whose waves the rules below count where M and N
@@ -67,7 +67,7 @@ Attribute byWaves(GemmOp op, GemmConfigAttr wide) {
       return GemmConfigAttr::get(ctx, c.getSchedule(), c.getTileM(),
                                  c.getTileN(), c.getStages(), c.getClusterM(),
                                  c.getRaster(), c.getSwizzle(),
-                                 /*max_k=*/0, cost);
+                                 /*max_k=*/0, cost, c.getEpilogueUnroll());
     };
     return ArrayAttr::get(
         ctx, {weighed(wide, kWideCost), weighed(narrow, kNarrowCost)});
@@ -288,6 +288,12 @@ struct CodaSelectGemmConfigPass
 
 SmallVector<GemmConfigAttr>
 mlir::coda::getSpillFallbackConfigs(MLIRContext *ctx) {
+  auto oneRow = [&](GemmSchedule schedule, int64_t tileN) {
+    return makeConfig(ctx, schedule, tileN, /*clusterM=*/1, /*maxK=*/0,
+                      /*waveCost=*/0, /*epilogueUnroll=*/1);
+  };
   return {makeConfig(ctx, GemmSchedule::warpSpecialized, 256, 1),
-          makeConfig(ctx, GemmSchedule::single, 128, 1)};
+          oneRow(GemmSchedule::warpSpecialized, 256),
+          makeConfig(ctx, GemmSchedule::single, 128, 1),
+          oneRow(GemmSchedule::single, 128)};
 }

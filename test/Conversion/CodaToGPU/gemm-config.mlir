@@ -93,6 +93,46 @@ func.func @raster(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf1
 
 // -----
 
+// epilogue_unroll sets the rows a shared-tile epilogue's threads take per
+// iteration; the kernel's ABI records it where it is not the lowering's own.
+// CHECK-LABEL: gpu.func @ws_one_row_gemm0
+//  CHECK-SAME:   epilogue_unroll = 1 : i64
+//  CHECK-SAME:   schedule = "warp_specialized"
+// CHECK-LABEL: gpu.func @ws_default_rows_gemm0
+//   CHECK-NOT:   epilogue_unroll
+//       CHECK:   gpu.return
+func.func @ws_one_row(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%y : memref<?x?xbf16>) attributes {coda.gemm_config = #coda.gemm_config<schedule = warp_specialized, tile_m = 128, tile_n = 256, stages = 4, epilogue_unroll = 1>} {
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
+func.func @ws_default_rows(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%y : memref<?x?xbf16>) attributes {coda.gemm_config = #coda.gemm_config<schedule = warp_specialized, tile_m = 128, tile_n = 256, stages = 4>} {
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
+
+// -----
+
+// A register epilogue has no shared tile to walk.
+func.func @unroll_in_registers(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
+  // expected-error @+1 {{epilogue_unroll: schedule ping_pong's epilogue reads the accumulators from registers}}
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%y : memref<?x?xbf16>) attributes {coda.gemm_config = #coda.gemm_config<schedule = ping_pong, tile_m = 128, tile_n = 128, stages = 4, epilogue_unroll = 1>} {
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
+
+// -----
+
 // A configuration the epilogue cannot take is an error, not a silent
 // change of kernel.
 func.func @too_wide(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %rs: memref<?x?xf32>) {
@@ -303,6 +343,18 @@ func.func @bad_swizzle(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x
   // expected-error @+1 {{'coda.gemm_config' needs positive sizes}}
   coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
       epilogue(%acc) outs(%y : memref<?x?xbf16>) attributes {coda.gemm_config = #coda.gemm_config<schedule = cooperative, tile_m = 128, tile_n = 256, stages = 4, swizzle = 0>} {
+    %t = arith.truncf %acc : f32 to bf16
+    coda.yield %t : bf16
+  }
+  return
+}
+
+// -----
+
+func.func @bad_unroll(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %y: memref<?x?xbf16>) {
+  // expected-error @+1 {{'coda.gemm_config' needs positive sizes}}
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%y : memref<?x?xbf16>) attributes {coda.gemm_config = #coda.gemm_config<schedule = single, tile_m = 128, tile_n = 128, stages = 4, epilogue_unroll = -1>} {
     %t = arith.truncf %acc : f32 to bf16
     coda.yield %t : bf16
   }

@@ -41,10 +41,17 @@ inline constexpr llvm::StringLiteral kKernelAbiAttrName = "coda.kernel";
 /// coda.gemm onto the kernels it makes.
 inline constexpr llvm::StringLiteral kGemmIdAttrName = "coda.gemm_id";
 
+/// Rows of the shared accumulator tile that each epilogue thread takes per
+/// iteration of its row loop, unless a configuration says otherwise
+/// (`epilogue_unroll`): a few rows' input loads in flight at once.
+inline constexpr int64_t kDefaultEpilogueUnroll = 4;
+
 /// The configurations a GEMM takes, in order, where the one selected for it
 /// spills registers (ptxas): the shared-tile epilogue's warp-specialized
 /// kernel, whose threads hold 8 columns of a row at a time, then one
-/// warpgroup per 128 x 128 tile, whose accumulators are half as many.
+/// warpgroup per 128 x 128 tile, whose accumulators are half as many; each
+/// first as selected, then taking one row at a time (`epilogue_unroll = 1`),
+/// where the math of four rows at once is what needs the registers.
 SmallVector<GemmConfigAttr> getSpillFallbackConfigs(MLIRContext *ctx);
 
 /// The patterns of --coda-to-gpu: every coda.gemm on memrefs inside a

@@ -45,7 +45,7 @@ LogicalResult CodaDialect::verifyOperationAttribute(Operation *op,
     if (config.getTileM() <= 0 || config.getTileN() <= 0 ||
         config.getStages() <= 0 || config.getClusterM() <= 0 ||
         config.getSwizzle() <= 0 || config.getMaxK() < 0 ||
-        config.getWaveCost() < 0)
+        config.getWaveCost() < 0 || config.getEpilogueUnroll() < 0)
       return op->emitError("'")
              << name << "' needs positive sizes, got " << config;
     return success();

@@ -154,6 +154,13 @@ def Coda_GemmConfigAttr : AttrDef<Coda_Dialect, "GemmConfig"> {
     The lowering reports a configuration the GEMM's epilogue cannot take
     (e.g. a register schedule with a row partial wider than its tile).
 
+    `epilogue_unroll` is for the schedules whose epilogue reads the
+    accumulators from a shared-memory tile (`single`, `warp_specialized`,
+    `staged`): the rows each thread takes per iteration of the epilogue's
+    row loop. 0 (the default) lets the lowering choose (4, so that several
+    rows' input loads are in flight at once); 1 keeps one row's math live at
+    a time, for an epilogue whose math would otherwise spill registers.
+
     ```mlir
     coda.gemm %a, %b transpose_b ... attributes {coda.gemm_config =
         #coda.gemm_config<schedule = ping_pong, tile_m = 128, tile_n = 128,
@@ -201,7 +208,8 @@ def Coda_GemmConfigAttr : AttrDef<Coda_Dialect, "GemmConfig"> {
     Coda_RasterOrderParameter:$raster,
     DefaultValuedParameter<"int64_t", "8">:$swizzle,
     DefaultValuedParameter<"int64_t", "0">:$max_k,
-    DefaultValuedParameter<"int64_t", "0">:$wave_cost
+    DefaultValuedParameter<"int64_t", "0">:$wave_cost,
+    DefaultValuedParameter<"int64_t", "0">:$epilogue_unroll
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let extraClassDeclaration = [{
