@@ -122,12 +122,8 @@ Value mlir::coda::replaceTileOutputWithPairMap(
   return rebuilt->getResults().back();
 }
 
-std::optional<AccessForm> mlir::coda::classifyAccess(AffineMap map,
-                                                     ShapedType type,
-                                                     unsigned numLoops) {
-  if (map.getNumDims() != numLoops || map.getNumSymbols() != 0)
-    return std::nullopt;
-  // Loop dimensions read, in order, skipping size-1 dims read at 0.
+std::optional<SmallVector<unsigned>> mlir::coda::getReadDims(AffineMap map,
+                                                             ShapedType type) {
   SmallVector<unsigned> dims;
   for (auto [i, expr] : llvm::enumerate(map.getResults())) {
     if (auto dim = dyn_cast<AffineDimExpr>(expr)) {
@@ -138,6 +134,18 @@ std::optional<AccessForm> mlir::coda::classifyAccess(AffineMap map,
     if (!constant || constant.getValue() != 0 || type.getDimSize(i) != 1)
       return std::nullopt;
   }
+  return dims;
+}
+
+std::optional<AccessForm> mlir::coda::classifyAccess(AffineMap map,
+                                                     ShapedType type,
+                                                     unsigned numLoops) {
+  if (map.getNumDims() != numLoops || map.getNumSymbols() != 0)
+    return std::nullopt;
+  std::optional<SmallVector<unsigned>> read = getReadDims(map, type);
+  if (!read)
+    return std::nullopt;
+  SmallVector<unsigned> &dims = *read;
   unsigned m = numLoops - 2, n = numLoops - 1;
   SmallVector<unsigned> batch;
   if (numLoops == 3)
@@ -314,4 +322,17 @@ bool mlir::coda::isAvailableBefore(Value value, Operation *op) {
   Operation *def = value.getDefiningOp();
   Operation *ancestor = def->getBlock()->findAncestorOpInBlock(*op);
   return ancestor && ancestor != def && def->isBeforeInBlock(ancestor);
+}
+
+std::optional<APFloat> mlir::coda::getFillConstant(Value value) {
+  while (isa_and_nonnull<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(
+      value.getDefiningOp()))
+    value = value.getDefiningOp()->getOperand(0);
+  auto fill = value.getDefiningOp<linalg::FillOp>();
+  auto constant = fill ? fill.getInputs()[0].getDefiningOp<arith::ConstantOp>()
+                       : arith::ConstantOp();
+  auto attr = constant ? dyn_cast<FloatAttr>(constant.getValue()) : nullptr;
+  if (!attr)
+    return std::nullopt;
+  return attr.getValue();
 }

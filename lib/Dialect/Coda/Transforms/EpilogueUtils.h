@@ -77,6 +77,12 @@ Value replaceTileOutputWithPairMap(RewriterBase &rewriter,
                                    Value destination, Type resultType,
                                    int64_t stride, PairRegionBuilder build);
 
+/// The loop dimensions a linalg operand of type `type` read through `map`
+/// depends on, in order, skipping size-1 dimensions read at 0 (keepdim
+/// broadcasts); nothing if another expression reads it.
+std::optional<SmallVector<unsigned>> getReadDims(AffineMap map,
+                                                 ShapedType type);
+
 /// How a linalg operand with `map` is read at each point of an iteration
 /// space of `numLoops` parallel loops ([b,] m, n), if an epilogue can read it.
 /// Results equal to 0 on a size-1 dimension (keepdim broadcasts) are allowed.
@@ -123,6 +129,12 @@ std::optional<std::string> whyNotFusedPointwise(linalg::GenericOp op);
 /// fusion report; or nothing if it could (or `op` is no such reduction).
 std::optional<std::string> whyNotFusedReduction(linalg::GenericOp op);
 
+/// Why `op`, which reads a GEMM result viewed as [M, N / w, w] or its
+/// statistics of groups of w columns, did not join the GEMM's epilogue as
+/// --coda-fuse-groups would join it, in words for the fusion report; or
+/// nothing if it could.
+std::optional<std::string> whyNotFusedGroup(linalg::GenericOp op);
+
 /// Why the per-row gather `op` did not become a row_select of a GEMM's
 /// epilogue as --coda-fuse-gathers would make it, in words for the fusion
 /// report; or nothing if it could.
@@ -138,6 +150,11 @@ SmallVector<Value> capturedScalars(Block &block);
 /// cloned into an isolated region.
 void cloneCapturedConstants(OpBuilder &builder, Block &block,
                             IRMapping &mapping);
+
+/// The float constant a linalg.fill writes, if `value` is one, or a reshape
+/// of one (the reduction of a batch folded into the GEMM's rows starts from
+/// the collapsed fill).
+std::optional<APFloat> getFillConstant(Value value);
 
 /// True when `generic` is elementwise: only parallel loops, and its inits are
 /// destinations only (the body never reads them).

@@ -305,6 +305,22 @@ std::optional<std::string> whyNotInEpilogue(Operation *op) {
   bool readsTile = llvm::any_of(generic.getDpsInputs(), [](Value input) {
     return getTileOutput(input).has_value();
   });
+
+  // A reduction over a GEMM result viewed as [M, N / w, w], or an op that
+  // reads its statistics per group.
+  bool readsGroups = llvm::any_of(generic.getDpsInputs(), [&](Value input) {
+    auto expand = input.getDefiningOp<tensor::ExpandShapeOp>();
+    Value source = expand ? expand.getSrc() : input;
+    auto gemm = source.getDefiningOp<GemmOp>();
+    if (!gemm)
+      return false;
+    Value yielded =
+        gemm.getYieldOp().getValues()[cast<OpResult>(source).getResultNumber()];
+    return isa<GroupedType>(yielded.getType()) ||
+           (expand && !isElementwise(generic) && generic.getNumLoops() == 3);
+  });
+  if (readsGroups)
+    return whyNotFusedGroup(generic);
   if (!isElementwise(generic))
     return readsTile ? whyNotFusedReduction(generic) : std::nullopt;
   if (readsTile)
@@ -393,6 +409,9 @@ struct CodaFusePass : coda::impl::CodaFuseBase<CodaFusePass> {
     pm.addPass(createCodaDeferRowScale());
     pm.addPass(createCodaFusePointwise());
     // After pointwise fusion: q is then the GEMM's own (rounded) output.
+    // Statistics over a head or a 1 x 128 group before the rotation reads
+    // the normalized output.
+    pm.addPass(createCodaFuseGroups());
     pm.addPass(createCodaFuseRoPE());
     pm.addPass(createCodaFuseReductions({tile}));
     pm.addPass(createCodaFuseGathers());

@@ -28,22 +28,6 @@ bool readsOnly(Value value, Block &block, ArrayRef<BlockArgument> allowed) {
          });
 }
 
-/// The float constant a linalg.fill writes, if `value` is one, or a reshape
-/// of one (the reduction of a batch folded into the GEMM's rows starts from
-/// the collapsed fill).
-std::optional<APFloat> getFillConstant(Value value) {
-  while (isa_and_nonnull<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(
-      value.getDefiningOp()))
-    value = value.getDefiningOp()->getOperand(0);
-  auto fill = value.getDefiningOp<linalg::FillOp>();
-  auto constant = fill ? fill.getInputs()[0].getDefiningOp<arith::ConstantOp>()
-                       : arith::ConstantOp();
-  auto attr = constant ? dyn_cast<FloatAttr>(constant.getValue()) : nullptr;
-  if (!attr)
-    return std::nullopt;
-  return attr.getValue();
-}
-
 /// What matchReduction found in a reduction that can join a GEMM's epilogue.
 struct ReductionMatch {
   bool rows, keepDim;

@@ -36,6 +36,9 @@ void populateDeferRowScalePatterns(RewritePatternSet &patterns);
 void populateFuseRoPEPatterns(RewritePatternSet &patterns);
 /// Elementwise consumers of a GEMM -> its epilogue.
 void populateFusePointwisePatterns(RewritePatternSet &patterns);
+/// Statistics over groups of a GEMM's row ([M, N / w, w] views) and what
+/// reads them -> group_reduce / group_value in its epilogue.
+void populateFuseGroupsPatterns(RewritePatternSet &patterns);
 /// Per-row gathers of a function of a GEMM output -> coda.row_select.
 void populateFuseGathersPatterns(RewritePatternSet &patterns);
 /// Row and column reductions of a GEMM output -> per-tile partials + finish.

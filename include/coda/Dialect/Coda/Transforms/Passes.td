@@ -119,6 +119,30 @@ def CodaFusePointwise : Pass<"coda-fuse-pointwise"> {
   let dependentDialects = ["::mlir::coda::CodaDialect"];
 }
 
+def CodaFuseGroups : Pass<"coda-fuse-groups"> {
+  let summary = "fuse statistics over groups of a GEMM output's row into its "
+                "epilogue";
+  let description = [{
+    Finds what frontends write on a GEMM output viewed as [M, N / w, w]
+    (`tensor.expand_shape`, w a power of two from 8 to 256): a 1 x 128
+    quantization (absolute maximum per group, scale, division, clamp, cast
+    to f8E4M3FN, as torchao's blockwise prototype and DeepSeek-V3 write it)
+    or a per-head RMSNorm (sum of squares per head, its reciprocal square
+    root, the product with the output and a per-head-dimension weight).
+    A reduction over the last dimension (sum, maximum or minimum of a
+    function of the element, from a filled constant) becomes a
+    `coda.group_reduce` whose statistics leave as a `coda.group_value`
+    output; elementwise math on the statistics (with row inputs and
+    scalars) a new `group_value`; an elementwise op over [M, N / w, w] that
+    reads the output, its statistics broadcast along the group, rows,
+    scalars, [M, N / w, w] tensors and per-group-element vectors a tile
+    output of the GEMM. Outputs only the fused ops read are no longer
+    written, so the [M, N] product never reaches memory.
+  }];
+  let dependentDialects = ["::mlir::coda::CodaDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def CodaFuseReductions : Pass<"coda-fuse-reductions"> {
   let summary = "compute row and column reductions of a GEMM's output as "
                 "per-tile partials in its epilogue";

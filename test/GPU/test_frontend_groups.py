@@ -1,0 +1,69 @@
+"""Statistics over groups of a GEMM's row written as a frontend writes them
+(test/GPU/cases/frontend-groups.mlir: linalg on the output viewed as
+[T, N / w, w]) and fused by coda-compile into one GEMM each, run whole by the
+runtime against PyTorch: the blockwise 1 x 128 FP8 quantization's codes and
+scales bit for bit (small integer operands: every product and sum exact in
+f32), Qwen3's QK-norm within bf16 of the f64 computation. Each run twice,
+bitwise equal.
+"""
+
+import json
+import os
+
+import coda_runtime
+import pytest
+import torch
+
+from test_kernels import poison, run_function
+
+BUILD = os.environ.get("CODA_GPU_TESTS", os.path.join(
+    os.path.dirname(__file__), "..", "..", "build", "gpu-tests"))
+CASE = os.path.join(BUILD, "frontend-groups")
+
+
+@pytest.fixture(scope="module")
+def module():
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.empty(1, device="cuda")
+    return coda_runtime.Module(CASE)
+
+
+def test_each_form_is_one_gemm():
+    with open(os.path.join(CASE, "manifest.json")) as f:
+        kernels = json.load(f)["kernels"]
+    gemms = sorted(k["function"] for k in kernels if k["kind"] == "gemm")
+    assert gemms == ["blockwise_quantize", "qk_norm"]
+
+
+def test_blockwise_quantize(module):
+    torch.manual_seed(0)
+    x = torch.randint(-4, 5, (200, 256), device="cuda").bfloat16()
+    w = torch.randint(-4, 5, (384, 256), device="cuda").bfloat16()
+    x[100] = 0
+    codes = torch.full((200, 384), 1.0, device="cuda").to(torch.float8_e4m3fn)
+    scales = poison(200, 3)
+    run_function(module, "blockwise_quantize", x, w, codes, scales)
+    y = (x.float() @ w.float().T).view(200, 3, 128)
+    amax = y.abs().amax(-1, keepdim=True)
+    scale = torch.clamp(amax, min=1e-12) / torch.full_like(amax, 448.0)
+    ref = (y / scale).clamp(-448, 448).to(torch.float8_e4m3fn).view(200, 384)
+    assert torch.equal(scales, scale.view(200, 3))
+    assert torch.equal(codes.view(torch.uint8), ref.view(torch.uint8))
+    assert not codes[100].view(torch.uint8).any()
+
+
+def test_qk_norm(module):
+    torch.manual_seed(0)
+    x = torch.randn(200, 256, device="cuda").bfloat16()
+    w = (torch.randn(512, 256, device="cuda") / 16).bfloat16()
+    gamma = (torch.rand(128, device="cuda") + 0.5).bfloat16()
+    out = poison(200, 512, dtype=torch.bfloat16)
+    run_function(module, "qk_norm", x, w, gamma, out)
+    q = (x.double() @ w.double().T).view(200, 4, 128)
+    ref = q * torch.rsqrt((q * q).mean(-1, keepdim=True) + 1e-6) * gamma.double()
+    ref = ref.view(200, 512)
+    scale = ref.abs().max().item()
+    # The projection and the normalized value each rounded to bf16, then
+    # the product with the bf16 weight: three roundings.
+    torch.testing.assert_close(out.double(), ref, rtol=3e-2, atol=1e-2 * scale)
+
