@@ -138,9 +138,8 @@ bool builtWith(DictionaryAttr kernelAbi, GemmConfigAttr config) {
   // Both say nothing where the lowering's own choice stands.
   auto unroll = kernelAbi.getAs<IntegerAttr>(::coda::abi::key::epilogue_unroll);
   int64_t builtUnroll = unroll ? unroll.getInt() : kDefaultEpilogueUnroll;
-  int64_t configUnroll = config.getEpilogueUnroll()
-                             ? config.getEpilogueUnroll()
-                             : kDefaultEpilogueUnroll;
+  int64_t configUnroll = config.getEpilogueUnroll() ? config.getEpilogueUnroll()
+                                                    : kDefaultEpilogueUnroll;
   return schedule && tile && cluster && builtUnroll == configUnroll &&
          schedule.getValue() == stringifyGemmSchedule(config.getSchedule()) &&
          at(tile, 0) == config.getTileM() && at(tile, 1) == config.getTileN() &&

@@ -67,3 +67,25 @@ def test_qk_norm(module):
     # the product with the bf16 weight: three roundings.
     torch.testing.assert_close(out.double(), ref, rtol=3e-2, atol=1e-2 * scale)
 
+
+def test_head_norm_backward():
+    """The per-head RMSNorm's derived backward (cases/group-norm-backward.mlir,
+    compiled with --derive-backward) against PyTorch's autograd of the same
+    forward in f64 from the same bf16 operands: dx and dW within bf16, dgamma
+    within f32 accumulation."""
+    module = coda_runtime.Module(os.path.join(BUILD, "group-norm-backward"))
+    torch.manual_seed(0)
+    x = torch.randn(200, 256, device="cuda").bfloat16()
+    w = (torch.randn(512, 256, device="cuda") / 16).bfloat16()
+    gamma = torch.rand(512, device="cuda") + 0.5
+    dy = torch.randn(200, 512, device="cuda").bfloat16()
+    dx, dw, dgamma = poison(200, 256, dtype=torch.bfloat16), \
+        poison(512, 256, dtype=torch.bfloat16), poison(512)
+    run_function(module, "head_norm_backward", x, w, gamma, dy, dx, dw, dgamma)
+    xr, wr, gr = (t.double().requires_grad_() for t in (x, w, gamma))
+    q = (xr @ wr.T).view(200, 4, 128)
+    y = (q * torch.rsqrt((q * q).mean(-1, keepdim=True) + 1e-6)).view(200, 512) * gr
+    y.backward(dy.double())
+    for got, ref in ((dx, xr.grad), (dw, wr.grad), (dgamma, gr.grad)):
+        scale = ref.abs().max().item()
+        torch.testing.assert_close(got.double(), ref, rtol=2e-2, atol=1e-2 * scale)

@@ -295,6 +295,21 @@ public:
           accumulate(op->getOperand(2), g);
           return success();
         })
+        .Case<GroupReduceOp>([&](GroupReduceOp group) {
+          // Every element of a group uses its sum, so each element's
+          // adjoint is the sum of theirs: a statistic of the same groups.
+          // A maximum or minimum is a constant of the backward: the amax
+          // behind a quantization's scale (which the straight-through
+          // estimator detaches) or a softmax's shift (which the softmax
+          // does not depend on).
+          if (group.getKind() != GroupStatistic::sum)
+            return success();
+          accumulate(op->getOperand(0),
+                     GroupReduceOp::create(b, loc, g.getType(), g,
+                                           GroupStatistic::sum, group.getAxis(),
+                                           group.getWidth()));
+          return success();
+        })
         .Case<arith::ConstantOp, arith::SIToFPOp, arith::UIToFPOp>(
             [&](auto) { return success(); })
         .Default([&](Operation *) {
@@ -902,6 +917,10 @@ LogicalResult BackwardBuilder::differentiate(GemmOp gemm) {
   for (OpResult result : gemm->getResults()) {
     Value value = yielded[result.getResultNumber()];
     Seed seed{result.getResultNumber(), {}};
+    // Values written once per group (a quantization's scales) are constants
+    // of the backward, as the straight-through estimator treats scales.
+    if (isa<GroupedType>(value.getType()))
+      continue;
     if (isa<PartialType>(value.getType())) {
       auto it = finishedPartials.find(result);
       if (it == finishedPartials.end())
