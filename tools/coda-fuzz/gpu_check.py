@@ -108,7 +108,8 @@ def make_inputs(p, gen):
         t = DTYPES[out.get("dtype", "f32")]
         shape = {"tile": (M, N), "row_reduce": (M, -(-N // out.get("tile", 1))),
                  "col_reduce": (-(-M // out.get("tile", 1)), N), "row_select": (M,),
-                 "pair_contract": (M, N // 2), "interleave": (M, 2 * N)}[kind]
+                 "pair_contract": (M, N // 2), "interleave": (M, 2 * N),
+                 "group_value": (M, -(-N // out.get("width", 1)))}[kind]
         if batch:
             shape = (batch,) + shape
         fill = 0.0 if kind == "row_select" else float("nan")
@@ -144,8 +145,8 @@ def reference(p, a, b, ins, targets):
     first = (n % (2 * s)) < s
     c0 = torch.where(first, n, n - s)
     c1 = torch.where(first, n + s, n)
-    vals = []
-    for node in p["values"]:
+    vals, stats = [], {}
+    for i, node in enumerate(p["values"]):
         op = node["op"]
         if op == "acc":
             vals.append(acc)
@@ -172,6 +173,17 @@ def reference(p, a, b, ins, targets):
         elif op == "expr":
             args = [vals[x] for x in node["args"]]
             vals.append(expr(node["expr"], lambda l: args[l[1]]))
+        elif op == "group":
+            # Each row padded with the statistic's identity to whole groups.
+            w, kind = node["width"], node["kind"]
+            groups = -(-N // w)
+            fill = {"sum": 0.0, "max": -math.inf, "min": math.inf}[kind]
+            padded = torch.full((M, groups * w), fill, dtype=torch.float64, device="cuda")
+            padded[:, :N] = vals[node["args"][0]]
+            split = padded.view(M, groups, w)
+            stats[i] = {"sum": lambda: split.sum(2), "max": lambda: split.amax(2),
+                        "min": lambda: split.amin(2)}[kind]()
+            vals.append(stats[i][:, n // w])
         elif op == "pair_map":
             args = [(vals[x][:, c0], vals[x][:, c1]) for x in node["args"]]
             y0 = expr(node["exprs"][0], lambda l: args[l[1]][l[2]])
@@ -198,6 +210,8 @@ def reference(p, a, b, ins, targets):
             r = {"sum": lambda: split.sum(2), "max": lambda: split.amax(2),
                  "logsumexp": lambda: torch.logsumexp(split, 2)}[red]()
             outs.append(r.T if kind == "col_reduce" else r)
+        elif kind == "group_value":
+            outs.append(stats[out["value"]])
         elif kind == "row_select":
             tg = targets[j].long()
             ok = (tg >= 0) & (tg < N)

@@ -2,9 +2,10 @@
 
 A program is one GEMM and an epilogue: a DAG of f32 values (the accumulator,
 epilogue inputs of every access form, positions, elementwise math, roundings
-to bf16/f16, pair_map) and outputs of every kind (tile outputs, row and column
-partials of sum / max / logsumexp at any tile, row_select, pair_contract,
-interleave). `generate` draws one from a seed; `emit` writes it twice:
+to bf16/f16, pair_map, statistics over groups of a row used by later values)
+and outputs of every kind (tile outputs, row and column partials of sum /
+max / logsumexp at any tile, row_select, pair_contract, interleave, values
+written once per group). `generate` draws one from a seed; `emit` writes it twice:
 
   @fused      the coda.gemm with its epilogue region,
   @reference  the same computation as plain linalg on tensors (a matmul, the
@@ -33,6 +34,10 @@ UNARY = ("neg", "abs", "tanh", "sigmoid", "silu", "exp_tanh", "log1p_abs",
          "rsqrt1p", "gelu_erf", "scale", "offset")
 BINARY = ("add", "sub", "mul", "max", "min", "div1p")
 REDUCTIONS = ("sum", "max", "logsumexp")
+# Statistics over groups of a row (coda.group_reduce) and the widths drawn.
+GROUP_KINDS = ("sum", "max", "min")
+GROUP_WIDTHS = (8, 16, 32)
+GROUP_WIDTHS_GPU = (8, 16, 32, 64, 128)
 # The forms in which the linalg program is written, as frontends emit them:
 #   generic  one linalg.generic per value (its whole expression in one body,
 #            inputs broadcast through indexing maps),
@@ -198,6 +203,11 @@ def generate(seed, gpu=False, max_size=40):
         values.append({"op": "expr", "args": [0, last],
                        "expr": ("bin", "add", ("leaf", ("arg", 0)), ("leaf", ("arg", 1)))})
         bounds.append(bounds[0] + bounds[last])
+    # One program in three reads a statistic over groups of each row of a
+    # value (from a stream of its own, so that the others do not change).
+    grng = random.Random(f"group-{seed}")
+    if grng.random() < 1 / 3:
+        _add_group_statistics(grng, values, bounds, gpu)
     p["values"] = values
     p["bounds"] = bounds
 
@@ -242,6 +252,10 @@ def generate(seed, gpu=False, max_size=40):
         if rng.random() < 0.2:
             # A second output of the same value.
             outputs.append({"kind": "tile", "value": v, "dtype": rng.choice(FLOATS)})
+    # A statistic may also leave once per group (a quantization's scales).
+    for i, node in enumerate(values):
+        if node["op"] == "group" and grng.random() < 0.5:
+            outputs.append({"kind": "group_value", "value": i, "width": node["width"]})
     # One tile output in four is 8-bit, from a stream of its own so that the
     # rest of the program does not depend on it.
     frng = random.Random(f"fp8-{seed}")
@@ -263,6 +277,43 @@ def generate(seed, gpu=False, max_size=40):
     return p
 
 
+def _depends(values, i, pred):
+    """Whether value i, or a value it is computed from, satisfies `pred`."""
+    work, seen = [i], set()
+    while work:
+        v = work.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        if pred(values[v]):
+            return True
+        work += values[v].get("args", [])
+    return False
+
+
+def _add_group_statistics(rng, values, bounds, gpu):
+    """A statistic over groups of w columns of a value (not computed from a
+    pair_map or another width's statistic: its elements must be computable
+    on their own), and a value that uses it at every element of the group;
+    sometimes a second statistic of the same groups of that one (a softmax's
+    maximum, then its sum of exponentials)."""
+    w = rng.choice(GROUP_WIDTHS_GPU if gpu else GROUP_WIDTHS)
+    sources = [i for i in range(len(values))
+               if not _depends(values, i, lambda n: n["op"] == "pair_map" or
+                               (n["op"] == "group" and n["width"] != w))]
+    src = rng.choice(sources)
+    for _ in range(1 + (rng.random() < 0.3)):
+        kind = rng.choice(GROUP_KINDS)
+        values.append({"op": "group", "args": [src], "kind": kind, "width": w})
+        bounds.append(bounds[src] * (w if kind == "sum" else 1))
+        g = len(values) - 1
+        leaves = [(("arg", 0), bounds[src]), (("arg", 1), bounds[g])]
+        e, b = _covering(rng, leaves, 2)
+        values.append({"op": "expr", "args": [src, g], "expr": e})
+        bounds.append(b)
+        src = len(values) - 1
+
+
 def differentiable(p):
     """`p` reduced to what --coda-derive-backward differentiates and finite
     differences can check: f32 throughout (no roundings), partial sums and
@@ -275,6 +326,10 @@ def differentiable(p):
         if node["op"] == "round":
             q["values"][i] = {"op": "expr", "args": list(node["args"]), "expr": ("leaf", ("arg", 0))}
     for node in q["values"]:
+        if node["op"] == "group":
+            # A group's maximum is a constant of the backward (as a
+            # quantization's amax): finite differences would see it move.
+            node["kind"] = "sum"
         if "expr" in node:
             node["expr"] = _smooth(node["expr"])
         if "exprs" in node:
@@ -292,6 +347,14 @@ def differentiable(p):
             out["reduction"] = "sum"
         if out["kind"] == "col_reduce":
             out["reduction"] = "sum"
+        if out["kind"] == "group_value":
+            # Written once per group, a constant of the backward.
+            out = {"kind": "tile", "value": out["value"], "dtype": "f32"}
+        if out["kind"] == "pair_contract" and any(
+                _depends(q["values"], a, lambda n: n["op"] == "group") for a in out["args"]):
+            # The adjoint of a statistic that a pairwise op reads is not
+            # derived (--coda-derive-backward says so).
+            out = {"kind": "tile", "value": out["args"][0], "dtype": "f32"}
         outs.append(out)
     q["outputs"] = outs
     return q
@@ -616,6 +679,8 @@ def output_type(p, out):
         return f"tensor<{M}x{N // 2}x{out['dtype']}>"
     if kind == "interleave":
         return f"tensor<{M}x{2 * N}x{out['dtype']}>"
+    if kind == "group_value":
+        return f"tensor<{M}x{_ceil(N, out['width'])}xf32>"
     raise ValueError(kind)
 
 
@@ -764,6 +829,11 @@ def emit_fused(p, name="fused", memref=False, finish=False, batched=False):
         elif op == "expr":
             vals.append(emit_expr(region, fresh, node["expr"],
                                   lambda leaf: vals[node["args"][leaf[1]]]))
+        elif op == "group":
+            name = fresh()
+            region.append(f"{name} = coda.group_reduce {node['kind']} {vals[node['args'][0]]} "
+                          f"row group {node['width']} : f32 -> f32")
+            vals.append(name)
         elif op == "pair_map":
             name = fresh()
             binds = ", ".join(f"(%q{k}a, %q{k}b) = {vals[a]}" for k, a in enumerate(node["args"]))
@@ -797,6 +867,14 @@ def emit_fused(p, name="fused", memref=False, finish=False, batched=False):
             region.append(f"{name} = coda.{kind} {out['reduction']} {vals[out['value']]} tile {out['tile']} : f32")
             yields.append(name)
             ytypes.append("!coda.partial<f32>")
+        elif kind == "group_value":
+            node = p["values"][out["value"]]
+            if node["op"] != "group" or node["width"] != out["width"]:
+                raise ValueError("a group_value output writes a statistic of its groups")
+            name = fresh()
+            region.append(f"{name} = coda.group_value {vals[out['value']]} row group {out['width']} : f32")
+            yields.append(name)
+            ytypes.append("!coda.grouped<f32>")
         elif kind == "row_select":
             name = fresh()
             region.append(f"{name} = coda.row_select {vals[out['value']]} at %t{j} : f32, {out['index']}")
@@ -1033,8 +1111,8 @@ def emit_reference(p, name="reference"):
                 got[(k, side)] = x
         return lambda leaf: got[(leaf[1], leaf[2])]
 
-    vals = []
-    for node in p["values"]:
+    vals, stats = [], {}
+    for i, node in enumerate(p["values"]):
         op = node["op"]
         if op == "acc":
             vals.append("%mmf" if INJECT_FAULT == "epilogue" else "%mm")
@@ -1107,6 +1185,13 @@ def emit_reference(p, name="reference"):
             ins = [(vals[x], ID, mn) for x in node["args"]]
             vals.append(r.generic((M, N), "f32", ins,
                                   lambda L, f, a, node=node: emit_expr(L, f, node["expr"], lambda l: a[l[1]])))
+        elif op == "group":
+            stats[i] = _emit_group_statistic(r, p, node, vals[node["args"][0]])
+            w = node["width"]
+            G = _ceil(N, w)
+            spread = f"affine_map<(d0, d1) -> (d0, d1 floordiv {w})>"
+            vals.append(r.generic((M, N), "f32", [(stats[i], spread, f"tensor<{M}x{G}xf32>")],
+                                  lambda L, f, a: a[0]))
         elif op == "pair_map":
             srcs = [vals[x] for x in node["args"]]
 
@@ -1136,6 +1221,8 @@ def emit_reference(p, name="reference"):
             results.append(r.generic((M, N), t, [(vals[out["value"]], ID, mn)], body))
         elif kind in ("row_reduce", "col_reduce"):
             results.append(_emit_partials(r, p, out, vals[out["value"]]))
+        elif kind == "group_value":
+            results.append(stats[out["value"]])
         elif kind == "row_select":
             src = vals[out["value"]]
             it = out["index"]
@@ -1230,6 +1317,40 @@ def emit_reference(p, name="reference"):
     L.append(f"  return {', '.join(results)} : {', '.join(result_types)}")
     L.append("}")
     return "\n".join(L)
+
+
+def _emit_group_statistic(r, p, node, src):
+    """The statistic of each group of `width` columns of each row of `src`,
+    M x ceil(N / width): the row padded with the statistic's identity to
+    whole groups, viewed as [M, groups, width] (as frontends write a 1 x 128
+    quantization's amax or a per-head norm's sum of squares) and reduced
+    over the last dimension."""
+    M, N = p["M"], p["N"]
+    w, kind = node["width"], node["kind"]
+    groups = _ceil(N, w)
+    identity = {"sum": "0.0", "max": "0xFF800000", "min": "0x7F800000"}[kind]
+    combine = {"sum": "arith.addf", "max": "arith.maximumf", "min": "arith.minimumf"}[kind]
+    c = r.fresh()
+    r.emit(f"{c} = arith.constant {identity} : f32")
+    if groups * w != N:
+        padded = r.fresh()
+        pty = f"tensor<{M}x{groups * w}xf32>"
+        r.emit(f"{padded} = tensor.pad {src} low[0, 0] high[0, {groups * w - N}] {{")
+        r.emit("^bb0(%i: index, %j: index):")
+        r.emit(f"  tensor.yield {c} : f32")
+        r.emit(f"}} : {r.mn} to {pty}")
+        src = padded
+    else:
+        pty = r.mn
+    t3 = f"tensor<{M}x{groups}x{w}xf32>"
+    view = r.fresh()
+    r.emit(f"{view} = tensor.expand_shape {src} [[0], [1, 2]] output_shape [{M}, {groups}, {w}] : {pty} into {t3}")
+    oty = f"tensor<{M}x{groups}xf32>"
+    e, z, res = r.fresh(), r.fresh(), r.fresh()
+    r.emit(f"{e} = tensor.empty() : {oty}")
+    r.emit(f"{z} = linalg.fill ins({c} : f32) outs({e} : {oty}) -> {oty}")
+    r.emit(f"{res} = linalg.reduce {{ {combine} }} ins({view} : {t3}) outs({z} : {oty}) dimensions = [2]")
+    return res
 
 
 def _emit_partials(r, p, out, src):

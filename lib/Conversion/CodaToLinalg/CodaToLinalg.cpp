@@ -295,6 +295,19 @@ private:
     return lane;
   }
 
+  /// The pair holding column `col` (getGroupColumns' inverse): with
+  /// stride s, (col / 2s) s + col mod s; no pair without pairwise ops.
+  Value pairOfColumn(OpBuilder &b, Location loc, Value col) {
+    if (!pairStride)
+      return col;
+    Value stride = indexConstant(b, loc, *pairStride);
+    Value block = arith::DivUIOp::create(
+        b, loc, col, indexConstant(b, loc, 2 * *pairStride));
+    return arith::AddIOp::create(b, loc,
+                                 arith::MulIOp::create(b, loc, block, stride),
+                                 arith::RemUIOp::create(b, loc, col, stride));
+  }
+
   /// The statistic `stat` of the group holding (row, col): a loop over the
   /// group's elements (clipped at M or N) that evaluates what `stat` reduces
   /// at each. Statistics of the same group it reads are `lane`'s.
@@ -321,7 +334,10 @@ private:
         b, loc, first, end, indexConstant(b, loc, 1), init,
         [&](OpBuilder &lb, Location lloc, Value at, ValueRange carried) {
           Value r = rows ? row : at, c = rows ? at : col;
-          IRMapping element = mapElement(lb, lloc, batch, r, c, Value());
+          // What a statistic reduces reads no pair input (the verifier's
+          // rule), but every input is mapped: a pair input at c's pair.
+          IRMapping element =
+              mapElement(lb, lloc, batch, r, c, pairOfColumn(lb, lloc, c));
           // Statistics of the same group, read by what `stat` reduces.
           for (GroupReduceOp known : op.getBody().getOps<GroupReduceOp>())
             if (lane.contains(known.getResult()))

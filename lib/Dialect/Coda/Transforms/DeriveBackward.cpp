@@ -93,6 +93,23 @@ bool isConstantForm(AccessForm form) {
 // The reverse sweep of one epilogue (scalars).
 //===----------------------------------------------------------------------===//
 
+/// Whether `value` is computed from a pair_map or pair_contract result (in
+/// its own block).
+bool dependsOnPairwiseOp(Value value) {
+  SmallVector<Value> work = {value};
+  DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    Operation *def = v.getDefiningOp();
+    if (!def || !seen.insert(v).second)
+      continue;
+    if (isa<PairMapOp, PairContractOp>(def))
+      return true;
+    llvm::append_range(work, def->getOperands());
+  }
+  return false;
+}
+
 /// Adjoints of an epilogue's scalar values, built next to a copy of it.
 class EpilogueAdjoints {
 public:
@@ -295,7 +312,7 @@ public:
           accumulate(op->getOperand(2), g);
           return success();
         })
-        .Case<GroupReduceOp>([&](GroupReduceOp group) {
+        .Case<GroupReduceOp>([&](GroupReduceOp group) -> LogicalResult {
           // Every element of a group uses its sum, so each element's
           // adjoint is the sum of theirs: a statistic of the same groups.
           // A maximum or minimum is a constant of the backward: the amax
@@ -304,6 +321,11 @@ public:
           // does not depend on).
           if (group.getKind() != GroupStatistic::sum)
             return success();
+          if (dependsOnPairwiseOp(g))
+            return group.emitOpError(
+                "is not differentiated by --coda-derive-backward: the "
+                "gradient reaching it passes through a pairwise op, whose "
+                "adjoint a group statistic cannot reduce");
           accumulate(op->getOperand(0),
                      GroupReduceOp::create(b, loc, g.getType(), g,
                                            GroupStatistic::sum, group.getAxis(),

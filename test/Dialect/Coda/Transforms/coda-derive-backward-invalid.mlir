@@ -107,3 +107,25 @@ func.func @pair_input(%x: tensor<8x4xf32>, %w: tensor<6x4xf32>, %p: tensor<8x3xf
   }
   return %y : tensor<8x6xf32>
 }
+
+// -----
+
+// A statistic of groups whose value a pairwise op reads: the gradient
+// reaching the statistic passes through the pair op's adjoint, which a group
+// statistic cannot reduce.
+func.func @group_then_pair(%x: tensor<8x4xf32>, %w: tensor<16x4xf32>) -> tensor<8x16xf32> {
+  %e = tensor.empty() : tensor<8x16xf32>
+  %y = coda.gemm %x, %w transpose_b : tensor<8x4xf32>, tensor<16x4xf32>
+      epilogue(%acc) outs(%e : tensor<8x16xf32>) {
+    %sq = arith.mulf %acc, %acc : f32
+    // expected-error @below {{'coda.group_reduce' op is not differentiated by --coda-derive-backward: the gradient reaching it passes through a pairwise op}}
+    %s = coda.group_reduce sum %sq row group 8 : f32 -> f32
+    %n = arith.mulf %acc, %s : f32
+    %m = coda.pair_map (%a0, %a1) = %n : f32 -> f32 {
+      %b0 = arith.subf %a0, %a1 : f32
+      coda.yield %b0, %a1 : f32, f32
+    }
+    coda.yield %m : f32
+  }
+  return %y : tensor<8x16xf32>
+}
