@@ -317,7 +317,7 @@ std::optional<std::string> whyNotInEpilogue(Operation *op) {
     Value yielded =
         gemm.getYieldOp().getValues()[cast<OpResult>(source).getResultNumber()];
     return isa<GroupedType>(yielded.getType()) ||
-           (expand && !isElementwise(generic) && generic.getNumLoops() == 3);
+           (expand && !isElementwise(generic) && generic.getNumLoops() >= 3);
   });
   if (readsGroups)
     return whyNotFusedGroup(generic);

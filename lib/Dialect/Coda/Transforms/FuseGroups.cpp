@@ -2,9 +2,10 @@
 //
 // A frontend writes a statistic over groups of w columns of a GEMM's output
 // (a 1 x 128 quantization's amax, a per-head RMSNorm's sum of squares) on
-// the output viewed as [M, N / w, w] (`tensor.expand_shape`): a reduction
-// over the last dimension, elementwise math on the statistics, and an
-// elementwise op over [M, N / w, w] that reads the output and the
+// the output viewed as [M, N / w, w] (`tensor.expand_shape`; [B, T, N / w,
+// w] where a batch folded into the GEMM's rows is unfolded again): a
+// reduction over the last dimension, elementwise math on the statistics,
+// and an elementwise op over the view that reads the output and the
 // statistics broadcast along the group. Each becomes part of the GEMM's
 // epilogue: the reduction a `coda.group_reduce` whose statistics leave as a
 // `coda.group_value` output, the math on them a new `group_value`, the op
@@ -35,9 +36,21 @@ bool isGroupWidth(int64_t w) {
   return w >= 8 && w <= 256 && llvm::isPowerOf2_64(w);
 }
 
-/// A GEMM output as a generic over [M, G, w] (loops d0, d1, d2) reads it:
-/// its tile output through the [M, N] -> [M, G, w] view, or its statistics
-/// (a row group_value of width w) once per group.
+/// The reassociation of an [M, X] tensor viewed with its M split into
+/// `rows` dimensions (a batch folded into a GEMM's rows) and X into `trailing`
+/// ones: [[0, .., rows - 1], [rows, ..]].
+SmallVector<ReassociationIndices> splitRows(unsigned rows, unsigned trailing) {
+  ReassociationIndices leading, last;
+  for (unsigned i = 0; i < rows; ++i)
+    leading.push_back(i);
+  for (unsigned i = 0; i < trailing; ++i)
+    last.push_back(rows + i);
+  return {leading, last};
+}
+
+/// A GEMM output as a generic over [rows..., G, w] reads it: its tile output
+/// through the [M, N] -> [rows..., G, w] view, or its statistics (a row
+/// group_value of width w) once per group.
 struct GroupRead {
   GemmOp gemm;
   OpResult result;
@@ -45,55 +58,68 @@ struct GroupRead {
   /// value its group_value writes (the same over the group).
   Value value;
   bool statistic;
+  /// The dimensions M is split into (2 where a batch folded into the GEMM's
+  /// rows is unfolded).
+  unsigned rows;
 };
 
-/// `value` as the view [M, G, w] of a 2-D GEMM tile output, read through
-/// `map` (identity); or as row statistics of width w ([M, G], or [M, G, 1]
-/// through its expand_shape), read through (d0, d1) or (d0, d1, 0).
+/// `value` as the view [rows..., G, w] of a 2-D GEMM tile output, read
+/// through `map` (identity); or as row statistics of width w ([rows..., G],
+/// or [rows..., G, 1]), read through (d0, .., d_rows) and then 0 or a loop
+/// of one.
 std::optional<GroupRead> getGroupRead(Value value, AffineMap map, int64_t w) {
   MLIRContext *ctx = map.getContext();
-  AffineExpr d0 = getAffineDimExpr(0, ctx), d1 = getAffineDimExpr(1, ctx);
   auto type = cast<RankedTensorType>(value.getType());
   Value source = value;
-  bool expanded = false;
+  std::optional<SmallVector<ReassociationIndices>> groups;
   if (auto expand = value.getDefiningOp<tensor::ExpandShapeOp>()) {
-    if (expand.getReassociationIndices() !=
-        SmallVector<ReassociationIndices>{{0}, {1, 2}})
-      return std::nullopt;
+    groups = expand.getReassociationIndices();
     source = expand.getSrc();
-    expanded = true;
   }
   auto result = dyn_cast<OpResult>(source);
   auto gemm = result ? dyn_cast<GemmOp>(result.getOwner()) : GemmOp();
-  if (!gemm || gemm.isBatched())
+  if (!gemm || gemm.isBatched() || (groups && groups->size() != 2))
+    return std::nullopt;
+  unsigned rows = groups ? (*groups)[0].size() : 1;
+  unsigned trailing = groups ? (*groups)[1].size() : 1;
+  if (groups && *groups != splitRows(rows, trailing))
     return std::nullopt;
   Value yielded = gemm.getYieldOp().getValues()[result.getResultNumber()];
+  auto leadingRead = [&] {
+    for (unsigned i = 0; i <= rows; ++i)
+      if (map.getResult(i) != getAffineDimExpr(i, ctx))
+        return false;
+    return true;
+  };
   if (auto group = yielded.getDefiningOp<GroupValueOp>()) {
-    // [M, G, 1] is read at 0 along the group, or along a loop of one.
+    // [rows..., G, 1] is read at 0 along the group, or along a loop of one.
     bool perGroup =
-        map.getNumResults() == (expanded ? 3u : 2u) && map.getResult(0) == d0 &&
-        map.getResult(1) == d1 &&
-        (!expanded || map.getResult(2) == getAffineConstantExpr(0, ctx) ||
-         map.getResult(2) == getAffineDimExpr(2, ctx));
+        trailing <= 2 && map.getNumResults() == rows + trailing &&
+        leadingRead() &&
+        (trailing == 1 ||
+         map.getResult(rows + 1) == getAffineConstantExpr(0, ctx) ||
+         map.getResult(rows + 1) == getAffineDimExpr(rows + 1, ctx));
     if (!perGroup || group.getAxis() != ReductionAxis::row ||
-        int64_t(group.getWidth()) != w)
+        int64_t(group.getWidth()) != w ||
+        (trailing == 2 && type.getDimSize(rows + 1) != 1))
       return std::nullopt;
-    return GroupRead{gemm, result, group.getValue(), true};
+    return GroupRead{gemm, result, group.getValue(), true, rows};
   }
-  if (!expanded || !yielded.getType().isIntOrIndexOrFloat() ||
-      !map.isIdentity() || type.getDimSize(2) != w)
+  if (!groups || trailing != 2 || !yielded.getType().isIntOrIndexOrFloat() ||
+      !map.isIdentity() || type.getDimSize(rows + 1) != w)
     return std::nullopt;
-  return GroupRead{gemm, result, yielded, false};
+  return GroupRead{gemm, result, yielded, false, rows};
 }
 
-/// The group width of a generic over [M, G, w]: its last loop's static size.
+/// The group width of a generic over [rows..., G, w]: its last loop's static
+/// size.
 std::optional<int64_t> groupWidth(linalg::GenericOp op) {
-  if (op.getNumLoops() != 3)
+  if (op.getNumLoops() < 3)
     return std::nullopt;
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
-  if (!isGroupWidth(ranges[2]))
+  if (!isGroupWidth(ranges.back()))
     return std::nullopt;
-  return ranges[2];
+  return ranges.back();
 }
 
 /// The outputs of `gemm` but those in `dropped`, then `added`; and the
@@ -140,22 +166,88 @@ void replaceOpAndGemm(RewriterBase &rewriter, Operation *op, Value replacement,
   rewriter.eraseOp(gemm);
 }
 
-/// `value`, a [M, X] output of `gemm`, as `type` ([M, G, w] or [M, G, 1]);
-/// M read from the GEMM's lhs, so that nothing but the reshape reads the
-/// output (which a later fusion may then stop writing).
-Value expandRows(RewriterBase &rewriter, Location loc, GemmOp gemm, Value value,
-                 RankedTensorType type) {
+/// `value`, a [M, X] output of a GEMM, as `type` ([rows..., X] or
+/// [rows..., G, w] / [rows..., G, 1]); dynamic sizes read from `like`, a
+/// tensor of that type the replaced op wrote into, so that nothing but the
+/// reshape reads the output (which a later fusion may then stop writing).
+Value expandRows(RewriterBase &rewriter, Location loc, Value value,
+                 RankedTensorType type, unsigned rows, Value like) {
   if (value.getType() == type)
     return value;
   SmallVector<OpFoldResult> shape;
-  for (int64_t size : type.getShape())
-    shape.push_back(rewriter.getIndexAttr(size));
-  if (type.isDynamicDim(0))
-    shape[0] =
-        tensor::DimOp::create(rewriter, loc, gemm.getLhs(), gemm.getLhsMDim())
-            .getResult();
+  for (auto [i, size] : llvm::enumerate(type.getShape()))
+    shape.push_back(ShapedType::isDynamic(size)
+                        ? OpFoldResult(tensor::DimOp::create(rewriter, loc,
+                                                             like, int64_t(i))
+                                           .getResult())
+                        : OpFoldResult(rewriter.getIndexAttr(size)));
   return tensor::ExpandShapeOp::create(rewriter, loc, type, value,
-                                       {{0}, {1, 2}}, shape);
+                                       splitRows(rows, type.getRank() - rows),
+                                       shape);
+}
+
+/// How an operand that is no GEMM output is read by an op over [M, G, w]:
+/// as an epilogue input (row, scalar, tile of the view, column of a group).
+std::optional<AccessForm> classifyGroupAccess(AffineMap map,
+                                              RankedTensorType type,
+                                              bool perElement, unsigned rows) {
+  std::optional<SmallVector<unsigned>> read = getReadDims(map, type);
+  if (!read)
+    return std::nullopt;
+  SmallVector<unsigned> &dims = *read;
+  auto upTo = [](unsigned end) {
+    return llvm::to_vector(llvm::seq<unsigned>(0, end));
+  };
+  if (dims.empty())
+    return AccessForm::scalar;
+  if (dims == upTo(rows))
+    return AccessForm::row;
+  if (perElement && dims == upTo(rows + 2))
+    return AccessForm::tile;
+  if (perElement && dims == SmallVector<unsigned>{rows + 1})
+    return AccessForm::col;
+  return std::nullopt;
+}
+
+/// The epilogue input an operand of an op over [M, G, w] becomes: a row
+/// vector, a scalar, the [M, N] tile of a [M, G, w] operand, or the [N]
+/// columns of a per-group-element [w] one (repeated over the groups).
+Value materializeGroupInput(RewriterBase &rewriter, Location loc, Value value,
+                            AffineMap map, AccessForm form,
+                            ArrayRef<int64_t> viewShape, unsigned rows) {
+  if (form == AccessForm::scalar)
+    return materializeEpilogueInput(rewriter, loc, value, map, form);
+  if (form == AccessForm::row) {
+    // [rows...] (unit dimensions read at 0 dropped) as [M].
+    Value vector = materializeEpilogueInput(rewriter, loc, value, map, form);
+    if (rows == 1)
+      return vector;
+    return tensor::CollapseShapeOp::create(rewriter, loc, vector,
+                                           splitRows(rows, 0).front());
+  }
+  if (form == AccessForm::tile)
+    return tensor::CollapseShapeOp::create(rewriter, loc, value,
+                                           splitRows(rows, 2));
+  // A [w] vector read along the group: repeated over the G groups into N
+  // columns.
+  Value vector = materializeEpilogueInput(rewriter, loc, value, map, form);
+  auto type = cast<RankedTensorType>(vector.getType());
+  int64_t groups = viewShape[rows], width = viewShape[rows + 1];
+  MLIRContext *ctx = rewriter.getContext();
+  Value empty = tensor::EmptyOp::create(rewriter, loc, {groups, width},
+                                        type.getElementType());
+  AffineExpr d1 = getAffineDimExpr(1, ctx);
+  auto repeat = linalg::GenericOp::create(
+      rewriter, loc, empty.getType(), vector, empty,
+      ArrayRef<AffineMap>{AffineMap::get(2, 0, {d1}, ctx),
+                          AffineMap::getMultiDimIdentityMap(2, ctx)},
+      ArrayRef<utils::IteratorType>{utils::IteratorType::parallel,
+                                    utils::IteratorType::parallel},
+      [](OpBuilder &b, Location l, ValueRange args) {
+        linalg::YieldOp::create(b, l, args[0]);
+      });
+  return tensor::CollapseShapeOp::create(rewriter, loc, repeat.getResult(0),
+                                         {{0, 1}});
 }
 
 //===----------------------------------------------------------------------===//
@@ -164,6 +256,10 @@ Value expandRows(RewriterBase &rewriter, Location loc, GemmOp gemm, Value value,
 
 struct GroupReductionMatch {
   GroupRead source;
+  /// Per operand but the source, the position of the epilogue input it
+  /// becomes (a row scale, a scalar, a tile of the view's shape).
+  SmallVector<std::optional<unsigned>> addedIndex;
+  SmallVector<EpilogueInput> added;
   GroupStatistic kind;
   int64_t width;
   /// The reduced value f(element) in the body, and the element's argument.
@@ -174,37 +270,69 @@ struct GroupReductionMatch {
 };
 
 /// Matches `op` as a reduction over the last dimension of a GEMM output's
-/// [M, G, w] view: `out = combine(out, f(element))` from a filled constant,
-/// with `combine` an addition, maximum or minimum.
+/// [M, G, w] view: `out = combine(out, f(element, inputs))` from a filled
+/// constant, with `combine` an addition, maximum or minimum and the other
+/// inputs read as an epilogue reads them.
 std::optional<std::string> matchGroupReduction(linalg::GenericOp op,
                                                GroupReductionMatch &m) {
   std::optional<int64_t> w = groupWidth(op);
-  if (!op.hasPureTensorSemantics() || op.getNumDpsInits() != 1 ||
-      op.getNumDpsInputs() != 1 || !w || op.getNumReductionLoops() != 1 ||
-      op.getIteratorTypesArray()[2] != utils::IteratorType::reduction)
+  if (!op.hasPureTensorSemantics() || op.getNumDpsInits() != 1 || !w ||
+      op.getNumReductionLoops() != 1 ||
+      op.getIteratorTypesArray().back() != utils::IteratorType::reduction)
     return std::string("it is not a reduction over groups of 8 to 256 "
                        "columns (a power of two) of a GEMM result");
   m.width = *w;
-  OpOperand *input = op.getDpsInputOperand(0);
-  std::optional<GroupRead> source =
-      getGroupRead(input->get(), op.getMatchingIndexingMap(input), *w);
-  if (!source || source->statistic)
+  std::optional<GroupRead> source;
+  for (OpOperand *input : op.getDpsInputOperands()) {
+    std::optional<GroupRead> read =
+        getGroupRead(input->get(), op.getMatchingIndexingMap(input), *w);
+    if (read && !read->statistic && !source) {
+      source = read;
+      m.element = op.getBlock()->getArgument(input->getOperandNumber());
+    }
+  }
+  if (!source)
     return std::string("it does not reduce a GEMM result viewed as "
                        "[M, N / w, w] (tensor.expand_shape)");
   m.source = *source;
+  for (OpOperand *input : op.getDpsInputOperands()) {
+    m.addedIndex.push_back(std::nullopt);
+    if (op.getBlock()->getArgument(input->getOperandNumber()) == m.element)
+      continue;
+    auto type = dyn_cast<RankedTensorType>(input->get().getType());
+    std::optional<AccessForm> form =
+        type ? classifyGroupAccess(op.getMatchingIndexingMap(input), type,
+                                   /*perElement=*/true, source->rows)
+             : std::nullopt;
+    std::string which =
+        "its operand #" + std::to_string(input->getOperandNumber());
+    if (!form)
+      return which + " is read neither per row, per group element, as a "
+                     "scalar nor as the GEMM's output";
+    if (!isAvailableBefore(input->get(), source->gemm))
+      return which + " is computed after the GEMM";
+    m.addedIndex.back() = m.added.size();
+    m.added.push_back({input->get(), *form});
+  }
   MLIRContext *ctx = op.getContext();
-  AffineExpr d0 = getAffineDimExpr(0, ctx), d1 = getAffineDimExpr(1, ctx);
+  unsigned loops = op.getNumLoops();
+  if (loops != source->rows + 2)
+    return std::string("it does not reduce a GEMM result viewed as "
+                       "[M, N / w, w] (tensor.expand_shape)");
+  // One value per group: (d0, .., d_rows), keepdim or not.
+  SmallVector<AffineExpr> perGroup;
+  for (unsigned i = 0; i + 1 < loops; ++i)
+    perGroup.push_back(getAffineDimExpr(i, ctx));
   AffineMap initMap = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
-  if (initMap != AffineMap::get(3, 0, {d0, d1}, ctx) &&
-      initMap !=
-          AffineMap::get(3, 0, {d0, d1, getAffineConstantExpr(0, ctx)}, ctx))
+  AffineMap squeezed = AffineMap::get(loops, 0, perGroup, ctx);
+  perGroup.push_back(getAffineConstantExpr(0, ctx));
+  if (initMap != squeezed && initMap != AffineMap::get(loops, 0, perGroup, ctx))
     return std::string("its result is not one value per group");
   Block &body = *op.getBlock();
   if (!hasOnlyEpilogueComputeOps(body, /*allowIndex=*/false))
     return std::string("its body has ops an epilogue does not run");
   Operation *combine = body.getTerminator()->getOperand(0).getDefiningOp();
-  BlockArgument out = body.getArgument(1);
-  m.element = body.getArgument(0);
+  BlockArgument out = body.getArgument(op.getNumDpsInputs());
   if (!combine || combine->getNumOperands() != 2 || !out.hasOneUse() ||
       !llvm::is_contained(combine->getOperands(), out))
     return std::string("its body does not combine the running value with "
@@ -233,7 +361,7 @@ std::optional<std::string> matchGroupReduction(linalg::GenericOp op,
                    !init->isNegative());
   if (!identity)
     m.init = init;
-  if (ShapedType::isDynamic(op.getStaticLoopRanges()[1]))
+  if (ShapedType::isDynamic(op.getStaticLoopRanges()[source->rows]))
     return std::string("its number of groups is dynamic");
   if (!isa<FloatType>(m.reduced.getType()))
     return std::string("it reduces a value that is not a float");
@@ -252,18 +380,28 @@ struct FuseGroupReduction : OpRewritePattern<linalg::GenericOp> {
     Location loc = op.getLoc();
     auto resultType = cast<RankedTensorType>(op.getResultTypes()[0]);
     rewriter.setInsertionPoint(gemm);
-    Value destination =
-        createEmptyWithRows(rewriter, loc, gemm, {resultType.getDimSize(1)},
-                            resultType.getElementType());
+    SmallVector<int64_t> view = op.getStaticLoopRanges();
+    for (auto [i, input] : llvm::enumerate(op.getDpsInputOperands()))
+      if (m.addedIndex[i])
+        m.added[*m.addedIndex[i]].value = materializeGroupInput(
+            rewriter, loc, input->get(), op.getMatchingIndexingMap(input),
+            m.added[*m.addedIndex[i]].form, view, m.source.rows);
+    Value destination = createEmptyWithRows(
+        rewriter, loc, gemm, {resultType.getDimSize(m.source.rows)},
+        resultType.getElementType());
     OutputPlan plan = keepOutputs(gemm, readOnlyBy(gemm, op), destination);
     YieldOp oldYield = gemm.getYieldOp();
     Block &body = *op.getBlock();
     GemmOp fused = rebuildGemm(
-        rewriter, gemm, gemm.getLhs(), gemm.getRhs(), gemm.getTransposeB(), {},
-        plan.outputs, [&](OpBuilder &b, IRMapping &mapping, ValueRange) {
+        rewriter, gemm, gemm.getLhs(), gemm.getRhs(), gemm.getTransposeB(),
+        m.added, plan.outputs,
+        [&](OpBuilder &b, IRMapping &mapping, ValueRange addedArgs) {
           IRMapping inner;
           cloneCapturedConstants(b, body, inner);
           inner.map(m.element, mapping.lookup(m.source.value));
+          for (auto [i, index] : llvm::enumerate(m.addedIndex))
+            if (index)
+              inner.map(body.getArgument(i), addedArgs[*index]);
           for (Operation &bodyOp : body.without_terminator())
             if (bodyOp.getResult(0) != body.getTerminator()->getOperand(0))
               b.clone(bodyOp, inner);
@@ -290,8 +428,8 @@ struct FuseGroupReduction : OpRewritePattern<linalg::GenericOp> {
         });
     rewriter.setInsertionPoint(op);
     replaceOpAndGemm(rewriter, op,
-                     expandRows(rewriter, loc, fused,
-                                fused->getResults().back(), resultType),
+                     expandRows(rewriter, loc, fused->getResults().back(),
+                                resultType, m.source.rows, op.getDpsInits()[0]),
                      gemm, fused, plan);
     return success();
   }
@@ -308,6 +446,8 @@ struct FuseGroupReduction : OpRewritePattern<linalg::GenericOp> {
 struct GroupElementwiseMatch {
   GemmOp gemm;
   int64_t width = 0;
+  /// The dimensions the GEMM's rows are split into.
+  unsigned rows = 1;
   /// Per operand: the GEMM output it reads, or the position of the added
   /// input.
   SmallVector<std::optional<GroupRead>> reads;
@@ -319,34 +459,13 @@ struct GroupElementwiseMatch {
   bool perElement = false;
 };
 
-/// How an operand that is no GEMM output is read by an op over [M, G, w]:
-/// as an epilogue input (row, scalar, tile of the view, column of a group).
-std::optional<AccessForm>
-classifyGroupAccess(AffineMap map, RankedTensorType type, bool perElement) {
-  std::optional<SmallVector<unsigned>> read = getReadDims(map, type);
-  if (!read)
-    return std::nullopt;
-  SmallVector<unsigned> &dims = *read;
-  if (dims.empty())
-    return AccessForm::scalar;
-  if (dims == SmallVector<unsigned>{0})
-    return AccessForm::row;
-  if (perElement && dims == SmallVector<unsigned>{0, 1, 2})
-    return AccessForm::tile;
-  if (perElement && dims == SmallVector<unsigned>{2})
-    return AccessForm::col;
-  return std::nullopt;
-}
-
 std::optional<std::string> matchGroupElementwise(linalg::GenericOp op,
                                                  GroupElementwiseMatch &m) {
   if (!op.hasPureTensorSemantics() || !isElementwise(op) ||
-      op.getNumDpsInits() != 1 ||
-      (op.getNumLoops() != 2 && op.getNumLoops() != 3))
+      op.getNumDpsInits() != 1 || op.getNumLoops() < 2)
     return std::string("it is not an elementwise op over [M, N / w, w] or "
                        "[M, N / w]");
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
-  m.perElement = ranges.size() == 3 && ranges[2] != 1;
   if (!hasOnlyEpilogueComputeOps(*op.getBlock(), /*allowIndex=*/false,
                                  /*allowCapturedScalars=*/true))
     return std::string("its body has ops an epilogue does not run (or reads "
@@ -356,18 +475,24 @@ std::optional<std::string> matchGroupElementwise(linalg::GenericOp op,
   for (OpOperand *input : op.getDpsInputOperands()) {
     for (int64_t w : {int64_t(8), int64_t(16), int64_t(32), int64_t(64),
                       int64_t(128), int64_t(256)}) {
-      if (m.perElement && w != ranges[2])
-        continue;
       std::optional<GroupRead> read =
           getGroupRead(input->get(), op.getMatchingIndexingMap(input), w);
       if (read && read->statistic) {
         m.gemm = read->gemm;
         m.width = w;
+        m.rows = read->rows;
       }
     }
   }
   if (!m.gemm)
     return std::string("it reads no statistic of groups of a GEMM's row");
+  // Over [rows..., G, w]: per element; over [rows..., G(, 1)]: per group.
+  unsigned loops = ranges.size();
+  m.perElement = loops == m.rows + 2 && ranges.back() != 1;
+  if ((loops != m.rows + 1 && loops != m.rows + 2) ||
+      (m.perElement && ranges.back() != m.width))
+    return std::string("it is not an elementwise op over [M, N / w, w] or "
+                       "[M, N / w]");
   for (OpOperand *input : op.getDpsInputOperands()) {
     std::optional<GroupRead> read =
         getGroupRead(input->get(), op.getMatchingIndexingMap(input), m.width);
@@ -384,7 +509,7 @@ std::optional<std::string> matchGroupElementwise(linalg::GenericOp op,
     auto type = dyn_cast<RankedTensorType>(input->get().getType());
     std::optional<AccessForm> form =
         type ? classifyGroupAccess(op.getMatchingIndexingMap(input), type,
-                                   m.perElement)
+                                   m.perElement, m.rows)
              : std::nullopt;
     if (!form)
       return which + " is read neither per row, per group element, as a "
@@ -403,37 +528,6 @@ std::optional<std::string> matchGroupElementwise(linalg::GenericOp op,
   return std::nullopt;
 }
 
-/// The epilogue input an operand of an op over [M, G, w] becomes: a row
-/// vector, a scalar, the [M, N] tile of a [M, G, w] operand, or the [N]
-/// columns of a per-group-element [w] one (repeated over the groups).
-Value materializeGroupInput(RewriterBase &rewriter, Location loc, Value value,
-                            AffineMap map, AccessForm form,
-                            ArrayRef<int64_t> viewShape) {
-  if (form == AccessForm::row || form == AccessForm::scalar)
-    return materializeEpilogueInput(rewriter, loc, value, map, form);
-  if (form == AccessForm::tile)
-    return tensor::CollapseShapeOp::create(rewriter, loc, value, {{0}, {1, 2}});
-  // A [w] vector read at d2: repeated over the G groups into N columns.
-  Value vector = materializeEpilogueInput(rewriter, loc, value, map, form);
-  auto type = cast<RankedTensorType>(vector.getType());
-  int64_t groups = viewShape[1], width = viewShape[2];
-  MLIRContext *ctx = rewriter.getContext();
-  Value empty = tensor::EmptyOp::create(rewriter, loc, {groups, width},
-                                        type.getElementType());
-  AffineExpr d1 = getAffineDimExpr(1, ctx);
-  auto repeat = linalg::GenericOp::create(
-      rewriter, loc, empty.getType(), vector, empty,
-      ArrayRef<AffineMap>{AffineMap::get(2, 0, {d1}, ctx),
-                          AffineMap::getMultiDimIdentityMap(2, ctx)},
-      ArrayRef<utils::IteratorType>{utils::IteratorType::parallel,
-                                    utils::IteratorType::parallel},
-      [](OpBuilder &b, Location l, ValueRange args) {
-        linalg::YieldOp::create(b, l, args[0]);
-      });
-  return tensor::CollapseShapeOp::create(rewriter, loc, repeat.getResult(0),
-                                         {{0, 1}});
-}
-
 struct FuseGroupElementwise : OpRewritePattern<linalg::GenericOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -444,7 +538,8 @@ struct FuseGroupElementwise : OpRewritePattern<linalg::GenericOp> {
       return rewriter.notifyMatchFailure(op, *why);
     auto resultType = cast<RankedTensorType>(op.getResultTypes()[0]);
     SmallVector<int64_t> view = op.getStaticLoopRanges();
-    if (ShapedType::isDynamic(view[1]))
+    int64_t groups = view[m.rows];
+    if (ShapedType::isDynamic(groups))
       return rewriter.notifyMatchFailure(op, "dynamic group count");
     GemmOp gemm = m.gemm;
     Location loc = op.getLoc();
@@ -453,13 +548,11 @@ struct FuseGroupElementwise : OpRewritePattern<linalg::GenericOp> {
       if (m.addedIndex[i])
         m.added[*m.addedIndex[i]].value = materializeGroupInput(
             rewriter, loc, input->get(), op.getMatchingIndexingMap(input),
-            m.added[*m.addedIndex[i]].form, view);
+            m.added[*m.addedIndex[i]].form, view, m.rows);
     Type element = resultType.getElementType();
-    Value destination =
-        m.perElement
-            ? createEmptyWithRows(rewriter, loc, gemm, {view[1] * view[2]},
-                                  element)
-            : createEmptyWithRows(rewriter, loc, gemm, {view[1]}, element);
+    Value destination = createEmptyWithRows(
+        rewriter, loc, gemm, {m.perElement ? groups * m.width : groups},
+        element);
     OutputPlan plan = keepOutputs(gemm, readOnlyBy(gemm, op), destination);
     YieldOp oldYield = gemm.getYieldOp();
     Block &body = *op.getBlock();
@@ -492,7 +585,8 @@ struct FuseGroupElementwise : OpRewritePattern<linalg::GenericOp> {
         });
     Value written = fused->getResults().back();
     rewriter.setInsertionPoint(op);
-    Value replacement = expandRows(rewriter, loc, fused, written, resultType);
+    Value replacement = expandRows(rewriter, loc, written, resultType, m.rows,
+                                   op.getDpsInits()[0]);
     replaceOpAndGemm(rewriter, op, replacement, gemm, fused, plan);
     return success();
   }

@@ -124,7 +124,8 @@ def CodaFuseGroups : Pass<"coda-fuse-groups"> {
                 "epilogue";
   let description = [{
     Finds what frontends write on a GEMM output viewed as [M, N / w, w]
-    (`tensor.expand_shape`, w a power of two from 8 to 256): a 1 x 128
+    (`tensor.expand_shape`, w a power of two from 8 to 256; [B, T, N / w, w]
+    where a batch folded into the GEMM's rows is unfolded): a 1 x 128
     quantization (absolute maximum per group, scale, division, clamp, cast
     to f8E4M3FN, as torchao's blockwise prototype and DeepSeek-V3 write it)
     or a per-head RMSNorm (sum of squares per head, its reciprocal square
