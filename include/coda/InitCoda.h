@@ -19,8 +19,8 @@ void registerCodaDialects(DialectRegistry &registry);
 void registerCodaPasses();
 
 /// Points MLIR's NVVM serializer at the CUDA toolkit when no CUDA_ROOT,
-/// CUDA_HOME or CUDA_PATH is set: the toolkit that holds the ptxas found on
-/// PATH, else /usr/local/cuda. Without it libdevice (exp, log, ...) would not be
+/// CUDA_HOME or CUDA_PATH is set: the toolkit that holds the ptxas findPtxas
+/// finds. Without it libdevice (exp, log, ...) would not be
 /// linked and the PTX would call undefined functions.
 void configureCudaToolkit();
 

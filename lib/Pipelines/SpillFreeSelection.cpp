@@ -32,31 +32,6 @@ using namespace mlir::coda;
 
 namespace {
 
-/// ptxas: in the CUDA toolkit the environment names, else on PATH, else
-/// where the toolkit installs by default.
-std::string findPtxas() {
-  for (const char *variable : {"CUDA_HOME", "CUDA_ROOT", "CUDA_PATH"})
-    if (std::optional<std::string> root =
-            llvm::sys::Process::GetEnv(variable)) {
-      SmallString<256> path(*root);
-      llvm::sys::path::append(path, "bin", "ptxas");
-      if (llvm::sys::fs::can_execute(path))
-        return std::string(path);
-    }
-  if (llvm::ErrorOr<std::string> path = llvm::sys::findProgramByName("ptxas"))
-    return *path;
-  return llvm::sys::fs::can_execute("/usr/local/cuda/bin/ptxas")
-             ? "/usr/local/cuda/bin/ptxas"
-             : "";
-}
-
-/// Spill stores a selected kernel may keep: two registers' worth, which L1
-/// serves; SwiGLU's derivative under ping-pong keeps one value there and is
-/// faster than under the warp-specialized kernel (docs/performance.md,
-/// "SwiGLU's derivative under ping-pong beside the row scale's partials").
-/// tools/coda-fuzz/coda_fuzz.py allows the same.
-constexpr int64_t kSpillAllowanceBytes = 8;
-
 /// Per kernel that spills more than the allowance or draws a C75xx warning
 /// in `report` (ptxas -v), what ptxas said of it.
 llvm::StringMap<std::string> unfitKernels(StringRef report) {
@@ -218,7 +193,7 @@ void mlir::coda::selectSpillFreeConfigs(ModuleOp module,
   });
   if (gemms.empty())
     return;
-  std::string ptxas = findPtxas();
+  std::string ptxas = coda::findPtxas();
   if (ptxas.empty())
     log << "coda-compile: warning: no ptxas (set CUDA_HOME): the selected "
            "configurations were not checked for spills\n";

@@ -11,9 +11,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/DialectRegistry.h"
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/Program.h"
 
 #include <cstdlib>
 
@@ -32,12 +30,10 @@ void mlir::coda::configureCudaToolkit() {
   for (const char *var : {"CUDA_ROOT", "CUDA_HOME", "CUDA_PATH"})
     if (std::getenv(var))
       return;
-  std::string root;
-  if (llvm::ErrorOr<std::string> ptxas = llvm::sys::findProgramByName("ptxas"))
-    root = llvm::sys::path::parent_path(llvm::sys::path::parent_path(*ptxas))
-               .str();
-  else if (llvm::sys::fs::exists("/usr/local/cuda/bin/ptxas"))
-    root = "/usr/local/cuda";
-  if (!root.empty())
-    ::setenv("CUDA_HOME", root.c_str(), /*overwrite=*/0);
+  std::string ptxas = findPtxas();
+  if (ptxas.empty())
+    return;
+  std::string root =
+      llvm::sys::path::parent_path(llvm::sys::path::parent_path(ptxas)).str();
+  ::setenv("CUDA_HOME", root.c_str(), /*overwrite=*/0);
 }

@@ -11,6 +11,8 @@ The compiler entry points (needs the package built against MLIR 22):
                  schedule="staged")       # coda-compile's options
 """
 
-from ._coda_compiler import CompilerError, compile, run_pipeline, verify
+from ._coda_compiler import (SPILL_ALLOWANCE_BYTES, CompilerError, compile,
+                             find_ptxas, run_pipeline, verify)
 
-__all__ = ["CompilerError", "compile", "run_pipeline", "verify"]
+__all__ = ["SPILL_ALLOWANCE_BYTES", "CompilerError", "compile", "find_ptxas",
+           "run_pipeline", "verify"]

@@ -9,6 +9,7 @@
 #include "coda/Conversion/CodaToGPU/KernelOptions.h"
 #include "coda/InitCoda.h"
 #include "coda/Pipelines/Compile.h"
+#include "coda/Pipelines/Pipelines.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -202,6 +203,10 @@ PYBIND11_MODULE(_coda_compiler, m) {
     }
   });
 
+  m.attr("SPILL_ALLOWANCE_BYTES") = coda::kSpillAllowanceBytes;
+  m.def("find_ptxas", &coda::findPtxas,
+        "The ptxas coda-compile assembles and checks spills with ('' if "
+        "none).");
   m.def("run_pipeline", &runPipeline, py::arg("source"), py::arg("pipeline"),
         "Parse `source`, run the textual pass pipeline (for example "
         "'builtin.module(coda-lower-to-linalg)') and return the printed IR.");

@@ -29,7 +29,6 @@ import argparse
 import concurrent.futures
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -37,10 +36,6 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import program as prog  # noqa: E402
-
-# Spill stores a selected kernel may keep: two registers' worth, as
-# coda-compile allows (kSpillAllowanceBytes, lib/Pipelines/SpillFreeSelection.cpp).
-SPILL_ALLOWANCE_BYTES = 8
 
 # Whether a program whose kernels spill in every configuration coda-compile
 # tries fails (--strict-spills) rather than being counted.
@@ -54,7 +49,12 @@ class Tools:
     def __init__(self, build, llvm="/usr/lib/llvm-22"):
         self.opt = os.path.join(build, "bin", "coda-opt")
         self.compile = os.path.join(build, "bin", "coda-compile")
-        self.ptxas = shutil.which("ptxas") or "/usr/local/cuda/bin/ptxas"
+        # The ptxas and the spill allowance coda-compile uses, from the
+        # compiler's Python module of the same build.
+        sys.path.insert(0, os.path.join(build, "python"))
+        import coda
+        self.ptxas = coda.find_ptxas()
+        self.spill_allowance = coda.SPILL_ALLOWANCE_BYTES
         libs = [f"{llvm}/lib/libmlir_runner_utils.so",
                 f"{llvm}/lib/libmlir_c_runner_utils.so",
                 f"{llvm}/lib/libmlir_apfloat_wrappers.so",
@@ -169,7 +169,7 @@ def check_gpu(tools, p):
         everywhere = "in every configuration tried" in compiled.stderr
         p["gpu"] = {"accepted": True, "spill_store_bytes": spills, "notes": notes,
                     "spills_everywhere": everywhere}
-        if (spills > SPILL_ALLOWANCE_BYTES or notes) and (STRICT_SPILLS or not everywhere):
+        if (spills > tools.spill_allowance or notes) and (STRICT_SPILLS or not everywhere):
             return ("gpu", "spill", f"{spills} bytes of spill stores, notes {notes}:\n"
                     + report[-2000:])
     return None

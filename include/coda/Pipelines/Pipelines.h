@@ -86,6 +86,17 @@ void buildCodaKernelsToBinaryPipeline(OpPassManager &pm,
                                       StringRef format, StringRef manifest,
                                       StringRef ptxasOptions);
 
+/// Spill stores a selected kernel may keep: two registers' worth, which L1
+/// serves; SwiGLU's derivative under ping-pong keeps one value there and is
+/// faster than under the warp-specialized kernel (docs/performance.md,
+/// "SwiGLU's derivative under ping-pong beside the row scale's partials").
+/// The Python module exports it (tools/coda-fuzz checks against it).
+constexpr int64_t kSpillAllowanceBytes = 8;
+
+/// ptxas: in the CUDA toolkit CUDA_HOME, CUDA_ROOT or CUDA_PATH names, else
+/// on PATH, else where the toolkit installs by default; empty if none.
+std::string findPtxas();
+
 /// Registers the named pipelines (`--coda-to-llvm-cpu`,
 /// `--coda-to-gpu-binary`).
 void registerCodaPipelines();

@@ -135,6 +135,11 @@ std::optional<std::string> whyNotFusedReduction(linalg::GenericOp op);
 /// nothing if it could.
 std::optional<std::string> whyNotFusedGroup(linalg::GenericOp op);
 
+/// Whether `op` is what --coda-fuse-groups fuses: a reduction (of 3 or more
+/// loops) over a GEMM result viewed through a tensor.expand_shape, or an op
+/// reading a GEMM's statistics of groups.
+bool readsGroupStatistics(linalg::GenericOp op);
+
 /// Why the per-row gather `op` did not become a row_select of a GEMM's
 /// epilogue as --coda-fuse-gathers would make it, in words for the fusion
 /// report; or nothing if it could.

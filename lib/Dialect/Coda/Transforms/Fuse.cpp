@@ -306,20 +306,7 @@ std::optional<std::string> whyNotInEpilogue(Operation *op) {
     return getTileOutput(input).has_value();
   });
 
-  // A reduction over a GEMM result viewed as [M, N / w, w], or an op that
-  // reads its statistics per group.
-  bool readsGroups = llvm::any_of(generic.getDpsInputs(), [&](Value input) {
-    auto expand = input.getDefiningOp<tensor::ExpandShapeOp>();
-    Value source = expand ? expand.getSrc() : input;
-    auto gemm = source.getDefiningOp<GemmOp>();
-    if (!gemm)
-      return false;
-    Value yielded =
-        gemm.getYieldOp().getValues()[cast<OpResult>(source).getResultNumber()];
-    return isa<GroupedType>(yielded.getType()) ||
-           (expand && !isElementwise(generic) && generic.getNumLoops() >= 3);
-  });
-  if (readsGroups)
+  if (readsGroupStatistics(generic))
     return whyNotFusedGroup(generic);
   if (!isElementwise(generic))
     return readsTile ? whyNotFusedReduction(generic) : std::nullopt;

@@ -61,13 +61,16 @@ struct GroupRead {
   /// The dimensions M is split into (2 where a batch folded into the GEMM's
   /// rows is unfolded).
   unsigned rows;
+  /// The group width: the statistic's, or the view's last dimension.
+  int64_t width;
 };
 
 /// `value` as the view [rows..., G, w] of a 2-D GEMM tile output, read
 /// through `map` (identity); or as row statistics of width w ([rows..., G],
 /// or [rows..., G, 1]), read through (d0, .., d_rows) and then 0 or a loop
-/// of one.
-std::optional<GroupRead> getGroupRead(Value value, AffineMap map, int64_t w) {
+/// of one. Without `w`, any group width.
+std::optional<GroupRead> getGroupRead(Value value, AffineMap map,
+                                      std::optional<int64_t> w) {
   MLIRContext *ctx = map.getContext();
   auto type = cast<RankedTensorType>(value.getType());
   Value source = value;
@@ -99,16 +102,19 @@ std::optional<GroupRead> getGroupRead(Value value, AffineMap map, int64_t w) {
         (trailing == 1 ||
          map.getResult(rows + 1) == getAffineConstantExpr(0, ctx) ||
          map.getResult(rows + 1) == getAffineDimExpr(rows + 1, ctx));
+    int64_t width = group.getWidth();
     if (!perGroup || group.getAxis() != ReductionAxis::row ||
-        int64_t(group.getWidth()) != w ||
-        (trailing == 2 && type.getDimSize(rows + 1) != 1))
+        (w && width != *w) || (trailing == 2 && type.getDimSize(rows + 1) != 1))
       return std::nullopt;
-    return GroupRead{gemm, result, group.getValue(), true, rows};
+    return GroupRead{gemm, result, group.getValue(), true, rows, width};
   }
   if (!groups || trailing != 2 || !yielded.getType().isIntOrIndexOrFloat() ||
-      !map.isIdentity() || type.getDimSize(rows + 1) != w)
+      !map.isIdentity())
     return std::nullopt;
-  return GroupRead{gemm, result, yielded, false, rows};
+  int64_t width = type.getDimSize(rows + 1);
+  if (w ? width != *w : !isGroupWidth(width))
+    return std::nullopt;
+  return GroupRead{gemm, result, yielded, false, rows, width};
 }
 
 /// The group width of a generic over [rows..., G, w]: its last loop's static
@@ -209,6 +215,35 @@ std::optional<AccessForm> classifyGroupAccess(AffineMap map,
   return std::nullopt;
 }
 
+/// The epilogue inputs an op over [rows..., G, w] adds to a GEMM: per
+/// operand that is no GEMM output, the position of the input it becomes.
+struct AddedInputs {
+  SmallVector<std::optional<unsigned>> index;
+  SmallVector<EpilogueInput> inputs;
+};
+
+/// Records `input` as an epilogue input of `gemm` (why not, where it cannot
+/// be one: read in no form an epilogue reads, or computed after the GEMM).
+std::optional<std::string> addGroupInput(linalg::GenericOp op, OpOperand *input,
+                                         GemmOp gemm, bool perElement,
+                                         unsigned rows, AddedInputs &added) {
+  std::string which =
+      "its operand #" + std::to_string(input->getOperandNumber());
+  auto type = dyn_cast<RankedTensorType>(input->get().getType());
+  std::optional<AccessForm> form =
+      type ? classifyGroupAccess(op.getMatchingIndexingMap(input), type,
+                                 perElement, rows)
+           : std::nullopt;
+  if (!form)
+    return which + " is read neither per row, per group element, as a "
+                   "scalar nor as the GEMM's output";
+  if (!isAvailableBefore(input->get(), gemm))
+    return which + " is computed after the GEMM";
+  added.index.back() = added.inputs.size();
+  added.inputs.push_back({input->get(), *form});
+  return std::nullopt;
+}
+
 /// The epilogue input an operand of an op over [M, G, w] becomes: a row
 /// vector, a scalar, the [M, N] tile of a [M, G, w] operand, or the [N]
 /// columns of a per-group-element [w] one (repeated over the groups).
@@ -250,16 +285,26 @@ Value materializeGroupInput(RewriterBase &rewriter, Location loc, Value value,
                                          {{0, 1}});
 }
 
+/// Materializes the inputs `op` adds (before the GEMM, where the rewriter
+/// stands): each read the way an epilogue reads it.
+void materializeGroupInputs(RewriterBase &rewriter, linalg::GenericOp op,
+                            AddedInputs &added, unsigned rows) {
+  SmallVector<int64_t> view = op.getStaticLoopRanges();
+  for (auto [i, input] : llvm::enumerate(op.getDpsInputOperands()))
+    if (std::optional<unsigned> index = added.index[i])
+      added.inputs[*index].value = materializeGroupInput(
+          rewriter, op.getLoc(), input->get(), op.getMatchingIndexingMap(input),
+          added.inputs[*index].form, view, rows);
+}
+
 //===----------------------------------------------------------------------===//
 // The reduction: a group_reduce whose statistics leave as a grouped output
 //===----------------------------------------------------------------------===//
 
 struct GroupReductionMatch {
   GroupRead source;
-  /// Per operand but the source, the position of the epilogue input it
-  /// becomes (a row scale, a scalar, a tile of the view's shape).
-  SmallVector<std::optional<unsigned>> addedIndex;
-  SmallVector<EpilogueInput> added;
+  /// The operands but the source, as epilogue inputs.
+  AddedInputs added;
   GroupStatistic kind;
   int64_t width;
   /// The reduced value f(element) in the body, and the element's argument.
@@ -285,7 +330,7 @@ std::optional<std::string> matchGroupReduction(linalg::GenericOp op,
   std::optional<GroupRead> source;
   for (OpOperand *input : op.getDpsInputOperands()) {
     std::optional<GroupRead> read =
-        getGroupRead(input->get(), op.getMatchingIndexingMap(input), *w);
+        getGroupRead(input->get(), op.getMatchingIndexingMap(input), w);
     if (read && !read->statistic && !source) {
       source = read;
       m.element = op.getBlock()->getArgument(input->getOperandNumber());
@@ -296,23 +341,13 @@ std::optional<std::string> matchGroupReduction(linalg::GenericOp op,
                        "[M, N / w, w] (tensor.expand_shape)");
   m.source = *source;
   for (OpOperand *input : op.getDpsInputOperands()) {
-    m.addedIndex.push_back(std::nullopt);
+    m.added.index.push_back(std::nullopt);
     if (op.getBlock()->getArgument(input->getOperandNumber()) == m.element)
       continue;
-    auto type = dyn_cast<RankedTensorType>(input->get().getType());
-    std::optional<AccessForm> form =
-        type ? classifyGroupAccess(op.getMatchingIndexingMap(input), type,
-                                   /*perElement=*/true, source->rows)
-             : std::nullopt;
-    std::string which =
-        "its operand #" + std::to_string(input->getOperandNumber());
-    if (!form)
-      return which + " is read neither per row, per group element, as a "
-                     "scalar nor as the GEMM's output";
-    if (!isAvailableBefore(input->get(), source->gemm))
-      return which + " is computed after the GEMM";
-    m.addedIndex.back() = m.added.size();
-    m.added.push_back({input->get(), *form});
+    if (std::optional<std::string> why =
+            addGroupInput(op, input, source->gemm, /*perElement=*/true,
+                          source->rows, m.added))
+      return why;
   }
   MLIRContext *ctx = op.getContext();
   unsigned loops = op.getNumLoops();
@@ -380,12 +415,7 @@ struct FuseGroupReduction : OpRewritePattern<linalg::GenericOp> {
     Location loc = op.getLoc();
     auto resultType = cast<RankedTensorType>(op.getResultTypes()[0]);
     rewriter.setInsertionPoint(gemm);
-    SmallVector<int64_t> view = op.getStaticLoopRanges();
-    for (auto [i, input] : llvm::enumerate(op.getDpsInputOperands()))
-      if (m.addedIndex[i])
-        m.added[*m.addedIndex[i]].value = materializeGroupInput(
-            rewriter, loc, input->get(), op.getMatchingIndexingMap(input),
-            m.added[*m.addedIndex[i]].form, view, m.source.rows);
+    materializeGroupInputs(rewriter, op, m.added, m.source.rows);
     Value destination = createEmptyWithRows(
         rewriter, loc, gemm, {resultType.getDimSize(m.source.rows)},
         resultType.getElementType());
@@ -394,12 +424,12 @@ struct FuseGroupReduction : OpRewritePattern<linalg::GenericOp> {
     Block &body = *op.getBlock();
     GemmOp fused = rebuildGemm(
         rewriter, gemm, gemm.getLhs(), gemm.getRhs(), gemm.getTransposeB(),
-        m.added, plan.outputs,
+        m.added.inputs, plan.outputs,
         [&](OpBuilder &b, IRMapping &mapping, ValueRange addedArgs) {
           IRMapping inner;
           cloneCapturedConstants(b, body, inner);
           inner.map(m.element, mapping.lookup(m.source.value));
-          for (auto [i, index] : llvm::enumerate(m.addedIndex))
+          for (auto [i, index] : llvm::enumerate(m.added.index))
             if (index)
               inner.map(body.getArgument(i), addedArgs[*index]);
           for (Operation &bodyOp : body.without_terminator())
@@ -451,8 +481,7 @@ struct GroupElementwiseMatch {
   /// Per operand: the GEMM output it reads, or the position of the added
   /// input.
   SmallVector<std::optional<GroupRead>> reads;
-  SmallVector<std::optional<unsigned>> addedIndex;
-  SmallVector<EpilogueInput> added;
+  AddedInputs added;
   SmallVector<Value> scalars;
   /// Whether the op computes over the group's elements (a tile output) or
   /// once per group (a new statistic output).
@@ -473,15 +502,12 @@ std::optional<std::string> matchGroupElementwise(linalg::GenericOp op,
   // The GEMM: the one whose statistics it reads (their width is the
   // group's where it computes once per group).
   for (OpOperand *input : op.getDpsInputOperands()) {
-    for (int64_t w : {int64_t(8), int64_t(16), int64_t(32), int64_t(64),
-                      int64_t(128), int64_t(256)}) {
-      std::optional<GroupRead> read =
-          getGroupRead(input->get(), op.getMatchingIndexingMap(input), w);
-      if (read && read->statistic) {
-        m.gemm = read->gemm;
-        m.width = w;
-        m.rows = read->rows;
-      }
+    std::optional<GroupRead> read = getGroupRead(
+        input->get(), op.getMatchingIndexingMap(input), std::nullopt);
+    if (read && read->statistic) {
+      m.gemm = read->gemm;
+      m.width = read->width;
+      m.rows = read->rows;
     }
   }
   if (!m.gemm)
@@ -501,29 +527,18 @@ std::optional<std::string> matchGroupElementwise(linalg::GenericOp op,
     if (read && !read->statistic && !m.perElement)
       return std::string("it reads a GEMM's tile once per group");
     m.reads.push_back(read);
-    m.addedIndex.push_back(std::nullopt);
+    m.added.index.push_back(std::nullopt);
     if (read)
       continue;
-    std::string which =
-        "its operand #" + std::to_string(input->getOperandNumber());
-    auto type = dyn_cast<RankedTensorType>(input->get().getType());
-    std::optional<AccessForm> form =
-        type ? classifyGroupAccess(op.getMatchingIndexingMap(input), type,
-                                   m.perElement, m.rows)
-             : std::nullopt;
-    if (!form)
-      return which + " is read neither per row, per group element, as a "
-                     "scalar nor as the GEMM's output";
-    if (!isAvailableBefore(input->get(), m.gemm))
-      return which + " is computed after the GEMM";
-    m.addedIndex.back() = m.added.size();
-    m.added.push_back({input->get(), *form});
+    if (std::optional<std::string> why =
+            addGroupInput(op, input, m.gemm, m.perElement, m.rows, m.added))
+      return why;
   }
   m.scalars = capturedScalars(*op.getBlock());
   for (Value scalar : m.scalars) {
     if (!isAvailableBefore(scalar, m.gemm))
       return std::string("a scalar its body reads is computed after the GEMM");
-    m.added.push_back({scalar, AccessForm::scalar});
+    m.added.inputs.push_back({scalar, AccessForm::scalar});
   }
   return std::nullopt;
 }
@@ -544,11 +559,7 @@ struct FuseGroupElementwise : OpRewritePattern<linalg::GenericOp> {
     GemmOp gemm = m.gemm;
     Location loc = op.getLoc();
     rewriter.setInsertionPoint(gemm);
-    for (auto [i, input] : llvm::enumerate(op.getDpsInputOperands()))
-      if (m.addedIndex[i])
-        m.added[*m.addedIndex[i]].value = materializeGroupInput(
-            rewriter, loc, input->get(), op.getMatchingIndexingMap(input),
-            m.added[*m.addedIndex[i]].form, view, m.rows);
+    materializeGroupInputs(rewriter, op, m.added, m.rows);
     Type element = resultType.getElementType();
     Value destination = createEmptyWithRows(
         rewriter, loc, gemm, {m.perElement ? groups * m.width : groups},
@@ -556,10 +567,10 @@ struct FuseGroupElementwise : OpRewritePattern<linalg::GenericOp> {
     OutputPlan plan = keepOutputs(gemm, readOnlyBy(gemm, op), destination);
     YieldOp oldYield = gemm.getYieldOp();
     Block &body = *op.getBlock();
-    unsigned firstScalar = m.added.size() - m.scalars.size();
+    unsigned firstScalar = m.added.inputs.size() - m.scalars.size();
     GemmOp fused = rebuildGemm(
         rewriter, gemm, gemm.getLhs(), gemm.getRhs(), gemm.getTransposeB(),
-        m.added, plan.outputs,
+        m.added.inputs, plan.outputs,
         [&](OpBuilder &b, IRMapping &mapping, ValueRange addedArgs) {
           IRMapping inner;
           for (auto [i, scalar] : llvm::enumerate(m.scalars))
@@ -568,7 +579,7 @@ struct FuseGroupElementwise : OpRewritePattern<linalg::GenericOp> {
           for (auto [i, read] : llvm::enumerate(m.reads)) {
             BlockArgument arg = body.getArgument(i);
             inner.map(arg, read ? mapping.lookup(read->value)
-                                : addedArgs[*m.addedIndex[i]]);
+                                : addedArgs[*m.added.index[i]]);
           }
           for (Operation &bodyOp : body.without_terminator())
             b.clone(bodyOp, inner);
@@ -610,6 +621,20 @@ std::optional<std::string> mlir::coda::whyNotFusedGroup(linalg::GenericOp op) {
   }
   GroupElementwiseMatch m;
   return matchGroupElementwise(op, m);
+}
+
+bool mlir::coda::readsGroupStatistics(linalg::GenericOp op) {
+  return llvm::any_of(op.getDpsInputs(), [&](Value input) {
+    auto expand = input.getDefiningOp<tensor::ExpandShapeOp>();
+    Value source = expand ? expand.getSrc() : input;
+    auto gemm = source.getDefiningOp<GemmOp>();
+    if (!gemm)
+      return false;
+    Value yielded =
+        gemm.getYieldOp().getValues()[cast<OpResult>(source).getResultNumber()];
+    return isa<GroupedType>(yielded.getType()) ||
+           (expand && !isElementwise(op) && op.getNumLoops() >= 3);
+  });
 }
 
 void mlir::coda::populateFuseGroupsPatterns(RewritePatternSet &patterns) {
