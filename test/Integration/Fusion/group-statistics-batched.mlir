@@ -1,5 +1,6 @@
 // RUN: coda-opt %s --coda-test-differential-main="fuse" | %cpu-runner | FileCheck %s
 // RUN: coda-opt %s --coda-fuse | FileCheck %s --check-prefix=FUSED
+// RUN: coda-opt %s --coda-fuse --canonicalize | FileCheck %s --check-prefix=MERGED
 
 // Qwen3's QK-norm as a PyTorch frontend lowers it on [B, T, hidden]
 // activations: the projection a contraction over the batch, its result
@@ -21,6 +22,12 @@
 // FUSED-DAG: row %{{.+}} = %{{.+}} : tensor<14xf32>
 // FUSED: coda.yield %{{.+}} : !coda.grouped<f32>, f8E4M3FN, bf16
 // FUSED-NOT: linalg.generic
+
+// The two fused ops each add the per-token scale; the GEMM's canonicalizer
+// reads it once.
+// MERGED: epilogue(%{{[a-z0-9]+}}, row %{{[a-z0-9]+}} = %{{[a-z0-9_]+}} : tensor<14xf32>, col
+// MERGED-NOT: row %
+// MERGED: coda.yield
 
 #x = affine_map<(b, m, n, k) -> (b, m, k)>
 #w = affine_map<(b, m, n, k) -> (n, k)>
