@@ -398,7 +398,7 @@ struct CodaFusePass : coda::impl::CodaFuseBase<CodaFusePass> {
     // After pointwise fusion: q is then the GEMM's own (rounded) output.
     // Statistics over a head or a 1 x 128 group before the rotation reads
     // the normalized output.
-    pm.addPass(createCodaFuseGroups());
+    pm.addPass(createCodaFuseGroups({tile}));
     pm.addPass(createCodaFuseRoPE());
     pm.addPass(createCodaFuseReductions({tile}));
     pm.addPass(createCodaFuseGathers());

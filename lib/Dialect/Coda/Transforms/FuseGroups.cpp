@@ -48,9 +48,19 @@ SmallVector<ReassociationIndices> splitRows(unsigned rows, unsigned trailing) {
   return {leading, last};
 }
 
+/// The width of the one group a row of `n` columns is, where one tile holds
+/// it (a power of two, as the group's statistic needs).
+std::optional<int64_t> wholeRowWidth(int64_t n) {
+  if (ShapedType::isDynamic(n) || n > 256)
+    return std::nullopt;
+  return std::max<int64_t>(8, llvm::PowerOf2Ceil(n));
+}
+
 /// A GEMM output as a generic over [rows..., G, w] reads it: its tile output
 /// through the [M, N] -> [rows..., G, w] view, or its statistics (a row
-/// group_value of width w) once per group.
+/// group_value of width w) once per group. Or, where one tile holds a whole
+/// row of N <= 256 columns (a softmax over a few experts), over
+/// [rows..., N]: the row is the one group, its statistics [rows..., 1].
 struct GroupRead {
   GemmOp gemm;
   OpResult result;
@@ -61,17 +71,53 @@ struct GroupRead {
   /// The dimensions M is split into (2 where a batch folded into the GEMM's
   /// rows is unfolded).
   unsigned rows;
-  /// The group width: the statistic's, or the view's last dimension.
+  /// The group width: the statistic's, or the view's last dimension (the
+  /// power of two a whole row rounds up to).
   int64_t width;
+  /// Whether the group is the whole row (no group dimension in the loops).
+  bool wholeRow = false;
+
+  /// The loops after the rows of an op over the group's elements.
+  unsigned trailing() const { return wholeRow ? 1 : 2; }
 };
+
+/// A whole row's [M, 1] statistics squeezed to [M] (a reduction that
+/// dropped its dimension), read through (d0).
+std::optional<GroupRead>
+getSqueezedRowStatistic(tensor::CollapseShapeOp collapse, AffineMap map,
+                        std::optional<int64_t> w) {
+  auto result = dyn_cast<OpResult>(collapse.getSrc());
+  auto gemm = result ? dyn_cast<GemmOp>(result.getOwner()) : GemmOp();
+  if (!gemm || gemm.isBatched() || collapse.getSrcType().getRank() != 2 ||
+      collapse.getSrcType().getDimSize(1) != 1 || map.getNumResults() != 1 ||
+      map.getResult(0) != getAffineDimExpr(0, map.getContext()))
+    return std::nullopt;
+  auto group = gemm.getYieldOp()
+                   .getValues()[result.getResultNumber()]
+                   .getDefiningOp<GroupValueOp>();
+  if (!group || group.getAxis() != ReductionAxis::row ||
+      (w && int64_t(group.getWidth()) != *w))
+    return std::nullopt;
+  return GroupRead{gemm,
+                   result,
+                   group.getValue(),
+                   true,
+                   /*rows=*/1,
+                   int64_t(group.getWidth()),
+                   /*wholeRow=*/true};
+}
 
 /// `value` as the view [rows..., G, w] of a 2-D GEMM tile output, read
 /// through `map` (identity); or as row statistics of width w ([rows..., G],
 /// or [rows..., G, 1]), read through (d0, .., d_rows) and then 0 or a loop
-/// of one. Without `w`, any group width.
+/// of one. A whole row: the [rows..., N] output read through the identity,
+/// its [rows..., 1] statistics through (d0, .., d_rows-1, 0). Without `w`,
+/// any group width.
 std::optional<GroupRead> getGroupRead(Value value, AffineMap map,
                                       std::optional<int64_t> w) {
   MLIRContext *ctx = map.getContext();
+  if (auto collapse = value.getDefiningOp<tensor::CollapseShapeOp>())
+    return getSqueezedRowStatistic(collapse, map, w);
   auto type = cast<RankedTensorType>(value.getType());
   Value source = value;
   std::optional<SmallVector<ReassociationIndices>> groups;
@@ -88,44 +134,56 @@ std::optional<GroupRead> getGroupRead(Value value, AffineMap map,
   if (groups && *groups != splitRows(rows, trailing))
     return std::nullopt;
   Value yielded = gemm.getYieldOp().getValues()[result.getResultNumber()];
-  auto leadingRead = [&] {
-    for (unsigned i = 0; i <= rows; ++i)
+  auto leadingRead = [&](unsigned count) {
+    for (unsigned i = 0; i < count; ++i)
       if (map.getResult(i) != getAffineDimExpr(i, ctx))
         return false;
     return true;
   };
+  AffineExpr zero = getAffineConstantExpr(0, ctx);
   if (auto group = yielded.getDefiningOp<GroupValueOp>()) {
+    int64_t width = group.getWidth();
+    if (group.getAxis() != ReductionAxis::row || (w && width != *w))
+      return std::nullopt;
+    // [rows..., 1] read at 0 along the row: the statistic of a whole row.
+    if (trailing == 1 && type.getDimSize(rows) == 1 &&
+        map.getNumResults() == rows + 1 && leadingRead(rows) &&
+        map.getResult(rows) == zero)
+      return GroupRead{gemm,
+                       result,
+                       group.getValue(),
+                       true,
+                       rows,
+                       width,
+                       /*wholeRow=*/true};
     // [rows..., G, 1] is read at 0 along the group, or along a loop of one.
     bool perGroup =
         trailing <= 2 && map.getNumResults() == rows + trailing &&
-        leadingRead() &&
-        (trailing == 1 ||
-         map.getResult(rows + 1) == getAffineConstantExpr(0, ctx) ||
+        leadingRead(rows + 1) &&
+        (trailing == 1 || map.getResult(rows + 1) == zero ||
          map.getResult(rows + 1) == getAffineDimExpr(rows + 1, ctx));
-    int64_t width = group.getWidth();
-    if (!perGroup || group.getAxis() != ReductionAxis::row ||
-        (w && width != *w) || (trailing == 2 && type.getDimSize(rows + 1) != 1))
+    if (!perGroup || (trailing == 2 && type.getDimSize(rows + 1) != 1))
       return std::nullopt;
     return GroupRead{gemm, result, group.getValue(), true, rows, width};
   }
-  if (!groups || trailing != 2 || !yielded.getType().isIntOrIndexOrFloat() ||
-      !map.isIdentity())
+  if (!yielded.getType().isIntOrIndexOrFloat() || !map.isIdentity())
     return std::nullopt;
+  if (trailing == 1) {
+    std::optional<int64_t> width = wholeRowWidth(type.getDimSize(rows));
+    if (!width || (w && *width != *w))
+      return std::nullopt;
+    return GroupRead{gemm,
+                     result,
+                     yielded,
+                     false,
+                     rows,
+                     *width,
+                     /*wholeRow=*/true};
+  }
   int64_t width = type.getDimSize(rows + 1);
-  if (w ? width != *w : !isGroupWidth(width))
+  if (trailing != 2 || (w ? width != *w : !isGroupWidth(width)))
     return std::nullopt;
   return GroupRead{gemm, result, yielded, false, rows, width};
-}
-
-/// The group width of a generic over [rows..., G, w]: its last loop's static
-/// size.
-std::optional<int64_t> groupWidth(linalg::GenericOp op) {
-  if (op.getNumLoops() < 3)
-    return std::nullopt;
-  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
-  if (!isGroupWidth(ranges.back()))
-    return std::nullopt;
-  return ranges.back();
 }
 
 /// The outputs of `gemm` but those in `dropped`, then `added`; and the
@@ -192,11 +250,38 @@ Value expandRows(RewriterBase &rewriter, Location loc, Value value,
                                        shape);
 }
 
-/// How an operand that is no GEMM output is read by an op over [M, G, w]:
-/// as an epilogue input (row, scalar, tile of the view, column of a group).
+/// `value`, the [M, X] output a fused op over `layout`'s loops became, as
+/// the op's result `type`; a whole row's statistics [M, 1] squeezed to
+/// [rows...] where the op wrote them so.
+Value reshapeGroupResult(RewriterBase &rewriter, Location loc, Value value,
+                         RankedTensorType type, const GroupRead &layout,
+                         Value like) {
+  unsigned rows = layout.rows;
+  if (type.getRank() != rows)
+    return expandRows(rewriter, loc, value, type, rows, like);
+  Value squeezed =
+      tensor::CollapseShapeOp::create(rewriter, loc, value, {{0, 1}});
+  if (rows == 1)
+    return squeezed;
+  SmallVector<OpFoldResult> shape;
+  for (unsigned i = 0; i < rows; ++i)
+    shape.push_back(
+        type.isDynamicDim(i)
+            ? OpFoldResult(
+                  tensor::DimOp::create(rewriter, loc, like, i).getResult())
+            : OpFoldResult(rewriter.getIndexAttr(type.getDimSize(i))));
+  return tensor::ExpandShapeOp::create(rewriter, loc, type, squeezed,
+                                       {splitRows(rows, 0).front()}, shape);
+}
+
+/// How an operand that is no GEMM output is read by an op over `layout`'s
+/// loops ([M, G, w] or [M, N]): as an epilogue input (row, scalar, tile of
+/// the view, column of a group).
 std::optional<AccessForm> classifyGroupAccess(AffineMap map,
                                               RankedTensorType type,
-                                              bool perElement, unsigned rows) {
+                                              bool perElement,
+                                              const GroupRead &layout) {
+  unsigned rows = layout.rows, trailing = layout.trailing();
   std::optional<SmallVector<unsigned>> read = getReadDims(map, type);
   if (!read)
     return std::nullopt;
@@ -208,9 +293,9 @@ std::optional<AccessForm> classifyGroupAccess(AffineMap map,
     return AccessForm::scalar;
   if (dims == upTo(rows))
     return AccessForm::row;
-  if (perElement && dims == upTo(rows + 2))
+  if (perElement && dims == upTo(rows + trailing))
     return AccessForm::tile;
-  if (perElement && dims == SmallVector<unsigned>{rows + 1})
+  if (perElement && dims == SmallVector<unsigned>{rows + trailing - 1})
     return AccessForm::col;
   return std::nullopt;
 }
@@ -225,31 +310,35 @@ struct AddedInputs {
 /// Records `input` as an epilogue input of `gemm` (why not, where it cannot
 /// be one: read in no form an epilogue reads, or computed after the GEMM).
 std::optional<std::string> addGroupInput(linalg::GenericOp op, OpOperand *input,
-                                         GemmOp gemm, bool perElement,
-                                         unsigned rows, AddedInputs &added) {
+                                         bool perElement,
+                                         const GroupRead &layout,
+                                         AddedInputs &added) {
   std::string which =
       "its operand #" + std::to_string(input->getOperandNumber());
   auto type = dyn_cast<RankedTensorType>(input->get().getType());
   std::optional<AccessForm> form =
       type ? classifyGroupAccess(op.getMatchingIndexingMap(input), type,
-                                 perElement, rows)
+                                 perElement, layout)
            : std::nullopt;
   if (!form)
     return which + " is read neither per row, per group element, as a "
                    "scalar nor as the GEMM's output";
-  if (!isAvailableBefore(input->get(), gemm))
+  if (!isAvailableBefore(input->get(), layout.gemm))
     return which + " is computed after the GEMM";
   added.index.back() = added.inputs.size();
   added.inputs.push_back({input->get(), *form});
   return std::nullopt;
 }
 
-/// The epilogue input an operand of an op over [M, G, w] becomes: a row
-/// vector, a scalar, the [M, N] tile of a [M, G, w] operand, or the [N]
-/// columns of a per-group-element [w] one (repeated over the groups).
+/// The epilogue input an operand of an op over [M, G, w] (or a whole row's
+/// [M, N]) becomes: a row vector, a scalar, the [M, N] tile of a [M, G, w]
+/// operand, or the [N] columns of a per-group-element [w] one (repeated over
+/// the groups).
 Value materializeGroupInput(RewriterBase &rewriter, Location loc, Value value,
                             AffineMap map, AccessForm form,
-                            ArrayRef<int64_t> viewShape, unsigned rows) {
+                            ArrayRef<int64_t> viewShape,
+                            const GroupRead &layout) {
+  unsigned rows = layout.rows;
   if (form == AccessForm::scalar)
     return materializeEpilogueInput(rewriter, loc, value, map, form);
   if (form == AccessForm::row) {
@@ -261,11 +350,15 @@ Value materializeGroupInput(RewriterBase &rewriter, Location loc, Value value,
                                            splitRows(rows, 0).front());
   }
   if (form == AccessForm::tile)
-    return tensor::CollapseShapeOp::create(rewriter, loc, value,
-                                           splitRows(rows, 2));
+    return rows == 1 && layout.wholeRow
+               ? value
+               : tensor::CollapseShapeOp::create(
+                     rewriter, loc, value, splitRows(rows, layout.trailing()));
   // A [w] vector read along the group: repeated over the G groups into N
-  // columns.
+  // columns (a whole row's [N] as it is).
   Value vector = materializeEpilogueInput(rewriter, loc, value, map, form);
+  if (layout.wholeRow)
+    return vector;
   auto type = cast<RankedTensorType>(vector.getType());
   int64_t groups = viewShape[rows], width = viewShape[rows + 1];
   MLIRContext *ctx = rewriter.getContext();
@@ -288,13 +381,13 @@ Value materializeGroupInput(RewriterBase &rewriter, Location loc, Value value,
 /// Materializes the inputs `op` adds (before the GEMM, where the rewriter
 /// stands): each read the way an epilogue reads it.
 void materializeGroupInputs(RewriterBase &rewriter, linalg::GenericOp op,
-                            AddedInputs &added, unsigned rows) {
+                            AddedInputs &added, const GroupRead &layout) {
   SmallVector<int64_t> view = op.getStaticLoopRanges();
   for (auto [i, input] : llvm::enumerate(op.getDpsInputOperands()))
     if (std::optional<unsigned> index = added.index[i])
       added.inputs[*index].value = materializeGroupInput(
           rewriter, op.getLoc(), input->get(), op.getMatchingIndexingMap(input),
-          added.inputs[*index].form, view, rows);
+          added.inputs[*index].form, view, layout);
 }
 
 //===----------------------------------------------------------------------===//
@@ -303,10 +396,12 @@ void materializeGroupInputs(RewriterBase &rewriter, linalg::GenericOp op,
 
 struct GroupReductionMatch {
   GroupRead source;
-  /// The operands but the source, as epilogue inputs.
+  /// Per operand: the statistic of the same groups it reads (a softmax's
+  /// sum of exponentials reads the maximum), if any.
+  SmallVector<std::optional<GroupRead>> statistics;
+  /// The operands but the source and the statistics, as epilogue inputs.
   AddedInputs added;
   GroupStatistic kind;
-  int64_t width;
   /// The reduced value f(element) in the body, and the element's argument.
   Value reduced;
   BlockArgument element;
@@ -314,46 +409,98 @@ struct GroupReductionMatch {
   std::optional<APFloat> init;
 };
 
+/// Whether `op`'s result reaches, through generics of the statistics (a
+/// log-sum-exp made of the maximum and the sum), an elementwise generic that
+/// also reads `result` (a GEMM output, or a view of it): a softmax's
+/// division, which makes a whole row's statistic worth computing in the
+/// epilogue rather than as partials (a cross-entropy's gather keeps those).
+bool feedsElementwiseReadOf(linalg::GenericOp op, OpResult result) {
+  auto readsResult = [&](Value input) {
+    auto expand = input.getDefiningOp<tensor::ExpandShapeOp>();
+    return input == result || (expand && expand.getSrc() == result);
+  };
+  SmallVector<Operation *> worklist{op};
+  llvm::SmallPtrSet<Operation *, 8> seen{op};
+  while (!worklist.empty()) {
+    Operation *current = worklist.pop_back_val();
+    for (Operation *user : current->getResult(0).getUsers()) {
+      auto generic = dyn_cast<linalg::GenericOp>(user);
+      if (!generic || generic.getNumResults() != 1 ||
+          !seen.insert(generic).second)
+        continue;
+      if (isElementwise(generic) &&
+          llvm::any_of(generic.getDpsInputs(), readsResult))
+        return true;
+      worklist.push_back(generic);
+    }
+  }
+  return false;
+}
+
 /// Matches `op` as a reduction over the last dimension of a GEMM output's
-/// [M, G, w] view: `out = combine(out, f(element, inputs))` from a filled
-/// constant, with `combine` an addition, maximum or minimum and the other
-/// inputs read as an epilogue reads them.
+/// [M, G, w] view, or of a whole row of at most 256 columns:
+/// `out = combine(out, f(element, inputs))` from a filled constant, with
+/// `combine` an addition, maximum or minimum and the other inputs read as an
+/// epilogue reads them or statistics of the same groups.
+/// A whole row is a group where it has at most `rowTile` columns (none:
+/// never).
 std::optional<std::string> matchGroupReduction(linalg::GenericOp op,
-                                               GroupReductionMatch &m) {
-  std::optional<int64_t> w = groupWidth(op);
-  if (!op.hasPureTensorSemantics() || op.getNumDpsInits() != 1 || !w ||
+                                               GroupReductionMatch &m,
+                                               std::optional<int64_t> rowTile) {
+  if (!op.hasPureTensorSemantics() || op.getNumDpsInits() != 1 ||
       op.getNumReductionLoops() != 1 ||
       op.getIteratorTypesArray().back() != utils::IteratorType::reduction)
     return std::string("it is not a reduction over groups of 8 to 256 "
-                       "columns (a power of two) of a GEMM result");
-  m.width = *w;
+                       "columns (a power of two), or over a row of at most "
+                       "256, of a GEMM result");
   std::optional<GroupRead> source;
   for (OpOperand *input : op.getDpsInputOperands()) {
-    std::optional<GroupRead> read =
-        getGroupRead(input->get(), op.getMatchingIndexingMap(input), w);
+    std::optional<GroupRead> read = getGroupRead(
+        input->get(), op.getMatchingIndexingMap(input), std::nullopt);
     if (read && !read->statistic && !source) {
       source = read;
       m.element = op.getBlock()->getArgument(input->getOperandNumber());
     }
   }
-  if (!source)
+  unsigned loops = op.getNumLoops();
+  if (!source || loops != source->rows + source->trailing()) {
+    for (Value input : op.getDpsInputs())
+      if (auto expand = input.getDefiningOp<tensor::ExpandShapeOp>())
+        if (expand.getSrc().getDefiningOp<GemmOp>() &&
+            !isGroupWidth(expand.getResultType().getShape().back()))
+          return std::string("it is not a reduction over groups of 8 to 256 "
+                             "columns (a power of two) of a GEMM result");
     return std::string("it does not reduce a GEMM result viewed as "
-                       "[M, N / w, w] (tensor.expand_shape)");
+                       "[M, N / w, w] (tensor.expand_shape) or a row of at "
+                       "most 256 columns");
+  }
   m.source = *source;
+  if (source->wholeRow) {
+    int64_t columns = op.getStaticLoopRanges().back();
+    if (!rowTile || columns > *rowTile)
+      return "its row of " + std::to_string(columns) +
+             " columns is wider than one tile (the row reduction's partials "
+             "serve it)";
+    if (!feedsElementwiseReadOf(op, source->result))
+      return std::string("no elementwise op reads both its result and the "
+                         "GEMM's row (the row reduction's partials serve it)");
+  }
   for (OpOperand *input : op.getDpsInputOperands()) {
     m.added.index.push_back(std::nullopt);
+    m.statistics.push_back(std::nullopt);
     if (op.getBlock()->getArgument(input->getOperandNumber()) == m.element)
       continue;
+    std::optional<GroupRead> read = getGroupRead(
+        input->get(), op.getMatchingIndexingMap(input), source->width);
+    if (read && read->statistic && read->gemm == source->gemm) {
+      m.statistics.back() = read;
+      continue;
+    }
     if (std::optional<std::string> why =
-            addGroupInput(op, input, source->gemm, /*perElement=*/true,
-                          source->rows, m.added))
+            addGroupInput(op, input, /*perElement=*/true, *source, m.added))
       return why;
   }
   MLIRContext *ctx = op.getContext();
-  unsigned loops = op.getNumLoops();
-  if (loops != source->rows + 2)
-    return std::string("it does not reduce a GEMM result viewed as "
-                       "[M, N / w, w] (tensor.expand_shape)");
   // One value per group: (d0, .., d_rows), keepdim or not.
   SmallVector<AffineExpr> perGroup;
   for (unsigned i = 0; i + 1 < loops; ++i)
@@ -396,7 +543,8 @@ std::optional<std::string> matchGroupReduction(linalg::GenericOp op,
                    !init->isNegative());
   if (!identity)
     m.init = init;
-  if (ShapedType::isDynamic(op.getStaticLoopRanges()[source->rows]))
+  if (!source->wholeRow &&
+      ShapedType::isDynamic(op.getStaticLoopRanges()[source->rows]))
     return std::string("its number of groups is dynamic");
   if (!isa<FloatType>(m.reduced.getType()))
     return std::string("it reduces a value that is not a float");
@@ -404,21 +552,23 @@ std::optional<std::string> matchGroupReduction(linalg::GenericOp op,
 }
 
 struct FuseGroupReduction : OpRewritePattern<linalg::GenericOp> {
-  using OpRewritePattern::OpRewritePattern;
+  FuseGroupReduction(MLIRContext *ctx, int64_t tile)
+      : OpRewritePattern(ctx), tile(tile) {}
 
   LogicalResult matchAndRewrite(linalg::GenericOp op,
                                 PatternRewriter &rewriter) const override {
     GroupReductionMatch m;
-    if (std::optional<std::string> why = matchGroupReduction(op, m))
+    if (std::optional<std::string> why = matchGroupReduction(op, m, tile))
       return rewriter.notifyMatchFailure(op, *why);
     GemmOp gemm = m.source.gemm;
     Location loc = op.getLoc();
     auto resultType = cast<RankedTensorType>(op.getResultTypes()[0]);
     rewriter.setInsertionPoint(gemm);
-    materializeGroupInputs(rewriter, op, m.added, m.source.rows);
-    Value destination = createEmptyWithRows(
-        rewriter, loc, gemm, {resultType.getDimSize(m.source.rows)},
-        resultType.getElementType());
+    materializeGroupInputs(rewriter, op, m.added, m.source);
+    int64_t groups =
+        m.source.wholeRow ? 1 : resultType.getDimSize(m.source.rows);
+    Value destination = createEmptyWithRows(rewriter, loc, gemm, {groups},
+                                            resultType.getElementType());
     OutputPlan plan = keepOutputs(gemm, readOnlyBy(gemm, op), destination);
     YieldOp oldYield = gemm.getYieldOp();
     Block &body = *op.getBlock();
@@ -432,13 +582,16 @@ struct FuseGroupReduction : OpRewritePattern<linalg::GenericOp> {
           for (auto [i, index] : llvm::enumerate(m.added.index))
             if (index)
               inner.map(body.getArgument(i), addedArgs[*index]);
+          for (auto [i, read] : llvm::enumerate(m.statistics))
+            if (read)
+              inner.map(body.getArgument(i), mapping.lookup(read->value));
           for (Operation &bodyOp : body.without_terminator())
             if (bodyOp.getResult(0) != body.getTerminator()->getOperand(0))
               b.clone(bodyOp, inner);
           Value reduced = inner.lookup(m.reduced);
           Value statistic =
               GroupReduceOp::create(b, loc, reduced.getType(), reduced, m.kind,
-                                    ReductionAxis::row, m.width);
+                                    ReductionAxis::row, m.source.width);
           if (m.init) {
             Value init = arith::ConstantOp::create(
                 b, loc, FloatAttr::get(reduced.getType(), *m.init));
@@ -452,17 +605,20 @@ struct FuseGroupReduction : OpRewritePattern<linalg::GenericOp> {
           SmallVector<Value> yields;
           for (unsigned result : plan.kept)
             yields.push_back(mapping.lookup(oldYield.getValues()[result]));
-          yields.push_back(GroupValueOp::create(b, loc, statistic,
-                                                ReductionAxis::row, m.width));
+          yields.push_back(GroupValueOp::create(
+              b, loc, statistic, ReductionAxis::row, m.source.width));
           return yields;
         });
     rewriter.setInsertionPoint(op);
     replaceOpAndGemm(rewriter, op,
-                     expandRows(rewriter, loc, fused->getResults().back(),
-                                resultType, m.source.rows, op.getDpsInits()[0]),
+                     reshapeGroupResult(rewriter, loc,
+                                        fused->getResults().back(), resultType,
+                                        m.source, op.getDpsInits()[0]),
                      gemm, fused, plan);
     return success();
   }
+
+  int64_t tile;
 };
 
 //===----------------------------------------------------------------------===//
@@ -474,10 +630,9 @@ struct FuseGroupReduction : OpRewritePattern<linalg::GenericOp> {
 /// adds (row values, scalars, tiles of the view's shape, per-column values
 /// of a group).
 struct GroupElementwiseMatch {
-  GemmOp gemm;
-  int64_t width = 0;
-  /// The dimensions the GEMM's rows are split into.
-  unsigned rows = 1;
+  /// A statistic it reads: the GEMM, the groups and how the op's loops lie
+  /// over them.
+  GroupRead layout;
   /// Per operand: the GEMM output it reads, or the position of the added
   /// input.
   SmallVector<std::optional<GroupRead>> reads;
@@ -491,7 +646,7 @@ struct GroupElementwiseMatch {
 std::optional<std::string> matchGroupElementwise(linalg::GenericOp op,
                                                  GroupElementwiseMatch &m) {
   if (!op.hasPureTensorSemantics() || !isElementwise(op) ||
-      op.getNumDpsInits() != 1 || op.getNumLoops() < 2)
+      op.getNumDpsInits() != 1 || op.getNumLoops() < 1)
     return std::string("it is not an elementwise op over [M, N / w, w] or "
                        "[M, N / w]");
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
@@ -500,29 +655,34 @@ std::optional<std::string> matchGroupElementwise(linalg::GenericOp op,
     return std::string("its body has ops an epilogue does not run (or reads "
                        "an index)");
   // The GEMM: the one whose statistics it reads (their width is the
-  // group's where it computes once per group).
+  // group's where it computes once per group; a whole row's statistics
+  // read along the row say it computes over the row).
+  std::optional<GroupRead> layout;
   for (OpOperand *input : op.getDpsInputOperands()) {
     std::optional<GroupRead> read = getGroupRead(
         input->get(), op.getMatchingIndexingMap(input), std::nullopt);
-    if (read && read->statistic) {
-      m.gemm = read->gemm;
-      m.width = read->width;
-      m.rows = read->rows;
-    }
+    if (read && read->statistic && (!layout || read->wholeRow))
+      layout = read;
   }
-  if (!m.gemm)
+  if (!layout)
     return std::string("it reads no statistic of groups of a GEMM's row");
-  // Over [rows..., G, w]: per element; over [rows..., G(, 1)]: per group.
-  unsigned loops = ranges.size();
-  m.perElement = loops == m.rows + 2 && ranges.back() != 1;
-  if ((loops != m.rows + 1 && loops != m.rows + 2) ||
-      (m.perElement && ranges.back() != m.width))
+  m.layout = *layout;
+  GemmOp gemm = layout->gemm;
+  // Over [rows..., G, w] or [rows..., N]: per element; over
+  // [rows..., G(, 1)] or [rows...(, 1)]: per group.
+  unsigned loops = ranges.size(), rows = layout->rows;
+  unsigned trailing = layout->trailing();
+  m.perElement = loops == rows + trailing && ranges.back() != 1;
+  int64_t columns = gemm.getRhsType().getDimSize(gemm.getTransposeB() ? 0 : 1);
+  if ((loops + 1 != rows + trailing && loops != rows + trailing) ||
+      (m.perElement &&
+       ranges.back() != (layout->wholeRow ? columns : layout->width)))
     return std::string("it is not an elementwise op over [M, N / w, w] or "
                        "[M, N / w]");
   for (OpOperand *input : op.getDpsInputOperands()) {
-    std::optional<GroupRead> read =
-        getGroupRead(input->get(), op.getMatchingIndexingMap(input), m.width);
-    if (read && read->gemm != m.gemm)
+    std::optional<GroupRead> read = getGroupRead(
+        input->get(), op.getMatchingIndexingMap(input), layout->width);
+    if (read && read->gemm != gemm)
       return std::string("it reads the outputs of two GEMMs");
     if (read && !read->statistic && !m.perElement)
       return std::string("it reads a GEMM's tile once per group");
@@ -531,12 +691,12 @@ std::optional<std::string> matchGroupElementwise(linalg::GenericOp op,
     if (read)
       continue;
     if (std::optional<std::string> why =
-            addGroupInput(op, input, m.gemm, m.perElement, m.rows, m.added))
+            addGroupInput(op, input, m.perElement, *layout, m.added))
       return why;
   }
   m.scalars = capturedScalars(*op.getBlock());
   for (Value scalar : m.scalars) {
-    if (!isAvailableBefore(scalar, m.gemm))
+    if (!isAvailableBefore(scalar, gemm))
       return std::string("a scalar its body reads is computed after the GEMM");
     m.added.inputs.push_back({scalar, AccessForm::scalar});
   }
@@ -553,17 +713,19 @@ struct FuseGroupElementwise : OpRewritePattern<linalg::GenericOp> {
       return rewriter.notifyMatchFailure(op, *why);
     auto resultType = cast<RankedTensorType>(op.getResultTypes()[0]);
     SmallVector<int64_t> view = op.getStaticLoopRanges();
-    int64_t groups = view[m.rows];
+    const GroupRead &layout = m.layout;
+    // A whole row's columns, or the groups of a row and their width.
+    int64_t groups = layout.wholeRow ? 1 : view[layout.rows];
     if (ShapedType::isDynamic(groups))
       return rewriter.notifyMatchFailure(op, "dynamic group count");
-    GemmOp gemm = m.gemm;
+    int64_t columns = layout.wholeRow ? view.back() : groups * layout.width;
+    GemmOp gemm = layout.gemm;
     Location loc = op.getLoc();
     rewriter.setInsertionPoint(gemm);
-    materializeGroupInputs(rewriter, op, m.added, m.rows);
+    materializeGroupInputs(rewriter, op, m.added, layout);
     Type element = resultType.getElementType();
     Value destination = createEmptyWithRows(
-        rewriter, loc, gemm, {m.perElement ? groups * m.width : groups},
-        element);
+        rewriter, loc, gemm, {m.perElement ? columns : groups}, element);
     OutputPlan plan = keepOutputs(gemm, readOnlyBy(gemm, op), destination);
     YieldOp oldYield = gemm.getYieldOp();
     Block &body = *op.getBlock();
@@ -587,26 +749,27 @@ struct FuseGroupElementwise : OpRewritePattern<linalg::GenericOp> {
           SmallVector<Value> yields;
           for (unsigned result : plan.kept)
             yields.push_back(mapping.lookup(oldYield.getValues()[result]));
-          yields.push_back(m.perElement
-                               ? value
-                               : GroupValueOp::create(
-                                     b, loc, value, ReductionAxis::row, m.width)
-                                     .getResult());
+          yields.push_back(m.perElement ? value
+                                        : GroupValueOp::create(
+                                              b, loc, value, ReductionAxis::row,
+                                              layout.width)
+                                              .getResult());
           return yields;
         });
     Value written = fused->getResults().back();
     rewriter.setInsertionPoint(op);
-    Value replacement = expandRows(rewriter, loc, written, resultType, m.rows,
-                                   op.getDpsInits()[0]);
+    Value replacement = reshapeGroupResult(rewriter, loc, written, resultType,
+                                           layout, op.getDpsInits()[0]);
     replaceOpAndGemm(rewriter, op, replacement, gemm, fused, plan);
     return success();
   }
 };
 
 struct CodaFuseGroupsPass : coda::impl::CodaFuseGroupsBase<CodaFuseGroupsPass> {
+  using CodaFuseGroupsBase::CodaFuseGroupsBase;
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    populateFuseGroupsPatterns(patterns);
+    populateFuseGroupsPatterns(patterns, tile);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }
@@ -616,8 +779,9 @@ struct CodaFuseGroupsPass : coda::impl::CodaFuseGroupsBase<CodaFuseGroupsPass> {
 
 std::optional<std::string> mlir::coda::whyNotFusedGroup(linalg::GenericOp op) {
   if (op.getNumReductionLoops() != 0) {
+    // The report asks of views only (readsGroupStatistics): no whole rows.
     GroupReductionMatch m;
-    return matchGroupReduction(op, m);
+    return matchGroupReduction(op, m, /*rowTile=*/std::nullopt);
   }
   GroupElementwiseMatch m;
   return matchGroupElementwise(op, m);
@@ -637,6 +801,8 @@ bool mlir::coda::readsGroupStatistics(linalg::GenericOp op) {
   });
 }
 
-void mlir::coda::populateFuseGroupsPatterns(RewritePatternSet &patterns) {
-  patterns.add<FuseGroupReduction, FuseGroupElementwise>(patterns.getContext());
+void mlir::coda::populateFuseGroupsPatterns(RewritePatternSet &patterns,
+                                            int64_t tile) {
+  patterns.add<FuseGroupReduction>(patterns.getContext(), tile);
+  patterns.add<FuseGroupElementwise>(patterns.getContext());
 }

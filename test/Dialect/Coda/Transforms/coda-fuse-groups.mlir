@@ -1,4 +1,5 @@
 // RUN: coda-opt %s --coda-fuse-groups --split-input-file | FileCheck %s
+// RUN: coda-opt %s --coda-fuse-groups=tile=32 --split-input-file | FileCheck %s --check-prefix=NARROW
 
 // The 1 x 128 quantization on coda.gemm's output viewed as [M, N / 128, 128],
 // with a per-token row scale and a scalar read by the statistic's math: the
@@ -161,4 +162,89 @@ func.func @two_gemms(%x: tensor<8x64xbf16>, %w: tensor<128x64xbf16>, %w2: tensor
     linalg.yield %d : f32
   } -> tensor<8x2x64xf32>
   return %o : tensor<8x2x64xf32>
+}
+
+// -----
+
+// A whole row of 48 columns (<= the tile): one group of 64. Its maximum,
+// read with the row by the softmax's exponential, becomes a statistic; the
+// sum of exponentials reads that statistic; the division reads both. A row
+// maximum only a reduction of another GEMM reads (@lone_max) keeps its
+// partials. With tile=32 the row spans two tiles: nothing changes.
+// CHECK-LABEL: func.func @row_softmax
+//       CHECK: coda.gemm
+//  CHECK-NEXT: epilogue(%[[ACC:.+]])
+//       CHECK: %[[MAX:.+]] = coda.group_reduce max %[[ACC]] row group 64
+//       CHECK: %[[D:.+]] = arith.subf %[[ACC]], %[[MAX]]
+//       CHECK: %[[E:.+]] = math.exp %[[D]]
+//       CHECK: %[[SUM:.+]] = coda.group_reduce sum %[[E]] row group 64
+//       CHECK: arith.divf %{{.+}}, %[[SUM]]
+//       CHECK: coda.yield %{{.+}} : f32
+//   CHECK-NOT: linalg.generic
+// NARROW-LABEL: func.func @row_softmax
+//   NARROW-NOT: coda.group_reduce
+// NARROW-COUNT-3: linalg.generic
+#id2 = affine_map<(t, e) -> (t, e)>
+#keep = affine_map<(t, e) -> (t, 0)>
+func.func @row_softmax(%x: tensor<?x64xbf16>, %w: tensor<48x64xbf16>) -> tensor<?x48xf32> {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %m = tensor.dim %x, %c0 : tensor<?x64xbf16>
+  %e = tensor.empty(%m) : tensor<?x48xf32>
+  %y = coda.gemm %x, %w transpose_b : tensor<?x64xbf16>, tensor<48x64xbf16>
+      epilogue(%acc) outs(%e : tensor<?x48xf32>) {
+    coda.yield %acc : f32
+  }
+  %ek = tensor.empty(%m) : tensor<?x1xf32>
+  %fm = linalg.fill ins(%ninf : f32) outs(%ek : tensor<?x1xf32>) -> tensor<?x1xf32>
+  %max = linalg.generic {indexing_maps = [#id2, #keep], iterator_types = ["parallel", "reduction"]}
+      ins(%y : tensor<?x48xf32>) outs(%fm : tensor<?x1xf32>) {
+  ^bb0(%l: f32, %a: f32):
+    %r = arith.maximumf %l, %a : f32
+    linalg.yield %r : f32
+  } -> tensor<?x1xf32>
+  %fz = linalg.fill ins(%zero : f32) outs(%ek : tensor<?x1xf32>) -> tensor<?x1xf32>
+  %sum = linalg.generic {indexing_maps = [#id2, #keep, #keep], iterator_types = ["parallel", "reduction"]}
+      ins(%y, %max : tensor<?x48xf32>, tensor<?x1xf32>) outs(%fz : tensor<?x1xf32>) {
+  ^bb0(%l: f32, %mx: f32, %a: f32):
+    %d = arith.subf %l, %mx : f32
+    %x1 = math.exp %d : f32
+    %r = arith.addf %x1, %a : f32
+    linalg.yield %r : f32
+  } -> tensor<?x1xf32>
+  %p = linalg.generic {indexing_maps = [#id2, #keep, #keep, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%y, %max, %sum : tensor<?x48xf32>, tensor<?x1xf32>, tensor<?x1xf32>) outs(%e : tensor<?x48xf32>) {
+  ^bb0(%l: f32, %mx: f32, %s: f32, %o: f32):
+    %d = arith.subf %l, %mx : f32
+    %x1 = math.exp %d : f32
+    %r = arith.divf %x1, %s : f32
+    linalg.yield %r : f32
+  } -> tensor<?x48xf32>
+  return %p : tensor<?x48xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @lone_max
+//   CHECK-NOT: coda.group_reduce
+//       CHECK: linalg.generic
+#id2 = affine_map<(t, e) -> (t, e)>
+#keep = affine_map<(t, e) -> (t, 0)>
+func.func @lone_max(%x: tensor<8x64xbf16>, %w: tensor<48x64xbf16>) -> tensor<8x1xf32> {
+  %ninf = arith.constant 0xFF800000 : f32
+  %e = tensor.empty() : tensor<8x48xf32>
+  %y = coda.gemm %x, %w transpose_b : tensor<8x64xbf16>, tensor<48x64xbf16>
+      epilogue(%acc) outs(%e : tensor<8x48xf32>) {
+    coda.yield %acc : f32
+  }
+  %ek = tensor.empty() : tensor<8x1xf32>
+  %fm = linalg.fill ins(%ninf : f32) outs(%ek : tensor<8x1xf32>) -> tensor<8x1xf32>
+  %max = linalg.generic {indexing_maps = [#id2, #keep], iterator_types = ["parallel", "reduction"]}
+      ins(%y : tensor<8x48xf32>) outs(%fm : tensor<8x1xf32>) {
+  ^bb0(%l: f32, %a: f32):
+    %r = arith.maximumf %l, %a : f32
+    linalg.yield %r : f32
+  } -> tensor<8x1xf32>
+  return %max : tensor<8x1xf32>
 }

@@ -38,7 +38,7 @@ void populateFuseRoPEPatterns(RewritePatternSet &patterns);
 void populateFusePointwisePatterns(RewritePatternSet &patterns);
 /// Statistics over groups of a GEMM's row ([M, N / w, w] views) and what
 /// reads them -> group_reduce / group_value in its epilogue.
-void populateFuseGroupsPatterns(RewritePatternSet &patterns);
+void populateFuseGroupsPatterns(RewritePatternSet &patterns, int64_t tile);
 /// Per-row gathers of a function of a GEMM output -> coda.row_select.
 void populateFuseGathersPatterns(RewritePatternSet &patterns);
 /// Row and column reductions of a GEMM output -> per-tile partials + finish.

@@ -139,7 +139,18 @@ def CodaFuseGroups : Pass<"coda-fuse-groups"> {
     scalars, [M, N / w, w] tensors and per-group-element vectors a tile
     output of the GEMM. Outputs only the fused ops read are no longer
     written, so the [M, N] product never reaches memory.
+
+    A whole row of at most `tile` columns (and 256) that one tile holds is
+    one group (its width the power of two the row rounds up to) where an
+    elementwise op reads both its statistic and the row: a softmax over a
+    MoE router's experts or a log-softmax over a few classes is then one
+    GEMM, where row partials would need a finishing kernel.
   }];
+  let options = [
+    Option<"tile", "tile", "int64_t", "128",
+           "the most columns of a whole row taken as one group (the GEMM's "
+           "tile along N)">
+  ];
   let dependentDialects = ["::mlir::coda::CodaDialect",
                            "::mlir::tensor::TensorDialect"];
 }
