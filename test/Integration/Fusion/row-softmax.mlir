@@ -7,7 +7,10 @@
 // over 60 experts (the row is one group of 64 columns, the last 4 outside
 // the output) for 13 tokens, its normalizer returned; and a log-softmax
 // over 5 classes for one token (the row rounds up to a group of 8), whose
-// log-sum-exp is a statistic of the statistics, returned squeezed.
+// log-sum-exp is a statistic of the statistics, returned squeezed; and a
+// top-1 router's choice as torch-mlir lowers torch.max(logits, dim=-1)
+// (the maximum and the index of its first occurrence), of logits rounded
+// down so that rows hold ties.
 // --coda-fuse makes each one GEMM whose epilogue computes the statistics:
 // no partials, no kernel after the GEMM.
 
@@ -15,6 +18,8 @@
 // CHECK: coda-check ok: 13 elements
 // CHECK: coda-check ok: 5 elements
 // CHECK: coda-check ok: 1 elements
+// CHECK: coda-check ok: 13 elements
+// CHECK: coda-check ok: 13 elements
 
 // FUSED-LABEL: func.func @reference
 // FUSED: coda.gemm %arg0, %arg1 transpose_b : tensor<13x32xbf16>, tensor<60x32xbf16>
@@ -31,6 +36,13 @@
 // FUSED: coda.group_reduce sum %{{.+}} row group 8 : f32 -> f32
 // FUSED: math.log
 // FUSED: coda.yield %{{.+}}, %{{.+}} : !coda.grouped<f32>, f32
+// FUSED: coda.gemm %arg0, %arg4 transpose_b : tensor<13x32xbf16>, tensor<60x32xbf16>
+// FUSED: %[[FL:.+]] = math.floor
+// FUSED-DAG: coda.group_reduce max %[[FL]] row group 64 : f32 -> f32
+// FUSED-DAG: %[[AT:.+]] = coda.group_reduce argmax %[[FL]] row group 64 : f32 -> index
+// FUSED-DAG: %[[I:.+]] = arith.index_cast %[[AT]] : index to i64
+// FUSED: arith.sitofp
+// FUSED: coda.yield %{{.+}}, %{{.+}} : !coda.grouped<f32>, !coda.grouped<f32>
 // FUSED-NOT: linalg.generic
 // FUSED-NOT: coda.reduce_partials
 
@@ -43,8 +55,10 @@
 
 
 func.func @reference(%x: tensor<13x32xbf16>, %wr: tensor<60x32xbf16>,
-                     %t: tensor<1x32xbf16>, %wc: tensor<5x32xbf16>)
-    -> (tensor<13x60xf32>, tensor<13x1xf32>, tensor<1x5xf32>, tensor<1xf32>) {
+                     %t: tensor<1x32xbf16>, %wc: tensor<5x32xbf16>,
+                     %wt: tensor<60x32xbf16>)
+    -> (tensor<13x60xf32>, tensor<13x1xf32>, tensor<1x5xf32>, tensor<1xf32>,
+        tensor<13xf32>, tensor<13xf32>) {
   %zero = arith.constant 0.0 : f32
   %ninf = arith.constant 0xFF800000 : f32
   // The router: softmax over 60 experts.
@@ -121,5 +135,37 @@ func.func @reference(%x: tensor<13x32xbf16>, %wr: tensor<60x32xbf16>,
     %r = arith.subf %l, %s : f32
     linalg.yield %r : f32
   } -> tensor<1x5xf32>
-  return %probs, %sum, %logp, %lse : tensor<13x60xf32>, tensor<13x1xf32>, tensor<1x5xf32>, tensor<1xf32>
+  // A top-1 router: the largest (rounded) logit and its expert.
+  %z2 = linalg.fill ins(%zero : f32) outs(%e : tensor<13x60xf32>) -> tensor<13x60xf32>
+  %y2 = linalg.matmul indexing_maps = [#lhs, #rhsT, #out]
+      ins(%x, %wt : tensor<13x32xbf16>, tensor<60x32xbf16>) outs(%z2 : tensor<13x60xf32>) -> tensor<13x60xf32>
+  %fl = linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%y2 : tensor<13x60xf32>) outs(%e : tensor<13x60xf32>) {
+  ^bb0(%l: f32, %o: f32):
+    %f = math.floor %l : f32
+    linalg.yield %f : f32
+  } -> tensor<13x60xf32>
+  %ev = tensor.empty() : tensor<13xf32>
+  %fv = linalg.fill ins(%ninf : f32) outs(%ev : tensor<13xf32>) -> tensor<13xf32>
+  %c0i = arith.constant 0 : i64
+  %ei = tensor.empty() : tensor<13xi64>
+  %fi = linalg.fill ins(%c0i : i64) outs(%ei : tensor<13xi64>) -> tensor<13xi64>
+  %top:2 = linalg.generic {indexing_maps = [#id2, #row, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%fl : tensor<13x60xf32>) outs(%fv, %fi : tensor<13xf32>, tensor<13xi64>) {
+  ^bb0(%new: f32, %old: f32, %oldi: i64):
+    %j = linalg.index 1 : index
+    %ji = arith.index_cast %j : index to i64
+    %m = arith.maximumf %new, %old : f32
+    %gt = arith.cmpf ogt, %new, %old : f32
+    %i = arith.select %gt, %ji, %oldi : i64
+    linalg.yield %m, %i : f32, i64
+  } -> (tensor<13xf32>, tensor<13xi64>)
+  // The expert as f32: the differential check compares float tensors.
+  %expert = linalg.generic {indexing_maps = [affine_map<(t) -> (t)>, affine_map<(t) -> (t)>], iterator_types = ["parallel"]}
+      ins(%top#1 : tensor<13xi64>) outs(%ev : tensor<13xf32>) {
+  ^bb0(%i: i64, %o: f32):
+    %f = arith.sitofp %i : i64 to f32
+    linalg.yield %f : f32
+  } -> tensor<13xf32>
+  return %probs, %sum, %logp, %lse, %top#0, %expert : tensor<13x60xf32>, tensor<13x1xf32>, tensor<1x5xf32>, tensor<1xf32>, tensor<13xf32>, tensor<13xf32>
 }

@@ -19,6 +19,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace mlir::coda {
@@ -192,7 +193,8 @@ struct OutputPlan {
   SmallVector<Value> outputs;
   SmallVector<unsigned> kept;
 };
-OutputPlan keepOutputs(GemmOp gemm, ArrayRef<OpResult> dropped, Value added) {
+OutputPlan keepOutputs(GemmOp gemm, ArrayRef<OpResult> dropped,
+                       ValueRange added) {
   OutputPlan plan;
   for (OpResult result : gemm->getResults()) {
     if (llvm::is_contained(dropped, result))
@@ -200,7 +202,7 @@ OutputPlan keepOutputs(GemmOp gemm, ArrayRef<OpResult> dropped, Value added) {
     plan.kept.push_back(result.getResultNumber());
     plan.outputs.push_back(gemm.getOutputs()[result.getResultNumber()]);
   }
-  plan.outputs.push_back(added);
+  llvm::append_range(plan.outputs, added);
   return plan;
 }
 
@@ -220,8 +222,9 @@ SmallVector<OpResult> readOnlyBy(GemmOp gemm, Operation *op) {
 
 /// Replaces `op` by `replacement`, then `gemm` by `fused`, whose first
 /// results are `plan.kept`'s (the others only `op` read).
-void replaceOpAndGemm(RewriterBase &rewriter, Operation *op, Value replacement,
-                      GemmOp gemm, GemmOp fused, const OutputPlan &plan) {
+void replaceOpAndGemm(RewriterBase &rewriter, Operation *op,
+                      ValueRange replacement, GemmOp gemm, GemmOp fused,
+                      const OutputPlan &plan) {
   rewriter.replaceOp(op, replacement);
   for (auto [i, result] : llvm::enumerate(plan.kept))
     rewriter.replaceAllUsesWith(gemm->getResult(result), fused->getResult(i));
@@ -407,6 +410,9 @@ struct GroupReductionMatch {
   BlockArgument element;
   /// The initial value, where it is not the statistic's identity.
   std::optional<APFloat> init;
+  /// For an arg-max (a second result: the index of the first maximum, as
+  /// torch.max(x, dim) and torch.argmax lower), the index's type.
+  Type indexType;
 };
 
 /// Whether `op`'s result reaches, through generics of the statistics (a
@@ -442,12 +448,61 @@ bool feedsElementwiseReadOf(linalg::GenericOp op, OpResult result) {
 /// `out = combine(out, f(element, inputs))` from a filled constant, with
 /// `combine` an addition, maximum or minimum and the other inputs read as an
 /// epilogue reads them or statistics of the same groups.
+/// Whether `init` is a linalg.fill of the integer constant 0.
+bool isZeroFilled(Value init) {
+  auto fill = init.getDefiningOp<linalg::FillOp>();
+  return fill && matchPattern(fill.getInputs()[0], m_Zero());
+}
+
+/// Matches the body of an arg-max as torch-mlir lowers torch.max(x, dim)
+/// and torch.argmax: `max = maximumf(v, max)`, `index = select(v > max,
+/// index_cast(linalg.index), index)` from -inf and 0, so the index is the
+/// first maximum's. `v` (a function of the element) is reduced.
+std::optional<std::string> matchArgmaxBody(linalg::GenericOp op,
+                                           GroupReductionMatch &m) {
+  Block &body = *op.getBlock();
+  Operation *yield = body.getTerminator();
+  BlockArgument outValue = body.getArgument(op.getNumDpsInputs());
+  BlockArgument outIndex = body.getArgument(op.getNumDpsInputs() + 1);
+  auto max = yield->getOperand(0).getDefiningOp<arith::MaximumFOp>();
+  auto select = yield->getOperand(1).getDefiningOp<arith::SelectOp>();
+  auto compare = select ? select.getCondition().getDefiningOp<arith::CmpFOp>()
+                        : arith::CmpFOp();
+  auto cast = select ? select.getTrueValue().getDefiningOp<arith::IndexCastOp>()
+                     : arith::IndexCastOp();
+  auto index =
+      cast ? cast.getIn().getDefiningOp<linalg::IndexOp>() : linalg::IndexOp();
+  std::string notArgmax = "its two results are not a maximum and the index "
+                          "of its first occurrence";
+  if (!max || !compare || !index || select.getFalseValue() != outIndex ||
+      !llvm::is_contained(max->getOperands(), outValue) ||
+      compare.getPredicate() != arith::CmpFPredicate::OGT ||
+      compare.getRhs() != outValue || index.getDim() != op.getNumLoops() - 1)
+    return notArgmax;
+  m.kind = GroupStatistic::max;
+  m.reduced = max.getLhs() == outValue ? max.getRhs() : max.getLhs();
+  m.indexType = cast.getType();
+  if (compare.getLhs() != m.reduced)
+    return notArgmax;
+  auto reads = readBlockArguments(m.reduced, body);
+  if (!reads || reads->contains(outValue) || reads->contains(outIndex))
+    return std::string("the value it reduces depends on the running value");
+  std::optional<APFloat> init = getFillConstant(op.getDpsInits()[0]);
+  if (!init || !init->isInfinity() || !init->isNegative() ||
+      !isZeroFilled(op.getDpsInits()[1]))
+    return std::string("its maximum does not start from -inf and its index "
+                       "from 0");
+  if (!isa<FloatType>(m.reduced.getType()))
+    return std::string("it reduces a value that is not a float");
+  return std::nullopt;
+}
+
 /// A whole row is a group where it has at most `rowTile` columns (none:
 /// never).
 std::optional<std::string> matchGroupReduction(linalg::GenericOp op,
                                                GroupReductionMatch &m,
                                                std::optional<int64_t> rowTile) {
-  if (!op.hasPureTensorSemantics() || op.getNumDpsInits() != 1 ||
+  if (!op.hasPureTensorSemantics() || op.getNumDpsInits() > 2 ||
       op.getNumReductionLoops() != 1 ||
       op.getIteratorTypesArray().back() != utils::IteratorType::reduction)
     return std::string("it is not a reduction over groups of 8 to 256 "
@@ -481,9 +536,12 @@ std::optional<std::string> matchGroupReduction(linalg::GenericOp op,
       return "its row of " + std::to_string(columns) +
              " columns is wider than one tile (the row reduction's partials "
              "serve it)";
-    if (!feedsElementwiseReadOf(op, source->result))
+    if (op.getNumDpsInits() == 1 && !feedsElementwiseReadOf(op, source->result))
       return std::string("no elementwise op reads both its result and the "
                          "GEMM's row (the row reduction's partials serve it)");
+  } else if (op.getNumDpsInits() == 2) {
+    return std::string("its arg-max is over groups of a view (only a whole "
+                       "row's is fused)");
   }
   for (OpOperand *input : op.getDpsInputOperands()) {
     m.added.index.push_back(std::nullopt);
@@ -505,14 +563,20 @@ std::optional<std::string> matchGroupReduction(linalg::GenericOp op,
   SmallVector<AffineExpr> perGroup;
   for (unsigned i = 0; i + 1 < loops; ++i)
     perGroup.push_back(getAffineDimExpr(i, ctx));
-  AffineMap initMap = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
   AffineMap squeezed = AffineMap::get(loops, 0, perGroup, ctx);
   perGroup.push_back(getAffineConstantExpr(0, ctx));
-  if (initMap != squeezed && initMap != AffineMap::get(loops, 0, perGroup, ctx))
-    return std::string("its result is not one value per group");
+  AffineMap keepdim = AffineMap::get(loops, 0, perGroup, ctx);
+  for (OpOperand &init : op.getDpsInitsMutable()) {
+    AffineMap initMap = op.getMatchingIndexingMap(&init);
+    if (initMap != squeezed && initMap != keepdim)
+      return std::string("its result is not one value per group");
+  }
   Block &body = *op.getBlock();
-  if (!hasOnlyEpilogueComputeOps(body, /*allowIndex=*/false))
+  bool argmax = op.getNumDpsInits() == 2;
+  if (!hasOnlyEpilogueComputeOps(body, /*allowIndex=*/argmax))
     return std::string("its body has ops an epilogue does not run");
+  if (argmax)
+    return matchArgmaxBody(op, m);
   Operation *combine = body.getTerminator()->getOperand(0).getDefiningOp();
   BlockArgument out = body.getArgument(op.getNumDpsInputs());
   if (!combine || combine->getNumOperands() != 2 || !out.hasOneUse() ||
@@ -551,6 +615,21 @@ std::optional<std::string> matchGroupReduction(linalg::GenericOp op,
   return std::nullopt;
 }
 
+/// Clones the ops of `body` that `value` is computed from, in order.
+void cloneComputing(OpBuilder &b, Block &body, Value value,
+                    IRMapping &mapping) {
+  llvm::SmallPtrSet<Operation *, 16> needed;
+  SmallVector<Value> worklist{value};
+  while (!worklist.empty()) {
+    Operation *def = worklist.pop_back_val().getDefiningOp();
+    if (def && def->getBlock() == &body && needed.insert(def).second)
+      llvm::append_range(worklist, def->getOperands());
+  }
+  for (Operation &op : body.without_terminator())
+    if (needed.contains(&op))
+      b.clone(op, mapping);
+}
+
 struct FuseGroupReduction : OpRewritePattern<linalg::GenericOp> {
   FuseGroupReduction(MLIRContext *ctx, int64_t tile)
       : OpRewritePattern(ctx), tile(tile) {}
@@ -567,9 +646,12 @@ struct FuseGroupReduction : OpRewritePattern<linalg::GenericOp> {
     materializeGroupInputs(rewriter, op, m.added, m.source);
     int64_t groups =
         m.source.wholeRow ? 1 : resultType.getDimSize(m.source.rows);
-    Value destination = createEmptyWithRows(rewriter, loc, gemm, {groups},
-                                            resultType.getElementType());
-    OutputPlan plan = keepOutputs(gemm, readOnlyBy(gemm, op), destination);
+    SmallVector<Value> destinations;
+    for (Type type : op.getResultTypes())
+      destinations.push_back(
+          createEmptyWithRows(rewriter, loc, gemm, {groups},
+                              cast<RankedTensorType>(type).getElementType()));
+    OutputPlan plan = keepOutputs(gemm, readOnlyBy(gemm, op), destinations);
     YieldOp oldYield = gemm.getYieldOp();
     Block &body = *op.getBlock();
     GemmOp fused = rebuildGemm(
@@ -585,9 +667,7 @@ struct FuseGroupReduction : OpRewritePattern<linalg::GenericOp> {
           for (auto [i, read] : llvm::enumerate(m.statistics))
             if (read)
               inner.map(body.getArgument(i), mapping.lookup(read->value));
-          for (Operation &bodyOp : body.without_terminator())
-            if (bodyOp.getResult(0) != body.getTerminator()->getOperand(0))
-              b.clone(bodyOp, inner);
+          cloneComputing(b, body, m.reduced, inner);
           Value reduced = inner.lookup(m.reduced);
           Value statistic =
               GroupReduceOp::create(b, loc, reduced.getType(), reduced, m.kind,
@@ -607,14 +687,26 @@ struct FuseGroupReduction : OpRewritePattern<linalg::GenericOp> {
             yields.push_back(mapping.lookup(oldYield.getValues()[result]));
           yields.push_back(GroupValueOp::create(
               b, loc, statistic, ReductionAxis::row, m.source.width));
+          if (m.indexType) {
+            Value first = GroupReduceOp::create(
+                b, loc, b.getIndexType(), reduced, GroupStatistic::argmax,
+                ReductionAxis::row, m.source.width);
+            Value index =
+                arith::IndexCastOp::create(b, loc, m.indexType, first);
+            yields.push_back(GroupValueOp::create(
+                b, loc, index, ReductionAxis::row, m.source.width));
+          }
           return yields;
         });
     rewriter.setInsertionPoint(op);
-    replaceOpAndGemm(rewriter, op,
-                     reshapeGroupResult(rewriter, loc,
-                                        fused->getResults().back(), resultType,
-                                        m.source, op.getDpsInits()[0]),
-                     gemm, fused, plan);
+    SmallVector<Value> replacements;
+    unsigned first = fused->getNumResults() - op->getNumResults();
+    for (auto [i, result] : llvm::enumerate(op->getResults()))
+      replacements.push_back(
+          reshapeGroupResult(rewriter, loc, fused->getResult(first + i),
+                             cast<RankedTensorType>(result.getType()), m.source,
+                             op.getDpsInits()[i]));
+    replaceOpAndGemm(rewriter, op, replacements, gemm, fused, plan);
     return success();
   }
 
