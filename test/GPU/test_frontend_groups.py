@@ -3,8 +3,9 @@
 [T, N / w, w]) and fused by coda-compile into one GEMM each, run whole by the
 runtime against PyTorch: the blockwise 1 x 128 FP8 quantization's codes and
 scales bit for bit (small integer operands: every product and sum exact in
-f32), Qwen3's QK-norm within bf16 of the f64 computation. Each run twice,
-bitwise equal.
+f32), Qwen3's QK-norm within bf16 of the f64 computation, a MoE router's
+softmax over 60 experts within f32 and its top-1 expert (the first of tied
+maxima) exactly. Each run twice, bitwise equal.
 """
 
 import json
@@ -32,7 +33,7 @@ def test_each_form_is_one_gemm():
     with open(os.path.join(CASE, "manifest.json")) as f:
         kernels = json.load(f)["kernels"]
     gemms = sorted(k["function"] for k in kernels if k["kind"] == "gemm")
-    assert gemms == ["blockwise_quantize", "qk_norm"]
+    assert gemms == ["blockwise_quantize", "qk_norm", "router"]
 
 
 def test_blockwise_quantize(module):
@@ -66,6 +67,24 @@ def test_qk_norm(module):
     # The projection and the normalized value each rounded to bf16, then
     # the product with the bf16 weight: three roundings.
     torch.testing.assert_close(out.double(), ref, rtol=3e-2, atol=1e-2 * scale)
+
+
+def test_router(module):
+    torch.manual_seed(0)
+    # Small integers: every logit exact in f32, many rows with tied maxima.
+    x = torch.randint(-2, 3, (200, 256), device="cuda").bfloat16()
+    w = torch.randint(-2, 3, (60, 256), device="cuda").bfloat16()
+    x[100] = 0
+    probs = poison(200, 60)
+    expert = torch.full((200,), -1, dtype=torch.int64, device="cuda")
+    run_function(module, "router", x, w, probs, expert)
+    logits = x.double() @ w.double().T
+    torch.testing.assert_close(probs.double(), torch.softmax(logits, -1),
+                               rtol=1e-5, atol=1e-7)
+    first = (logits == logits.amax(-1, keepdim=True)).double().argmax(-1)
+    assert torch.equal(expert, first)
+    ties = ((logits == logits.amax(-1, keepdim=True)).sum(-1) > 1).sum().item()
+    assert ties > 10 and expert[100].item() == 0
 
 
 def test_head_norm_backward():

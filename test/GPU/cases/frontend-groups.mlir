@@ -2,8 +2,10 @@
 // output viewed as [T, N / w, w]), which coda-compile fuses into the GEMMs'
 // epilogues (test_frontend_groups.py): a blockwise 1 x 128 FP8 quantization
 // of x W^T, and Qwen3's QK-norm (a bf16 projection, each head's RMSNorm in
-// f32 with a per-head-dimension weight, rounded to bf16). 200 tokens: no
-// tile divides them.
+// f32 with a per-head-dimension weight, rounded to bf16), and a MoE
+// router over 60 experts (a whole row, one group of 64): the softmax's
+// probabilities and the top-1 expert as torch.max(logits, -1) lowers.
+// 200 tokens: no tile divides them.
 
 #lhs = affine_map<(m, n, k) -> (m, k)>
 #rhsT = affine_map<(m, n, k) -> (n, k)>
@@ -12,6 +14,8 @@
 #id3 = affine_map<(m, g, e) -> (m, g, e)>
 #group3 = affine_map<(m, g, e) -> (m, g, 0)>
 #elem = affine_map<(m, g, e) -> (e)>
+#keep = affine_map<(m, n) -> (m, 0)>
+#row = affine_map<(m, n) -> (m)>
 
 func.func @blockwise_quantize(%x: tensor<200x256xbf16>, %w: tensor<384x256xbf16>)
     -> (tensor<200x384xf8E4M3FN>, tensor<200x3xf32>) {
@@ -103,4 +107,55 @@ func.func @qk_norm(%x: tensor<200x256xbf16>, %w: tensor<512x256xbf16>, %gamma: t
   } -> tensor<200x4x128xbf16>
   %out = tensor.collapse_shape %n [[0], [1, 2]] : tensor<200x4x128xbf16> into tensor<200x512xbf16>
   return %out : tensor<200x512xbf16>
+}
+
+func.func @router(%x: tensor<200x256xbf16>, %wr: tensor<60x256xbf16>)
+    -> (tensor<200x60xf32>, tensor<200xi64>) {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %e = tensor.empty() : tensor<200x60xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<200x60xf32>) -> tensor<200x60xf32>
+  %logits = linalg.matmul indexing_maps = [#lhs, #rhsT, #out]
+      ins(%x, %wr : tensor<200x256xbf16>, tensor<60x256xbf16>) outs(%z : tensor<200x60xf32>) -> tensor<200x60xf32>
+  %ek = tensor.empty() : tensor<200x1xf32>
+  %fm = linalg.fill ins(%ninf : f32) outs(%ek : tensor<200x1xf32>) -> tensor<200x1xf32>
+  %max = linalg.generic {indexing_maps = [#id2, #keep], iterator_types = ["parallel", "reduction"]}
+      ins(%logits : tensor<200x60xf32>) outs(%fm : tensor<200x1xf32>) {
+  ^bb0(%l: f32, %m: f32):
+    %r = arith.maximumf %l, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<200x1xf32>
+  %fz = linalg.fill ins(%zero : f32) outs(%ek : tensor<200x1xf32>) -> tensor<200x1xf32>
+  %sum = linalg.generic {indexing_maps = [#id2, #keep, #keep], iterator_types = ["parallel", "reduction"]}
+      ins(%logits, %max : tensor<200x60xf32>, tensor<200x1xf32>) outs(%fz : tensor<200x1xf32>) {
+  ^bb0(%l: f32, %m: f32, %s: f32):
+    %d = arith.subf %l, %m : f32
+    %x1 = math.exp %d : f32
+    %a = arith.addf %x1, %s : f32
+    linalg.yield %a : f32
+  } -> tensor<200x1xf32>
+  %probs = linalg.generic {indexing_maps = [#id2, #keep, #keep, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%logits, %max, %sum : tensor<200x60xf32>, tensor<200x1xf32>, tensor<200x1xf32>) outs(%e : tensor<200x60xf32>) {
+  ^bb0(%l: f32, %m: f32, %s: f32, %o: f32):
+    %d = arith.subf %l, %m : f32
+    %x1 = math.exp %d : f32
+    %p = arith.divf %x1, %s : f32
+    linalg.yield %p : f32
+  } -> tensor<200x60xf32>
+  %ev = tensor.empty() : tensor<200xf32>
+  %fv = linalg.fill ins(%ninf : f32) outs(%ev : tensor<200xf32>) -> tensor<200xf32>
+  %c0 = arith.constant 0 : i64
+  %ei = tensor.empty() : tensor<200xi64>
+  %fi = linalg.fill ins(%c0 : i64) outs(%ei : tensor<200xi64>) -> tensor<200xi64>
+  %top:2 = linalg.generic {indexing_maps = [#id2, #row, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%logits : tensor<200x60xf32>) outs(%fv, %fi : tensor<200xf32>, tensor<200xi64>) {
+  ^bb0(%new: f32, %old: f32, %oldi: i64):
+    %j = linalg.index 1 : index
+    %ji = arith.index_cast %j : index to i64
+    %m = arith.maximumf %new, %old : f32
+    %gt = arith.cmpf ogt, %new, %old : f32
+    %i = arith.select %gt, %ji, %oldi : i64
+    linalg.yield %m, %i : f32, i64
+  } -> (tensor<200xf32>, tensor<200xi64>)
+  return %probs, %top#1 : tensor<200x60xf32>, tensor<200xi64>
 }
