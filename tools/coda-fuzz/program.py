@@ -207,7 +207,8 @@ def generate(seed, gpu=False, max_size=40):
     # value (from a stream of its own, so that the others do not change).
     grng = random.Random(f"group-{seed}")
     if grng.random() < 1 / 3:
-        _add_group_statistics(grng, values, bounds, gpu)
+        _add_group_statistics(grng, values, bounds, gpu, N,
+                              random.Random(f"argmax-{seed}"))
     p["values"] = values
     p["bounds"] = bounds
 
@@ -291,12 +292,15 @@ def _depends(values, i, pred):
     return False
 
 
-def _add_group_statistics(rng, values, bounds, gpu):
+def _add_group_statistics(rng, values, bounds, gpu, N, arng):
     """A statistic over groups of w columns of a value (not computed from a
     pair_map or another width's statistic: its elements must be computable
     on their own), and a value that uses it at every element of the group;
     sometimes a second statistic of the same groups of that one (a softmax's
-    maximum, then its sum of exponentials)."""
+    maximum, then its sum of exponentials). Half the maxima of CPU programs
+    are arg-maxima (from `arng`, so that the other draws do not change): the
+    column of the group's first maximum, over 16. Not on the GPU: its check
+    evaluates the program in f64, where a near tie may fall the other way."""
     w = rng.choice(GROUP_WIDTHS_GPU if gpu else GROUP_WIDTHS)
     sources = [i for i in range(len(values))
                if not _depends(values, i, lambda n: n["op"] == "pair_map" or
@@ -304,8 +308,11 @@ def _add_group_statistics(rng, values, bounds, gpu):
     src = rng.choice(sources)
     for _ in range(1 + (rng.random() < 0.3)):
         kind = rng.choice(GROUP_KINDS)
+        if kind == "max" and not gpu and arng.random() < 0.5:
+            kind = "argmax"
         values.append({"op": "group", "args": [src], "kind": kind, "width": w})
-        bounds.append(bounds[src] * (w if kind == "sum" else 1))
+        bounds.append(N / 16.0 if kind == "argmax" else
+                      bounds[src] * (w if kind == "sum" else 1))
         g = len(values) - 1
         leaves = [(("arg", 0), bounds[src]), (("arg", 1), bounds[g])]
         e, b = _covering(rng, leaves, 2)
@@ -829,6 +836,15 @@ def emit_fused(p, name="fused", memref=False, finish=False, batched=False):
         elif op == "expr":
             vals.append(emit_expr(region, fresh, node["expr"],
                                   lambda leaf: vals[node["args"][leaf[1]]]))
+        elif op == "group" and node["kind"] == "argmax":
+            # The column of the group's first maximum, over 16 (as col_index).
+            at, j, f = fresh(), fresh(), fresh()
+            region.append(f"{at} = coda.group_reduce argmax {vals[node['args'][0]]} "
+                          f"row group {node['width']} : f32 -> index")
+            region.append(f"{j} = arith.index_cast {at} : index to i64")
+            region.append(f"{f} = arith.sitofp {j} : i64 to f32")
+            k = _const(region, fresh, 0.0625)
+            vals.append(_binary(region, fresh, "mul", f, k))
         elif op == "group":
             name = fresh()
             region.append(f"{name} = coda.group_reduce {node['kind']} {vals[node['args'][0]]} "
@@ -1328,8 +1344,10 @@ def _emit_group_statistic(r, p, node, src):
     M, N = p["M"], p["N"]
     w, kind = node["width"], node["kind"]
     groups = _ceil(N, w)
-    identity = {"sum": "0.0", "max": "0xFF800000", "min": "0x7F800000"}[kind]
-    combine = {"sum": "arith.addf", "max": "arith.maximumf", "min": "arith.minimumf"}[kind]
+    identity = {"sum": "0.0", "max": "0xFF800000", "min": "0x7F800000",
+                "argmax": "0xFF800000"}[kind]
+    combine = {"sum": "arith.addf", "max": "arith.maximumf", "min": "arith.minimumf",
+               "argmax": None}[kind]
     c = r.fresh()
     r.emit(f"{c} = arith.constant {identity} : f32")
     if groups * w != N:
@@ -1349,8 +1367,49 @@ def _emit_group_statistic(r, p, node, src):
     e, z, res = r.fresh(), r.fresh(), r.fresh()
     r.emit(f"{e} = tensor.empty() : {oty}")
     r.emit(f"{z} = linalg.fill ins({c} : f32) outs({e} : {oty}) -> {oty}")
+    if kind == "argmax":
+        return _emit_group_argmax(r, p, w, view, t3, z, oty)
     r.emit(f"{res} = linalg.reduce {{ {combine} }} ins({view} : {t3}) outs({z} : {oty}) dimensions = [2]")
     return res
+
+
+def _emit_group_argmax(r, p, w, view, t3, init, oty):
+    """The column of each group's first maximum, over 16, M x groups: the
+    arg-max as torch-mlir lowers torch.max(x, dim) (the index within the
+    group where a value exceeds the running maximum), then g * w added."""
+    M, groups = p["M"], _ceil(p["N"], w)
+    ity = f"tensor<{M}x{groups}xi64>"
+    zero, ei, zi, res = r.fresh(), r.fresh(), r.fresh(), r.fresh()
+    r.emit(f"{zero} = arith.constant 0 : i64")
+    r.emit(f"{ei} = tensor.empty() : {ity}")
+    r.emit(f"{zi} = linalg.fill ins({zero} : i64) outs({ei} : {ity}) -> {ity}")
+    new, old, oldi, j, ji, m, gt, sel = (r.fresh() for _ in range(8))
+    r.emit(f"{res}:2 = linalg.generic {{indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1, d2)>, "
+           f"affine_map<(d0, d1, d2) -> (d0, d1)>, affine_map<(d0, d1, d2) -> (d0, d1)>], "
+           f'iterator_types = ["parallel", "parallel", "reduction"]}} '
+           f"ins({view} : {t3}) outs({init}, {zi} : {oty}, {ity}) {{")
+    r.emit(f"^bb0({new}: f32, {old}: f32, {oldi}: i64):")
+    r.emit(f"  {j} = linalg.index 2 : index")
+    r.emit(f"  {ji} = arith.index_cast {j} : index to i64")
+    r.emit(f"  {m} = arith.maximumf {new}, {old} : f32")
+    r.emit(f"  {gt} = arith.cmpf ogt, {new}, {old} : f32")
+    r.emit(f"  {sel} = arith.select {gt}, {ji}, {oldi} : i64")
+    r.emit(f"  linalg.yield {m}, {sel} : f32, i64")
+    r.emit(f"}} -> ({oty}, {ity})")
+
+    def column(L, f, a):
+        g, width, gw, gi, col, fl, k, out = (f() for _ in range(8))
+        L += [f"{g} = linalg.index 1 : index",
+              f"{width} = arith.constant {w} : index",
+              f"{gw} = arith.muli {g}, {width} : index",
+              f"{gi} = arith.index_cast {gw} : index to i64",
+              f"{col} = arith.addi {a[0]}, {gi} : i64",
+              f"{fl} = arith.sitofp {col} : i64 to f32",
+              f"{k} = arith.constant 0.0625 : f32",
+              f"{out} = arith.mulf {fl}, {k} : f32"]
+        return out
+    ident = "affine_map<(d0, d1) -> (d0, d1)>"
+    return r.generic((M, groups), "f32", [(f"{res}#1", ident, ity)], column)
 
 
 def _emit_partials(r, p, out, src):
