@@ -6,9 +6,10 @@ against torch's GEMM followed by torch.compile's quantization?
   python3 benchmarks/probes/group_quantize.py DIR [NAME=DIR ...]        (GPU machine)
 
 Prints, per shape, median ms (L2 flushed before each call, interleaved
-rounds) of: coda's quantizing GEMM (from DIR, and from each further
-directory, e.g. compiled under another schedule), coda's bf16 GEMM (DIR's),
-torch.mm (bf16), and torch.mm followed by the quantization compiled by
+rounds) of: coda's quantizing GEMM and its bf16 GEMM from DIR and from each
+further directory (e.g. compiled under another schedule, so that the
+quantizer compares with the bf16 GEMM of its own mainloop too), torch.mm
+(bf16), and torch.mm followed by the quantization compiled by
 torch.compile; the codes and scales of each quantizing kernel are checked
 against PyTorch's quantization of the f32 product first."""
 
@@ -39,10 +40,10 @@ def main(directories):
     modules = {}
     for entry in directories:
         name, _, directory = entry.rpartition("=")
-        modules[name or "coda_quantize"] = coda_runtime.Module(directory)
+        modules[name or "coda"] = coda_runtime.Module(directory)
     first = next(iter(modules.values()))
-    (kp,) = first.kernels_of("plain")
     quantizers = {name: (module, module.kernels_of("quantize")[0]) for name, module in modules.items()}
+    plains = {name: (module, module.kernels_of("plain")[0]) for name, module in modules.items()}
     stream = torch.cuda.current_stream().cuda_stream
     compiled = torch.compile(quantize)
     for m, n, k in SHAPES:
@@ -62,14 +63,17 @@ def main(directories):
             checks.append(f"{name} codes equal {codes_equal:.6f} scale rel err {scale_err:.2e}")
         fns = {name: (lambda mod=module, kern=kq: mod.launch(kern, [a, b, q, s], stream))
                for name, (module, kq) in quantizers.items()}
-        fns["coda_bf16"] = lambda: first.launch(kp, [a, b, y], stream)
+        for name, (module, kp) in plains.items():
+            fns[f"{name}_bf16"] = lambda mod=module, kern=kp: mod.launch(kern, [a, b, y], stream)
         fns["torch_mm"] = lambda: torch.mm(a, b.T)
         fns["torch_mm_compiled_quantize"] = lambda: compiled(torch.mm(a, b.T))
         times = {name: statistics.median(ms) for name, ms in interleaved_ms(fns, reps=30).items()}
         print(f"{m}x{n}x{k}: " + "; ".join(checks))
         print("  " + " ".join(f"{name} {t:.3f}" for name, t in times.items()))
+        selected = times[f"{next(iter(modules))}_bf16"]
         for name in quantizers:
-            print(f"  {name}: / bf16 {times[name] / times['coda_bf16']:.3f}"
+            print(f"  {name}: / selected bf16 {times[name] / selected:.3f}"
+                  f" / own bf16 {times[name] / times[name + '_bf16']:.3f}"
                   f" | torch mm+quant / it {times['torch_mm_compiled_quantize'] / times[name]:.3f}")
 
 
