@@ -70,6 +70,13 @@ tools = [
 ]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 
+# Feature `exhaustive` (`--param exhaustive=1`: `scripts/test --all`, CI):
+# the long sweeps run too, every kernel of every shipped program through
+# ptxas and the generator's long runs; a test marked `REQUIRES: exhaustive`
+# is otherwise reported unsupported, so that the default run stays short.
+if lit_config.params.get("exhaustive", "0") not in ("0", "", "false"):
+    config.available_features.add("exhaustive")
+
 # The Python package, when it was built (pybind11 present).
 python_package = os.path.join(config.coda_obj_root, "python")
 if os.path.isdir(os.path.join(python_package, "coda")):
