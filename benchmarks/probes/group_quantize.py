@@ -9,9 +9,12 @@ Prints, per shape, median ms (L2 flushed before each call, interleaved
 rounds) of: coda's quantizing GEMM and its bf16 GEMM from DIR and from each
 further directory (e.g. compiled under another schedule, so that the
 quantizer compares with the bf16 GEMM of its own mainloop too), torch.mm
-(bf16), and torch.mm followed by the quantization compiled by
-torch.compile; the codes and scales of each quantizing kernel are checked
-against PyTorch's quantization of the f32 product first."""
+(bf16), torch.mm followed by the quantization compiled by torch.compile,
+and, where torchao's sources are on PYTHONPATH (TORCHAO_FORCE_SKIP_LOADING_SO_FILES=1),
+torch.mm followed by torchao's blockwise Triton quantizer (the 1 x 128 copy,
+and with it the transposed 128 x 1 copy a weight gradient reads); the codes
+and scales of each quantizing kernel are checked against PyTorch's
+quantization of the f32 product first."""
 
 import math
 import os
@@ -35,6 +38,18 @@ def quantize(y):
     return codes.view(m, n), scale
 
 
+def torchao_quantizers():
+    """torchao's blockwise FP8 training prototype's Triton quantizers of an
+    activation (row-major 1 x 128, and transposed 128 x 1), or None."""
+    try:
+        from torchao.prototype.blockwise_fp8_training import kernels
+    except Exception as error:  # noqa: BLE001 - reported, the probe goes on
+        print(f"torchao not available ({type(error).__name__}: {error})")
+        return None
+    return (kernels.triton_fp8_blockwise_act_quant_lhs,
+            kernels.triton_fp8_blockwise_act_quant_transposed_lhs)
+
+
 def main(directories):
     torch.empty(1, device="cuda")
     modules = {}
@@ -46,6 +61,7 @@ def main(directories):
     plains = {name: (module, module.kernels_of("plain")[0]) for name, module in modules.items()}
     stream = torch.cuda.current_stream().cuda_stream
     compiled = torch.compile(quantize)
+    torchao = torchao_quantizers()
     for m, n, k in SHAPES:
         a = torch.randn(m, k, device="cuda").bfloat16()
         b = torch.randn(n, k, device="cuda").bfloat16()
@@ -67,14 +83,29 @@ def main(directories):
             fns[f"{name}_bf16"] = lambda mod=module, kern=kp: mod.launch(kern, [a, b, y], stream)
         fns["torch_mm"] = lambda: torch.mm(a, b.T)
         fns["torch_mm_compiled_quantize"] = lambda: compiled(torch.mm(a, b.T))
+        if torchao:
+            lhs, transposed = torchao
+            codes, scales = lhs(a.float().matmul(b.float().T).bfloat16())
+            # torchao rounds the bf16 product and scales by reciprocals:
+            # compared with PyTorch's quantization of that bf16 product.
+            ref_b_codes, _ = quantize((a.float() @ b.float().T).bfloat16())
+            equal = (codes.view(torch.uint8) == ref_b_codes.view(torch.uint8)).float().mean().item()
+            checks.append(f"torchao codes equal {equal:.6f} (of the bf16 product)")
+            fns["torch_mm_torchao_quant"] = lambda: lhs(torch.mm(a, b.T))
+            fns["torch_mm_torchao_quant_and_transposed"] = lambda: (
+                lambda y: (lhs(y), transposed(y)))(torch.mm(a, b.T))
         times = {name: statistics.median(ms) for name, ms in interleaved_ms(fns, reps=30).items()}
         print(f"{m}x{n}x{k}: " + "; ".join(checks))
         print("  " + " ".join(f"{name} {t:.3f}" for name, t in times.items()))
         selected = times[f"{next(iter(modules))}_bf16"]
         for name in quantizers:
-            print(f"  {name}: / selected bf16 {times[name] / selected:.3f}"
-                  f" / own bf16 {times[name] / times[name + '_bf16']:.3f}"
-                  f" | torch mm+quant / it {times['torch_mm_compiled_quantize'] / times[name]:.3f}")
+            line = (f"  {name}: / selected bf16 {times[name] / selected:.3f}"
+                    f" / own bf16 {times[name] / times[name + '_bf16']:.3f}"
+                    f" | torch mm+quant / it {times['torch_mm_compiled_quantize'] / times[name]:.3f}")
+            if torchao:
+                line += (f" | torch mm+torchao quant / it {times['torch_mm_torchao_quant'] / times[name]:.3f}"
+                         f" (+transposed {times['torch_mm_torchao_quant_and_transposed'] / times[name]:.3f})")
+            print(line)
 
 
 if __name__ == "__main__":
