@@ -51,6 +51,8 @@ def unary(op, c, x):
         return x * c
     if op == "offset":
         return x + c
+    if op == "rsqrt_offset":
+        return torch.rsqrt(x + c)
     raise ValueError(op)
 
 

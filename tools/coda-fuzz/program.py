@@ -33,6 +33,10 @@ FP8_MAX = {"f8E4M3FN": 448.0, "f8E5M2": 57344.0}
 UNARY = ("neg", "abs", "tanh", "sigmoid", "silu", "exp_tanh", "log1p_abs",
          "rsqrt1p", "gelu_erf", "scale", "offset")
 BINARY = ("add", "sub", "mul", "max", "min", "div1p")
+# Unary ops of programs written by hand (test/Fuzz/Programs), never drawn:
+# `rsqrt_offset` c is rsqrt(x + c), an RMSNorm's reciprocal root of its mean
+# square plus epsilon (x >= 0 there).
+HAND_UNARY = ("rsqrt_offset",)
 REDUCTIONS = ("sum", "max", "logsumexp")
 # Statistics over groups of a row (coda.group_reduce) and the widths drawn.
 GROUP_KINDS = ("sum", "max", "min")
@@ -65,7 +69,8 @@ INJECT_FAULT = None
 def _bound_unary(op, b, c):
     return {"neg": b, "abs": b, "tanh": 1.0, "sigmoid": 1.0, "silu": b,
             "exp_tanh": math.e, "log1p_abs": math.log1p(b), "rsqrt1p": 1.0,
-            "gelu_erf": b, "scale": abs(c) * b, "offset": b + abs(c)}[op]
+            "gelu_erf": b, "scale": abs(c) * b, "offset": b + abs(c),
+            "rsqrt_offset": 1.0 / math.sqrt(c)}[op]
 
 
 def _bound_binary(op, a, b):
@@ -627,6 +632,10 @@ def _unary(lines, fresh, op, c, x):
     if op == "offset":
         k = _const(lines, fresh, c)
         return one(f"arith.addf {x}, {k} : f32")
+    if op == "rsqrt_offset":
+        k = _const(lines, fresh, c)
+        s = one(f"arith.addf {x}, {k} : f32")
+        return one(f"math.rsqrt {s} : f32")
     raise ValueError(op)
 
 
