@@ -10,6 +10,10 @@
 // the head's mean square, rsqrt, times a per-head-dimension weight).
 // --coda-fuse makes each one GEMM whose epilogue computes the statistic;
 // the fused programs equal the unfused ones (the quantizations exactly).
+// And each head's arg-max as torch-mlir lowers torch.max(v, -1) on the
+// [M, heads, 16] view (the position within the head of its first maximum,
+// of values rounded down so that heads hold ties): group_reduce argmax gives
+// the column, its remainder by 16 the position.
 // 13 rows: no tile divides them.
 
 // CHECK: coda-check ok: 624 elements, max abs error 0
@@ -17,6 +21,7 @@
 // CHECK: coda-check ok: 624 elements, max abs error 0
 // CHECK: coda-check ok: 39 elements, max abs error 0
 // CHECK: coda-check ok: 832 elements
+// CHECK: coda-check ok: 39 elements, max abs error 0
 
 // FUSED-LABEL: func.func @reference
 // FUSED: coda.gemm %arg0, %arg1 transpose_b : tensor<13x32xbf16>, tensor<48x32xbf16>
@@ -33,6 +38,10 @@
 // FUSED: coda.group_reduce sum %{{.+}} row group 16 : f32 -> f32
 // FUSED: math.rsqrt
 // FUSED: coda.yield %{{.+}} : bf16
+// FUSED: coda.gemm %arg0, %arg5 transpose_b
+// FUSED: %[[AT:.+]] = coda.group_reduce argmax %{{.+}} row group 16 : f32 -> index
+// FUSED: arith.remui %[[AT]], %{{.+}} : index
+// FUSED: coda.yield %{{.+}} : !coda.grouped<f32>
 // FUSED-NOT: coda.gemm
 // FUSED-NOT: tensor.expand_shape
 
@@ -44,8 +53,10 @@
 #group2 = affine_map<(m, g, e) -> (m, g)>
 #elem = affine_map<(m, g, e) -> (e)>
 
-func.func @reference(%x: tensor<13x32xbf16>, %w: tensor<48x32xbf16>, %w2: tensor<48x32xbf16>, %w3: tensor<64x32xbf16>, %gamma: tensor<16xf32>)
-    -> (tensor<13x48xf8E4M3FN>, tensor<13x3xf32>, tensor<13x48xf8E4M3FN>, tensor<13x3xf32>, tensor<13x64xbf16>) {
+func.func @reference(%x: tensor<13x32xbf16>, %w: tensor<48x32xbf16>, %w2: tensor<48x32xbf16>, %w3: tensor<64x32xbf16>, %gamma: tensor<16xf32>,
+                     %w4: tensor<48x32xbf16>)
+    -> (tensor<13x48xf8E4M3FN>, tensor<13x3xf32>, tensor<13x48xf8E4M3FN>, tensor<13x3xf32>, tensor<13x64xbf16>,
+        tensor<13x3xf32>) {
   // quantize_keepdim
   %zero0 = arith.constant 0.0 : f32
   %e0 = tensor.empty() : tensor<13x48xf32>
@@ -160,5 +171,36 @@ func.func @reference(%x: tensor<13x32xbf16>, %w: tensor<48x32xbf16>, %w2: tensor
     linalg.yield %b2 : bf16
   } -> tensor<13x4x16xbf16>
   %out2 = tensor.collapse_shape %n2 [[0], [1, 2]] : tensor<13x4x16xbf16> into tensor<13x64xbf16>
-  return %codes0, %scales0, %codes1, %scale1, %out2 : tensor<13x48xf8E4M3FN>, tensor<13x3xf32>, tensor<13x48xf8E4M3FN>, tensor<13x3xf32>, tensor<13x64xbf16>
+  // head_argmax: the position of each head's first (rounded) maximum
+  %zero3 = arith.constant 0.0 : f32
+  %ninf3 = arith.constant 0xFF800000 : f32
+  %c03 = arith.constant 0 : i64
+  %e3 = tensor.empty() : tensor<13x48xf32>
+  %z3 = linalg.fill ins(%zero3 : f32) outs(%e3 : tensor<13x48xf32>) -> tensor<13x48xf32>
+  %y3 = linalg.matmul indexing_maps = [#lhs, #rhsT, #out]
+      ins(%x, %w4 : tensor<13x32xbf16>, tensor<48x32xbf16>) outs(%z3 : tensor<13x48xf32>) -> tensor<13x48xf32>
+  %v3 = tensor.expand_shape %y3 [[0], [1, 2]] output_shape [13, 3, 16] : tensor<13x48xf32> into tensor<13x3x16xf32>
+  %ev3 = tensor.empty() : tensor<13x3xf32>
+  %fv3 = linalg.fill ins(%ninf3 : f32) outs(%ev3 : tensor<13x3xf32>) -> tensor<13x3xf32>
+  %ei3 = tensor.empty() : tensor<13x3xi64>
+  %fi3 = linalg.fill ins(%c03 : i64) outs(%ei3 : tensor<13x3xi64>) -> tensor<13x3xi64>
+  %top3:2 = linalg.generic {indexing_maps = [#id3, #group2, #group2], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%v3 : tensor<13x3x16xf32>) outs(%fv3, %fi3 : tensor<13x3xf32>, tensor<13x3xi64>) {
+  ^bb0(%a3: f32, %m3: f32, %i3: i64):
+    %f3 = math.floor %a3 : f32
+    %j3 = linalg.index 2 : index
+    %ji3 = arith.index_cast %j3 : index to i64
+    %mx3 = arith.maximumf %f3, %m3 : f32
+    %gt3 = arith.cmpf ogt, %f3, %m3 : f32
+    %s3 = arith.select %gt3, %ji3, %i3 : i64
+    linalg.yield %mx3, %s3 : f32, i64
+  } -> (tensor<13x3xf32>, tensor<13x3xi64>)
+  // As f32: the differential check compares float tensors.
+  %at3 = linalg.generic {indexing_maps = [affine_map<(m, g) -> (m, g)>, affine_map<(m, g) -> (m, g)>], iterator_types = ["parallel", "parallel"]}
+      ins(%top3#1 : tensor<13x3xi64>) outs(%ev3 : tensor<13x3xf32>) {
+  ^bb0(%i3: i64, %o3: f32):
+    %p3 = arith.sitofp %i3 : i64 to f32
+    linalg.yield %p3 : f32
+  } -> tensor<13x3xf32>
+  return %codes0, %scales0, %codes1, %scale1, %out2, %at3 : tensor<13x48xf8E4M3FN>, tensor<13x3xf32>, tensor<13x48xf8E4M3FN>, tensor<13x3xf32>, tensor<13x64xbf16>, tensor<13x3xf32>
 }

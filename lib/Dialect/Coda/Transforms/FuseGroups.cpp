@@ -539,9 +539,6 @@ std::optional<std::string> matchGroupReduction(linalg::GenericOp op,
     if (op.getNumDpsInits() == 1 && !feedsElementwiseReadOf(op, source->result))
       return std::string("no elementwise op reads both its result and the "
                          "GEMM's row (the row reduction's partials serve it)");
-  } else if (op.getNumDpsInits() == 2) {
-    return std::string("its arg-max is over groups of a view (only a whole "
-                       "row's is fused)");
   }
   for (OpOperand *input : op.getDpsInputOperands()) {
     m.added.index.push_back(std::nullopt);
@@ -691,6 +688,12 @@ struct FuseGroupReduction : OpRewritePattern<linalg::GenericOp> {
             Value first = GroupReduceOp::create(
                 b, loc, b.getIndexType(), reduced, GroupStatistic::argmax,
                 ReductionAxis::row, m.source.width);
+            // The statistic's position is the column; the view's index is
+            // the position within the group (a whole row's: the column).
+            if (!m.source.wholeRow)
+              first = arith::RemUIOp::create(
+                  b, loc, first,
+                  arith::ConstantIndexOp::create(b, loc, m.source.width));
             Value index =
                 arith::IndexCastOp::create(b, loc, m.indexType, first);
             yields.push_back(GroupValueOp::create(

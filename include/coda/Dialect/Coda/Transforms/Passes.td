@@ -140,6 +140,11 @@ def CodaFuseGroups : Pass<"coda-fuse-groups"> {
     output of the GEMM. Outputs only the fused ops read are no longer
     written, so the [M, N] product never reaches memory.
 
+    An arg-max as torch-mlir lowers `torch.max(x, dim)` / `torch.argmax`
+    (the running maximum and the index where a value exceeds it, from -inf
+    and 0) becomes `group_reduce max` and `argmax` outputs, the index the
+    position within the group.
+
     A whole row of at most `tile` columns (and 256) that one tile holds is
     one group (its width the power of two the row rounds up to) where an
     elementwise op reads both its statistic and the row: a softmax over a
