@@ -67,10 +67,11 @@ INJECT_FAULT = None
 
 
 def _bound_unary(op, b, c):
+    if op == "rsqrt_offset":
+        return 1.0 / math.sqrt(c)
     return {"neg": b, "abs": b, "tanh": 1.0, "sigmoid": 1.0, "silu": b,
             "exp_tanh": math.e, "log1p_abs": math.log1p(b), "rsqrt1p": 1.0,
-            "gelu_erf": b, "scale": abs(c) * b, "offset": b + abs(c),
-            "rsqrt_offset": 1.0 / math.sqrt(c)}[op]
+            "gelu_erf": b, "scale": abs(c) * b, "offset": b + abs(c)}[op]
 
 
 def _bound_binary(op, a, b):
