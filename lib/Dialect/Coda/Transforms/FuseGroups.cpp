@@ -82,6 +82,11 @@ struct GroupRead {
   unsigned trailing() const { return wholeRow ? 1 : 2; }
 };
 
+/// The epilogue value `result`, an output of `gemm`, is written from.
+Value yieldedFor(GemmOp gemm, OpResult result) {
+  return gemm.getYieldOp().getValues()[result.getResultNumber()];
+}
+
 /// A whole row's [M, 1] statistics squeezed to [M] (a reduction that
 /// dropped its dimension), read through (d0).
 std::optional<GroupRead>
@@ -93,9 +98,7 @@ getSqueezedRowStatistic(tensor::CollapseShapeOp collapse, AffineMap map,
       collapse.getSrcType().getDimSize(1) != 1 || map.getNumResults() != 1 ||
       map.getResult(0) != getAffineDimExpr(0, map.getContext()))
     return std::nullopt;
-  auto group = gemm.getYieldOp()
-                   .getValues()[result.getResultNumber()]
-                   .getDefiningOp<GroupValueOp>();
+  auto group = yieldedFor(gemm, result).getDefiningOp<GroupValueOp>();
   if (!group || group.getAxis() != ReductionAxis::row ||
       (w && int64_t(group.getWidth()) != *w))
     return std::nullopt;
@@ -134,7 +137,7 @@ std::optional<GroupRead> getGroupRead(Value value, AffineMap map,
   unsigned trailing = groups ? (*groups)[1].size() : 1;
   if (groups && *groups != splitRows(rows, trailing))
     return std::nullopt;
-  Value yielded = gemm.getYieldOp().getValues()[result.getResultNumber()];
+  Value yielded = yieldedFor(gemm, result);
   auto leadingRead = [&](unsigned count) {
     for (unsigned i = 0; i < count; ++i)
       if (map.getResult(i) != getAffineDimExpr(i, ctx))
@@ -241,16 +244,9 @@ Value expandRows(RewriterBase &rewriter, Location loc, Value value,
                  RankedTensorType type, unsigned rows, Value like) {
   if (value.getType() == type)
     return value;
-  SmallVector<OpFoldResult> shape;
-  for (auto [i, size] : llvm::enumerate(type.getShape()))
-    shape.push_back(ShapedType::isDynamic(size)
-                        ? OpFoldResult(tensor::DimOp::create(rewriter, loc,
-                                                             like, int64_t(i))
-                                           .getResult())
-                        : OpFoldResult(rewriter.getIndexAttr(size)));
-  return tensor::ExpandShapeOp::create(rewriter, loc, type, value,
-                                       splitRows(rows, type.getRank() - rows),
-                                       shape);
+  return tensor::ExpandShapeOp::create(
+      rewriter, loc, type, value, splitRows(rows, type.getRank() - rows),
+      tensor::getMixedSizes(rewriter, loc, like));
 }
 
 /// `value`, the [M, X] output a fused op over `layout`'s loops became, as
@@ -266,15 +262,9 @@ Value reshapeGroupResult(RewriterBase &rewriter, Location loc, Value value,
       tensor::CollapseShapeOp::create(rewriter, loc, value, {{0, 1}});
   if (rows == 1)
     return squeezed;
-  SmallVector<OpFoldResult> shape;
-  for (unsigned i = 0; i < rows; ++i)
-    shape.push_back(
-        type.isDynamicDim(i)
-            ? OpFoldResult(
-                  tensor::DimOp::create(rewriter, loc, like, i).getResult())
-            : OpFoldResult(rewriter.getIndexAttr(type.getDimSize(i))));
-  return tensor::ExpandShapeOp::create(rewriter, loc, type, squeezed,
-                                       {splitRows(rows, 0).front()}, shape);
+  return tensor::ExpandShapeOp::create(
+      rewriter, loc, type, squeezed, {splitRows(rows, 0).front()},
+      tensor::getMixedSizes(rewriter, loc, like));
 }
 
 /// How an operand that is no GEMM output is read by an op over `layout`'s
@@ -497,6 +487,47 @@ std::optional<std::string> matchArgmaxBody(linalg::GenericOp op,
   return std::nullopt;
 }
 
+/// Matches the body of a reduction `out = combine(out, f(...))` with
+/// `combine` an addition, maximum or minimum, from a filled constant that
+/// is combined in unless it is the identity.
+std::optional<std::string> matchCombineBody(linalg::GenericOp op,
+                                            GroupReductionMatch &m) {
+  Block &body = *op.getBlock();
+  Operation *combine = body.getTerminator()->getOperand(0).getDefiningOp();
+  BlockArgument out = body.getArgument(op.getNumDpsInputs());
+  if (!combine || combine->getNumOperands() != 2 || !out.hasOneUse() ||
+      !llvm::is_contained(combine->getOperands(), out))
+    return std::string("its body does not combine the running value with "
+                       "one new value");
+  if (isa<arith::AddFOp>(combine))
+    m.kind = GroupStatistic::sum;
+  else if (isa<arith::MaximumFOp>(combine))
+    m.kind = GroupStatistic::max;
+  else if (isa<arith::MinimumFOp>(combine))
+    m.kind = GroupStatistic::min;
+  else
+    return "it combines with " + combine->getName().getStringRef().str() +
+           ", not a sum, maximum or minimum";
+  m.reduced = combine->getOperand(0) == out ? combine->getOperand(1)
+                                            : combine->getOperand(0);
+  auto reads = readBlockArguments(m.reduced, body);
+  if (!reads || reads->contains(out))
+    return std::string("the value it reduces depends on the running value");
+  std::optional<APFloat> init = getFillConstant(op.getDpsInits()[0]);
+  if (!init)
+    return std::string("it does not start from a filled constant");
+  bool identity = (m.kind == GroupStatistic::sum && init->isZero()) ||
+                  (m.kind == GroupStatistic::max && init->isInfinity() &&
+                   init->isNegative()) ||
+                  (m.kind == GroupStatistic::min && init->isInfinity() &&
+                   !init->isNegative());
+  if (!identity)
+    m.init = init;
+  if (!isa<FloatType>(m.reduced.getType()))
+    return std::string("it reduces a value that is not a float");
+  return std::nullopt;
+}
+
 /// A whole row is a group where it has at most `rowTile` columns (none:
 /// never).
 std::optional<std::string> matchGroupReduction(linalg::GenericOp op,
@@ -568,49 +599,15 @@ std::optional<std::string> matchGroupReduction(linalg::GenericOp op,
     if (initMap != squeezed && initMap != keepdim)
       return std::string("its result is not one value per group");
   }
-  Block &body = *op.getBlock();
-  bool argmax = op.getNumDpsInits() == 2;
-  if (!hasOnlyEpilogueComputeOps(body, /*allowIndex=*/argmax))
-    return std::string("its body has ops an epilogue does not run");
-  if (argmax)
-    return matchArgmaxBody(op, m);
-  Operation *combine = body.getTerminator()->getOperand(0).getDefiningOp();
-  BlockArgument out = body.getArgument(op.getNumDpsInputs());
-  if (!combine || combine->getNumOperands() != 2 || !out.hasOneUse() ||
-      !llvm::is_contained(combine->getOperands(), out))
-    return std::string("its body does not combine the running value with "
-                       "one new value");
-  if (isa<arith::AddFOp>(combine))
-    m.kind = GroupStatistic::sum;
-  else if (isa<arith::MaximumFOp>(combine))
-    m.kind = GroupStatistic::max;
-  else if (isa<arith::MinimumFOp>(combine))
-    m.kind = GroupStatistic::min;
-  else
-    return "it combines with " + combine->getName().getStringRef().str() +
-           ", not a sum, maximum or minimum";
-  m.reduced = combine->getOperand(0) == out ? combine->getOperand(1)
-                                            : combine->getOperand(0);
-  auto reads = readBlockArguments(m.reduced, body);
-  if (!reads || reads->contains(out))
-    return std::string("the value it reduces depends on the running value");
-  std::optional<APFloat> init = getFillConstant(op.getDpsInits()[0]);
-  if (!init)
-    return std::string("it does not start from a filled constant");
-  bool identity = (m.kind == GroupStatistic::sum && init->isZero()) ||
-                  (m.kind == GroupStatistic::max && init->isInfinity() &&
-                   init->isNegative()) ||
-                  (m.kind == GroupStatistic::min && init->isInfinity() &&
-                   !init->isNegative());
-  if (!identity)
-    m.init = init;
   if (!source->wholeRow &&
       ShapedType::isDynamic(op.getStaticLoopRanges()[source->rows]))
     return std::string("its number of groups is dynamic");
-  if (!isa<FloatType>(m.reduced.getType()))
-    return std::string("it reduces a value that is not a float");
-  return std::nullopt;
+  bool argmax = op.getNumDpsInits() == 2;
+  if (!hasOnlyEpilogueComputeOps(*op.getBlock(), /*allowIndex=*/argmax))
+    return std::string("its body has ops an epilogue does not run");
+  return argmax ? matchArgmaxBody(op, m) : matchCombineBody(op, m);
 }
+
 
 /// Clones the ops of `body` that `value` is computed from, in order.
 void cloneComputing(OpBuilder &b, Block &body, Value value,
@@ -889,8 +886,7 @@ bool mlir::coda::readsGroupStatistics(linalg::GenericOp op) {
     auto gemm = source.getDefiningOp<GemmOp>();
     if (!gemm)
       return false;
-    Value yielded =
-        gemm.getYieldOp().getValues()[cast<OpResult>(source).getResultNumber()];
+    Value yielded = yieldedFor(gemm, cast<OpResult>(source));
     return isa<GroupedType>(yielded.getType()) ||
            (expand && !isElementwise(op) && op.getNumLoops() >= 3);
   });
