@@ -317,7 +317,9 @@ def _add_group_statistics(rng, values, bounds, gpu, N, arng):
         if kind == "max" and not gpu and arng.random() < 0.5:
             kind = "argmax"
         values.append({"op": "group", "args": [src], "kind": kind, "width": w})
-        bounds.append(N / 16.0 if kind == "argmax" else
+        # An arg-max is at most N / 16; its bound also covers the sum the
+        # derive property reads it as (differentiable()).
+        bounds.append(max(N / 16.0, bounds[src] * w) if kind == "argmax" else
                       bounds[src] * (w if kind == "sum" else 1))
         g = len(values) - 1
         leaves = [(("arg", 0), bounds[src]), (("arg", 1), bounds[g])]
