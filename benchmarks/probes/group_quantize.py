@@ -14,7 +14,10 @@ and, where torchao's sources are on PYTHONPATH (TORCHAO_FORCE_SKIP_LOADING_SO_FI
 torch.mm followed by torchao's blockwise Triton quantizer (the 1 x 128 copy,
 and with it the transposed 128 x 1 copy a weight gradient reads); the codes
 and scales of each quantizing kernel are checked against PyTorch's
-quantization of the f32 product first."""
+quantization of the f32 product first. Where DIR has `quantize_both` (the
+1 x 128 copy and the token-major 128 x 1 copy from one epilogue), it is
+checked and timed the same way, against torch.mm followed by both
+quantizations (compiled, and torchao's two Triton kernels)."""
 
 import math
 import os
@@ -36,6 +39,12 @@ def quantize(y):
     scale = torch.clamp(g.abs().amax(-1), min=1e-12) / torch.full((1,), 448.0, device=y.device)
     codes = (g / scale[..., None]).clamp(-448, 448).to(torch.float8_e4m3fn)
     return codes.view(m, n), scale
+
+
+def quantize_both(y):
+    codes, scale = quantize(y)
+    tcodes, tscale = quantize(y.T)
+    return codes, scale, tcodes, tscale
 
 
 def torchao_quantizers():
@@ -61,6 +70,8 @@ def main(directories):
     plains = {name: (module, module.kernels_of("plain")[0]) for name, module in modules.items()}
     stream = torch.cuda.current_stream().cuda_stream
     compiled = torch.compile(quantize)
+    compiled_both = torch.compile(quantize_both)
+    both = first.kernels_of("quantize_both") if "quantize_both" in first.functions else []
     torchao = torchao_quantizers()
     for m, n, k in SHAPES:
         a = torch.randn(m, k, device="cuda").bfloat16()
@@ -79,6 +90,19 @@ def main(directories):
             checks.append(f"{name} codes equal {codes_equal:.6f} scale rel err {scale_err:.2e}")
         fns = {name: (lambda mod=module, kern=kq: mod.launch(kern, [a, b, q, s], stream))
                for name, (module, kq) in quantizers.items()}
+        if both:
+            qt = torch.empty(n, m, device="cuda", dtype=torch.float8_e4m3fn)
+            st = torch.empty(m // 128, n, device="cuda")
+            first.launch(both[0], [a, b, q, s, qt, st], stream)
+            torch.cuda.synchronize()
+            ref_t_codes, ref_t_scale = quantize((a.float() @ b.float().T).T.contiguous())
+            equal = ((q.view(torch.uint8) == ref_codes.view(torch.uint8)).float().mean().item(),
+                     (qt.view(torch.uint8) == ref_t_codes.view(torch.uint8)).float().mean().item())
+            scale_err = ((st.T - ref_t_scale).abs() / ref_t_scale).max().item()
+            checks.append(f"both: codes equal {equal[0]:.6f}, transposed {equal[1]:.6f}, "
+                          f"128 x 1 scale rel err {scale_err:.2e}")
+            fns["both"] = lambda: first.launch(both[0], [a, b, q, s, qt, st], stream)
+            fns["torch_mm_compiled_quantize_both"] = lambda: compiled_both(torch.mm(a, b.T))
         for name, (module, kp) in plains.items():
             fns[f"{name}_bf16"] = lambda mod=module, kern=kp: mod.launch(kern, [a, b, y], stream)
         fns["torch_mm"] = lambda: torch.mm(a, b.T)
@@ -105,6 +129,14 @@ def main(directories):
             if torchao:
                 line += (f" | torch mm+torchao quant / it {times['torch_mm_torchao_quant'] / times[name]:.3f}"
                          f" (+transposed {times['torch_mm_torchao_quant_and_transposed'] / times[name]:.3f})")
+            print(line)
+        if both:
+            line = (f"  both: / selected bf16 {times['both'] / selected:.3f}"
+                    f" / quantize {times['both'] / times[next(iter(quantizers))]:.3f}"
+                    f" | torch mm+both quant / it {times['torch_mm_compiled_quantize_both'] / times['both']:.3f}")
+            if torchao:
+                line += (f" | torch mm+torchao both / it "
+                         f"{times['torch_mm_torchao_quant_and_transposed'] / times['both']:.3f}")
             print(line)
 
 

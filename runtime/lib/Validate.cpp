@@ -290,6 +290,10 @@ private:
       return {ceilDiv(m, p.partialTile ? p.partialTile : kernel.tileM), n};
     case abi::ParamRole::grouped:
       return {m, ceilDiv(n, p.partialTile)};
+    case abi::ParamRole::colGrouped:
+      return {ceilDiv(m, p.partialTile), n};
+    case abi::ParamRole::transposed:
+      return {n, m};
     case abi::ParamRole::scalar:
       return {};
     }

@@ -583,6 +583,91 @@ def test_quantize_e4m3(fp8, m, n, k):
     check_f32(amax, want.amax(-1))
 
 
+# FP8 training's token-major copies (cases/fp8.mlir, coda.transpose with
+# 128 x 1 groups): small integer operands make every product and sum exact
+# in f32 whatever the order, so codes and scales equal PyTorch's
+# quantization of the exact values bit for bit. M = 1, 200 and 300 leave a
+# ragged last column group and transposed rows not 16-byte aligned.
+TRANSPOSED_SHAPES = FP8_OUT_SHAPES + [(2048, 4096, 4096)]
+
+
+def small_ints(*shape):
+    return torch.randint(-4, 5, shape, device="cuda").bfloat16()
+
+
+def quantize_groups(y, axis):
+    """y's e4m3 codes and f32 scales over groups of 128 along `axis` (1: 1 x
+    128 within rows, 0: 128 x 1 down the columns), as the epilogues compute
+    them: scale = max(amax, 1e-12) / 448 (divided by a tensor: PyTorch
+    divides by a Python number as a multiplication by its reciprocal), codes
+    = y / scale clamped to +-448."""
+    if axis == 0:
+        codes, scale = quantize_groups(y.T, 1)
+        return codes.T, scale.T
+    m, n = y.shape
+    g = math.ceil(n / 128)
+    yp = torch.cat([y, torch.zeros(m, g * 128 - n, device="cuda")], 1).view(m, g, 128)
+    amax = yp.abs().amax(-1)
+    scale = torch.clamp(amax, min=1e-12) / torch.full_like(amax, 448.0)
+    codes = (yp / scale[..., None]).clamp(-448, 448).view(m, -1)[:, :n]
+    return codes.to(torch.float8_e4m3fn), scale
+
+
+@pytest.mark.parametrize("m,n,k", TRANSPOSED_SHAPES)
+def test_transposed_quantize(fp8, m, n, k):
+    """Both FP8 copies of one GEMM output: row-major with 1 x 128 scales and
+    token-major (N x M) with 128 x 1 scales; a zero row and a zero column
+    take the floor's scale and zero codes."""
+    torch.manual_seed(k)
+    a, b = small_ints(m, k), small_ints(n, k)
+    a[m // 2], b[n // 3] = 0, 0
+    q, qt = fp8_poison(m, n, torch.float8_e4m3fn), fp8_poison(n, m, torch.float8_e4m3fn)
+    s, st = poison(m, math.ceil(n / 128)), poison(math.ceil(m / 128), n)
+    run(fp8, "transposed_quantize", a, b, q, s, qt, st)
+    y = a.float() @ b.float().T
+    codes, scale = quantize_groups(y, 1)
+    assert torch.equal(s, scale)
+    assert torch.equal(bits(q), bits(codes))
+    tcodes, tscale = quantize_groups(y, 0)
+    assert torch.equal(st, tscale)
+    assert torch.equal(bits(qt), bits(tcodes.T.contiguous()))
+    assert not qt[n // 3].view(torch.uint8).any()
+    assert not qt[:, m // 2].view(torch.uint8).any()
+
+
+@pytest.mark.parametrize("m,n,k", TRANSPOSED_SHAPES)
+def test_residual_transposed_quantize(fp8, m, n, k):
+    """The residual stream h = x W^T + r in bf16 and its token-major FP8 copy
+    with 128 x 1 scales (a tile input read before the rows and by them)."""
+    torch.manual_seed(k)
+    a, b, r = small_ints(m, k), small_ints(n, k), small_ints(m, n)
+    h = poison(m, n, dtype=torch.bfloat16)
+    qt, st = fp8_poison(n, m, torch.float8_e4m3fn), poison(math.ceil(m / 128), n)
+    run(fp8, "residual_transposed_quantize", a, b, r, h, qt, st)
+    want = (a.float() @ b.float().T + r.float()).bfloat16()
+    assert torch.equal(bits(h), bits(want))
+    tcodes, tscale = quantize_groups(want.float(), 0)
+    assert torch.equal(st, tscale)
+    assert torch.equal(bits(qt), bits(tcodes.T.contiguous()))
+
+
+@pytest.mark.parametrize("m,n,k", TRANSPOSED_SHAPES)
+def test_transposed_column_softmax(fp8, m, n, k):
+    """A bf16 output written transposed (16-bit staging) beside a softmax
+    down each 128-row group of a column (its sum reads its maximum)."""
+    torch.manual_seed(k)
+    a, b = small_ints(m, k), small_ints(n, k)
+    yt, p = poison(n, m, dtype=torch.bfloat16), poison(m, n)
+    run(fp8, "transposed_column_softmax", a, b, yt, p)
+    y = a.double() @ b.double().T
+    assert torch.equal(bits(yt), bits(y.T.bfloat16().contiguous()))
+    g = math.ceil(m / 128)
+    yp = torch.cat([y, torch.full((g * 128 - m, n), -math.inf, device="cuda",
+                                  dtype=torch.float64)]).view(g, 128, n)
+    want = torch.softmax(yp, 1).view(-1, n)[:m]
+    torch.testing.assert_close(p.double(), want, rtol=1e-5, atol=1e-7)
+
+
 @pytest.mark.parametrize("m,n,k", FP8_OUT_SHAPES + [(200, 328, 4104), (300, 512, 8192)])
 def test_fp8_copy_rowmax(fp8, m, n, k):
     """The residual stream in bf16 and its e4m3 copy under a per-row scale

@@ -126,6 +126,8 @@ enum class ParamRole {
   colPartials,
   rowSelect,
   grouped,
+  colGrouped,
+  transposed,
   partials,
   reduced
 };
@@ -210,6 +212,8 @@ template <> struct Vocabulary<ParamRole> {
       {ParamRole::colPartials, "col_partials"},
       {ParamRole::rowSelect, "row_select"},
       {ParamRole::grouped, "grouped"},
+      {ParamRole::colGrouped, "col_grouped"},
+      {ParamRole::transposed, "transposed"},
       {ParamRole::partials, "partials"},
       {ParamRole::reduced, "reduced"}};
 };

@@ -14,76 +14,84 @@ using namespace mlir;
 using namespace mlir::coda;
 using namespace mlir::coda::gpu_lowering;
 
-void EpilogueBuilder::finishColumnPartials(ImplicitLocOpBuilder &b,
-                                           ValueRange colAccs) {
-  // Each thread's running values go to shared memory beside the ring or
-  // the accumulator tile, one row per (pass row | warp); then one thread per
-  // column combines the rows in order and writes this tile's partial.
-  bool fragments = !frame.accFragments.empty();
-  int64_t scratchRows =
-      fragments ? config.epilogueThreads / 32 : config.epilogueRowsPerPass();
+EpilogueBuilder::ColumnScratch
+EpilogueBuilder::columnScratch(ImplicitLocOpBuilder &b,
+                               unsigned scratchIndex) const {
+  ColumnScratch scratch;
+  scratch.rows = plan.fragments ? config.epilogueThreads / 32
+                                : config.epilogueRowsPerPass();
   MLIRContext *ctx = b.getContext();
   auto scratchType = MemRefType::get(
-      {scratchRows, config.tileN}, b.getF32Type(), MemRefLayoutAttrInterface(),
+      {scratch.rows, config.tileN}, b.getF32Type(), MemRefLayoutAttrInterface(),
       gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
-  YieldOp yield = op.getYieldOp();
-  ValueRange yielded = yield.getValues();
-  int64_t slotsPerThread = layout.groups.size() * lanesPerGroup;
-  Value writer, scratchRow;
-  if (fragments) {
-    // The 8 lanes of a column (l / 4) first combine by shuffles; lanes 0-3
-    // write the warp's row.
-    writer = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, frame.lane,
-                                   index(b, 4));
-    scratchRow = frame.warp;
+  int64_t offset = config.columnScratchOffset() +
+                   scratchIndex * scratch.rows * config.tileN * 4;
+  scratch.view = memref::ViewOp::create(
+      b, scratchType, frame.shared,
+      arith::AddIOp::create(b, frame.sharedBase, index(b, offset)),
+      ValueRange{});
+  if (plan.fragments) {
+    scratch.writer = arith::CmpIOp::create(b, arith::CmpIPredicate::ult,
+                                           frame.lane, index(b, 4));
+    scratch.row = frame.warp;
   } else {
-    scratchRow = arith::DivUIOp::create(
+    scratch.row = arith::DivUIOp::create(
         b, frame.tid, index(b, config.tileN / kColumnsPerThread));
   }
+  return scratch;
+}
+
+void EpilogueBuilder::storeColumnScratch(ImplicitLocOpBuilder &b,
+                                         const ColumnScratch &scratch,
+                                         ArrayRef<Value> values) const {
+  auto store = [&](ImplicitLocOpBuilder &sb) {
+    for (int64_t g = 0; g < int64_t(layout.groups.size()); ++g)
+      for (int64_t l = 0; l < lanesPerGroup; ++l)
+        memref::StoreOp::create(
+            sb, values[g * lanesPerGroup + l], scratch.view,
+            ValueRange{scratch.row, layout.localCols[g][l]});
+  };
+  if (!scratch.writer)
+    return store(b);
+  scf::IfOp::create(b, scratch.writer, [&](OpBuilder &ob, Location loc) {
+    ImplicitLocOpBuilder sb(loc, ob);
+    store(sb);
+    scf::YieldOp::create(sb);
+  });
+}
+
+void EpilogueBuilder::finishColumnPartials(ImplicitLocOpBuilder &b,
+                                           ValueRange colAccs) {
+  // Each thread's running values go to a column scratch; then one thread
+  // per column combines the rows in order and writes this tile's partial.
+  ValueRange yielded = op.getYieldOp().getValues();
+  int64_t slotsPerThread = layout.groups.size() * lanesPerGroup;
   // The previous tile's finish is done reading the scratch.
   frame.syncEpilogue(b);
   unsigned colSlot = 0, scratchIndex = 0;
-  SmallVector<std::pair<unsigned, Value>> scratches;
+  SmallVector<std::pair<unsigned, ColumnScratch>> scratches;
   for (auto [i, value] : llvm::enumerate(yielded)) {
     if (roles[i] != OutputRole::colPartials)
       continue;
-    int64_t offset = config.columnScratchOffset() +
-                     scratchIndex++ * scratchRows * config.tileN * 4;
-    Value scratch = memref::ViewOp::create(
-        b, scratchType, frame.shared,
-        arith::AddIOp::create(b, frame.sharedBase, index(b, offset)),
-        ValueRange{});
+    ColumnScratch scratch = columnScratch(b, scratchIndex++);
     ReductionKind kind = getPartialKind(value);
     SmallVector<Value> values;
     for (int64_t s = 0; s < slotsPerThread; ++s) {
       Value v = colAccs[colSlot + s];
-      if (fragments)
+      // The 8 lanes of a column (l / 4) first combine by shuffles.
+      if (plan.fragments)
         v = shuffleCombine(b, kind, v, {4, 8, 16});
       values.push_back(v);
     }
-    auto store = [&](ImplicitLocOpBuilder &sb) {
-      for (int64_t g = 0; g < int64_t(layout.groups.size()); ++g)
-        for (int64_t l = 0; l < lanesPerGroup; ++l)
-          memref::StoreOp::create(
-              sb, values[g * lanesPerGroup + l], scratch,
-              ValueRange{scratchRow, layout.localCols[g][l]});
-    };
-    if (writer) {
-      scf::IfOp::create(b, writer, [&](OpBuilder &ob, Location loc) {
-        ImplicitLocOpBuilder sb(loc, ob);
-        store(sb);
-        scf::YieldOp::create(sb);
-      });
-    } else {
-      store(b);
-    }
+    storeColumnScratch(b, scratch, values);
     colSlot += slotsPerThread;
     scratches.push_back({unsigned(i), scratch});
   }
   frame.syncEpilogue(b);
-  for (auto [output, scratchBuffer] : scratches) {
+  for (auto [output, columnScratch] : scratches) {
     unsigned i = output;
-    Value scratch = scratchBuffer;
+    Value scratch = columnScratch.view;
+    int64_t scratchRows = columnScratch.rows;
     Value value = yielded[i];
     ReductionKind kind = getPartialKind(value);
     Type elementType = partialElementType(i);
@@ -158,6 +166,10 @@ mlir::coda::gpu_lowering::makeOutputNode(EpilogueBuilder &e, unsigned i) {
     return makeRowSelectOutput(e, i);
   case OutputRole::grouped:
     return makeGroupValueOutput(e, i);
+  case OutputRole::colGrouped:
+    return makeColumnGroupValueOutput(e, i);
+  case OutputRole::transposed:
+    return makeTransposedOutput(e, i);
   }
   llvm_unreachable("unknown output role");
 }
@@ -195,41 +207,59 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
   SmallVector<Value> colInit;
   for (std::unique_ptr<OutputNode> &node : outputNodes)
     node->beginTile(b, colInit);
-
-  SmallVector<Value> colAccs;
-  if (fragments) {
-    // The tile's columns of the column inputs it stages, once per tile.
+  // The tile's columns of the column inputs it stages, once per tile.
+  if (fragments)
     for (std::unique_ptr<InputNode> &node : inputNodes)
       node->beginTile(b);
-    // The pipelined inputs' first rows, before any row's math.
-    if (config.pipelinedInputs) {
-      assert(int64_t(plan.pipelined.size()) == config.pipelinedInputs &&
-             "the configuration counts the inputs the epilogue pipelines");
-      for (int64_t r = 0;
-           r < std::min(GemmKernelConfig::kPipelineSlots, fragmentRows()); ++r)
-        issuePipelinedRow(b, r);
-    }
+  // Statistics of groups along columns, before any row uses them.
+  computeColumnStatistics(b);
+  issueFirstRows(b);
+  SmallVector<Value> colAccs = walkRows(
+      b, colInit,
+      [&](ImplicitLocOpBuilder &lb, Value localRow, int64_t fragmentRow,
+          function_ref<Value(Slot)> accumulator, ValueRange running) {
+        return emitRow(lb, localRow, fragmentRow, accumulator, running);
+      });
+  if (!colInit.empty())
+    finishColumnPartials(b, colAccs);
+}
+
+void EpilogueBuilder::issueFirstRows(ImplicitLocOpBuilder &b) {
+  if (!config.pipelinedInputs || !plan.fragments)
+    return;
+  assert(int64_t(plan.pipelined.size()) == config.pipelinedInputs &&
+         "the configuration counts the inputs the epilogue pipelines");
+  for (int64_t r = 0;
+       r < std::min(GemmKernelConfig::kPipelineSlots, fragmentRows()); ++r)
+    issuePipelinedRow(b, r);
+}
+
+SmallVector<Value> EpilogueBuilder::walkRows(ImplicitLocOpBuilder &b,
+                                             ValueRange init, RowFn row) {
+  if (plan.fragments) {
     // Rows 16 w + l / 4 + fragmentRowOffset(f, h); element (j, h, e) of a
     // fragment is its member 4j + 2h + e.
     Value quadRow = arith::AddIOp::create(
         b, warpFragmentRow(b),
         arith::DivUIOp::create(b, frame.lane, index(b, 4)));
-    colAccs = colInit;
+    SmallVector<Value> running(init);
     for (auto [f, fragmentValue] : llvm::enumerate(frame.accFragments))
       for (int64_t h = 0; h < 2; ++h) {
         Value fragment = fragmentValue;
         Value localRow = arith::AddIOp::create(
             b, quadRow, index(b, fragmentRowOffset(f, h)));
-        colAccs = emitRow(
+        running = row(
             b, localRow, 2 * int64_t(f) + h,
             [&](Slot s) -> Value {
               auto [j, e] = layout.fragmentPos[s.group][s.lane];
               return LLVM::ExtractValueOp::create(b, fragment,
                                                   j * 4 + h * 2 + e);
             },
-            colAccs);
+            running);
       }
-  } else {
+    return running;
+  }
+  {
     int64_t threadsPerRow = config.tileN / kColumnsPerThread;
     int64_t rowsPerPass = config.epilogueRowsPerPass();
     int64_t passes = config.tileM / rowsPerPass;
@@ -242,7 +272,7 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
     Value threadRow =
         arith::DivUIOp::create(b, frame.tid, index(b, threadsPerRow));
     auto rowLoop = scf::ForOp::create(
-        b, index(b, 0), index(b, passes), index(b, unroll), colInit,
+        b, index(b, 0), index(b, passes), index(b, unroll), init,
         [&](OpBuilder &ob, Location loc, Value pass, ValueRange accs) {
           ImplicitLocOpBuilder lb(loc, ob);
           SmallVector<Value> running(accs);
@@ -269,16 +299,14 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
                 acc[{slot.group, slot.lane}] = vector::ExtractOp::create(
                     lb, loaded, ArrayRef<int64_t>{int64_t(e)});
             }
-            running = emitRow(
+            running = row(
                 lb, localRow, /*fragmentRow=*/-1,
                 [&](Slot s) { return acc.lookup({s.group, s.lane}); }, running);
           }
           scf::YieldOp::create(lb, running);
         });
-    colAccs = rowLoop.getResults();
+    return rowLoop.getResults();
   }
-  if (!colInit.empty())
-    finishColumnPartials(b, colAccs);
 }
 
 EpiloguePrefetch EpilogueBuilder::prefetch(ImplicitLocOpBuilder &b,
@@ -427,7 +455,7 @@ Value EpilogueBuilder::interiorCondition(ImplicitLocOpBuilder &b) const {
     }
   }
   for (auto [i, output] : llvm::enumerate(outputs)) {
-    if (roles[i] == OutputRole::tile)
+    if (roles[i] == OutputRole::tile || roles[i] == OutputRole::transposed)
       aligned(output);
     // An interleaved output's runs: both values of a lane's two columns,
     // checked once per tile (checking each run's stores spills more).

@@ -268,6 +268,56 @@ public:
   SmallVector<std::unique_ptr<InputNode>> inputNodes;
   SmallVector<std::unique_ptr<OutputNode>> outputNodes;
   void finishColumnPartials(ImplicitLocOpBuilder &b, ValueRange colAccs);
+  /// Column scratch `scratchIndex` beside the ring or the accumulator tile:
+  /// one f32 row of the tile per warp (fragments, whose lanes 0-3 write
+  /// it once the 8 lanes of each column have combined) or per pass row
+  /// (shared tile, every thread writing its columns).
+  struct ColumnScratch {
+    Value view;
+    int64_t rows;
+    Value row, writer;
+  };
+  ColumnScratch columnScratch(ImplicitLocOpBuilder &b,
+                              unsigned scratchIndex) const;
+  /// Writes the thread's value of each slot (g * lanesPerGroup + l) to its
+  /// row of `scratch`.
+  void storeColumnScratch(ImplicitLocOpBuilder &b, const ColumnScratch &scratch,
+                          ArrayRef<Value> values) const;
+  /// One row of a walk: the row's values given its accumulators and the
+  /// values carried from the rows before (`running`), returned updated.
+  using RowFn = function_ref<SmallVector<Value>(
+      ImplicitLocOpBuilder &, Value localRow, int64_t fragmentRow,
+      function_ref<Value(Slot)> accumulator, ValueRange running)>;
+  /// The walk over the thread's rows of the tile (the fragments' rows,
+  /// unrolled, or the shared tile's passes in a loop), `init` carried
+  /// through `row`; returns what the last row gave back.
+  SmallVector<Value> walkRows(ImplicitLocOpBuilder &b, ValueRange init,
+                              RowFn row);
+  /// Before a walk: the pipelined inputs' first rows, before any row's math.
+  void issueFirstRows(ImplicitLocOpBuilder &b);
+
+  /// Statistics of groups along columns (EpilogueColumnGroups.cpp), each a
+  /// whole column of the tile: one walk per statistic in program order
+  /// evaluates what it reduces and combines the thread's rows, then the
+  /// threads' values combine through the column scratch in a fixed order
+  /// into the statistic's row in shared memory, which every row of the
+  /// main walk reads.
+  void computeColumnStatistics(ImplicitLocOpBuilder &b);
+  SmallVector<Value> columnStatisticRow(ImplicitLocOpBuilder &lb,
+                                        GroupReduceOp stat, Value localRow,
+                                        int64_t fragmentRow,
+                                        function_ref<Value(Slot)> accumulator,
+                                        ValueRange running);
+  void finishColumnStatistic(ImplicitLocOpBuilder &b, GroupReduceOp stat,
+                             ValueRange running);
+  /// The finished statistic `stat`'s row ([tileN] f32).
+  Value columnStatisticRowBuffer(ImplicitLocOpBuilder &b,
+                                 GroupReduceOp stat) const;
+  /// Maps the statistics finished so far at each slot of `r`, read from
+  /// their rows.
+  void mapColumnStatistics(ImplicitLocOpBuilder &lb, Row &r);
+  /// The statistics along columns finished so far, in program order.
+  SmallVector<GroupReduceOp> finishedColumnStatistics;
 
   /// Whether `memref` admits vector accesses along its last dimension (unit
   /// static innermost stride), and the alignment such an access of `count`

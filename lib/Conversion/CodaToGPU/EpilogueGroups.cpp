@@ -45,6 +45,9 @@ void EpilogueBuilder::computeGroupStatistics(ImplicitLocOpBuilder &lb,
   // The row's statistics are mapped already when the main loop meets them.
   auto mapped = [](OpBuilder &, GroupReduceOp, MutableArrayRef<IRMapping>) {};
   for (GroupReduceOp stat : op.getBody().getOps<GroupReduceOp>()) {
+    // Statistics down the columns are finished before the rows.
+    if (stat.getAxis() != ReductionAxis::row)
+      continue;
     SmallVector<Operation *> slice = getGroupOperandSlice(op, stat.getValue());
     for (auto [gr, groupRun] : llvm::enumerate(layout.groupRuns)) {
       for (std::unique_ptr<InputNode> &node : inputNodes)

@@ -99,6 +99,10 @@ std::unique_ptr<OutputNode> makeColumnPartialsOutput(EpilogueBuilder &e,
 std::unique_ptr<OutputNode> makeRowSelectOutput(EpilogueBuilder &e, unsigned i);
 std::unique_ptr<OutputNode> makeGroupValueOutput(EpilogueBuilder &e,
                                                  unsigned i);
+std::unique_ptr<OutputNode> makeColumnGroupValueOutput(EpilogueBuilder &e,
+                                                       unsigned i);
+std::unique_ptr<OutputNode> makeTransposedOutput(EpilogueBuilder &e,
+                                                 unsigned i);
 
 } // namespace mlir::coda::gpu_lowering
 

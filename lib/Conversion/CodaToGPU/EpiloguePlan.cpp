@@ -27,8 +27,11 @@ OutputRole mlir::coda::gpu_lowering::getOutputRole(Value yielded) {
     return OutputRole::colPartials;
   if (isa_and_nonnull<RowSelectOp>(def))
     return OutputRole::rowSelect;
-  if (isa_and_nonnull<GroupValueOp>(def))
-    return OutputRole::grouped;
+  if (isa<TransposedType>(yielded.getType()))
+    return OutputRole::transposed;
+  if (auto group = dyn_cast_or_null<GroupValueOp>(def))
+    return group.getAxis() == ReductionAxis::row ? OutputRole::grouped
+                                                 : OutputRole::colGrouped;
   return OutputRole::tile;
 }
 
@@ -206,8 +209,10 @@ static SmallVector<InputPrefetch> prefetchPlan(GemmOp op,
       // An epilogue-only kernel has no K loop to hide the fragment loads'
       // latency under, and its 4-byte loads, one per lane and fragment
       // pair, fill the load queue: its staged tile inputs enter through the
-      // pipelined slots instead, 16 bytes per copy.
-      if (config.epilogueOnly)
+      // pipelined slots instead, 16 bytes per copy. So do those of an
+      // epilogue with statistics along columns, whose walk of the tile
+      // before its rows spills beside the prefetched registers.
+      if (config.epilogueOnly || config.numColumnStatistics)
         continue;
       // All of the thread's fragment rows, or nothing.
       p = {InputPrefetch::fragments,

@@ -187,6 +187,7 @@ SmallVector<Value> EpilogueBuilder::emitRow(
   readRow(lb, r);
   for (std::unique_ptr<OutputNode> &node : outputNodes)
     node->beginRow(lb, r);
+  mapColumnStatistics(lb, r);
   computeGroupStatistics(lb, r);
   // Group run by group run: its inputs read, the region evaluated and what
   // the outputs take of it at once (16-bit outputs narrowed, interleaved

@@ -95,17 +95,32 @@ LogicalResult checkTmaOperand(GemmOp op, StringRef name, Value operand) {
 
 /// The epilogue's operand and output types that the sm_90a lowering takes.
 LogicalResult checkEpilogueTypes(GemmOp op) {
-  // Said, not silent: groups along columns (w x 1) have the CPU's
-  // reference lowering (--coda-lower-to-linalg) and no kernel yet.
+  // Groups along columns are a whole column of the tile (128 rows), whose
+  // statistic the epilogue finishes through shared memory before its rows;
+  // other heights and positions (argmax) have the CPU's reference lowering
+  // (--coda-lower-to-linalg) only.
   for (Operation &inner : op.getBody().without_terminator()) {
+    int64_t width = getGroupWidth(inner, ReductionAxis::col);
+    if (!width)
+      continue;
+    if (width != kColumnGroupRows)
+      return inner.emitOpError("groups along columns lower on sm_90a as "
+                               "whole columns of a ")
+             << kColumnGroupRows << "-row tile, got " << width
+             << " rows; --coda-lower-to-linalg gives their meaning on the CPU";
     auto stat = dyn_cast<GroupReduceOp>(inner);
-    auto value = dyn_cast<GroupValueOp>(inner);
-    if ((stat && stat.getAxis() == ReductionAxis::col) ||
-        (value && value.getAxis() == ReductionAxis::col))
-      return inner.emitOpError("groups along columns have no sm_90a "
-                               "lowering yet; --coda-lower-to-linalg gives "
-                               "their meaning on the CPU");
+    if (stat && stat.getKind() == GroupStatistic::argmax)
+      return inner.emitOpError("argmax along columns has no sm_90a "
+                               "lowering; --coda-lower-to-linalg gives its "
+                               "meaning on the CPU");
+    if (op.isBatched())
+      return inner.emitOpError("groups along columns of a batched GEMM have "
+                               "no sm_90a lowering");
   }
+  for (Value value : op.getYieldOp().getValues())
+    if (isa<TransposedType>(value.getType()) && op.isBatched())
+      return op.emitOpError("a batched GEMM's transposed output has no sm_90a "
+                            "lowering");
   // 8-bit floats are GEMM operands and outputs; an epilogue reading them
   // would take neither the prefetch nor the staging of 16-bit inputs.
   for (auto [k, input] : llvm::enumerate(op.getEpilogueInputs()))
@@ -136,6 +151,8 @@ struct ReductionTiles {
   std::optional<int64_t> rowTile, colTile;
   /// The widest group of columns of a group statistic or grouped output.
   std::optional<int64_t> groupWidth;
+  /// The height of groups along columns (the tile's), 0 where none.
+  int64_t colGroupRows = 0;
   Operation *rowReduce = nullptr, *colReduce = nullptr;
 };
 
@@ -181,6 +198,14 @@ FailureOr<ReductionTiles> fixReductionTiles(GemmOp op,
   }
   if (t.colTile)
     config.tileM = *t.colTile;
+  // A column's group is the whole tile column.
+  if (getWidestGroup(op.getBody(), ReductionAxis::col)) {
+    config.tileM = t.colGroupRows = kColumnGroupRows;
+    config.numColumnStatistics = llvm::count_if(
+        op.getBody().getOps<GroupReduceOp>(), [](GroupReduceOp stat) {
+          return stat.getAxis() == ReductionAxis::col;
+        });
+  }
   // Groups lie inside the tile: its N a multiple of the widest (widths are
   // powers of two, so of every one).
   if (int64_t widest = getWidestGroup(op.getBody()))
@@ -283,7 +308,7 @@ LogicalResult chooseSchedule(GemmOp op, GemmKernelConfig &config,
     config.numThreads = 384;
     config.epilogueThreads = 256;
   }
-  if (config.schedule == Schedule::single && !t.colTile &&
+  if (config.schedule == Schedule::single && !t.colTile && !t.colGroupRows &&
       config.tileM * config.tileN > 128 * 128)
     config.tileM = 64;
   if (clusterM != 1 && clusterM != 2)
@@ -324,6 +349,14 @@ void placeEpilogueBuffers(GemmOp op, GemmKernelConfig &config) {
   // with no column partials), then their column and periodic input rows
   // where those fit as well.
   if (config.registerEpilogue()) {
+    // Transposed outputs go through the warp's staging always: stored from
+    // the fragments, each element would be a store of its own.
+    for (auto [value, output] :
+         llvm::zip(op.getYieldOp().getValues(), op.getOutputs()))
+      if (isa<TransposedType>(value.getType()))
+        config.transposedStagingBytes +=
+            config.tileN * kTransposedStagingRows *
+            cast<MemRefType>(output.getType()).getElementTypeBitWidth() / 8;
     for (unsigned i = 0, e = op.getYieldOp().getValues().size(); i < e; ++i)
       config.stagedTiles |= stagesOutput(op, i, config.schedule);
     for (unsigned k = 0, e = op.getEpilogueInputs().size(); k < e; ++k)

@@ -29,6 +29,12 @@ namespace mlir::coda::gpu_lowering {
 /// Columns of a row that one thread covers in the epilogue (16 bytes of bf16,
 /// so that tile outputs and inputs move as one vector when aligned).
 constexpr int64_t kEpilogueColumnsPerThread = 8;
+/// The height of a group along columns on the GPU: a whole column of the
+/// tile (the 128 x 1 groups of FP8 training's token-major copies).
+constexpr int64_t kColumnGroupRows = 128;
+/// Rows of a fragment a warp holds (16 w + l / 4, + 8): the rows a register
+/// epilogue's warp stages transposed at once.
+constexpr int64_t kTransposedStagingRows = 16;
 
 /// How a kernel's warps share the work of its tiles (the dialect's enum).
 using Schedule = GemmSchedule;
@@ -95,6 +101,14 @@ struct GemmKernelConfig {
   bool batched = false, rhsBatched = false;
   /// Number of col_reduce outputs (each needs a cross-warp scratch row).
   int64_t numColPartials = 0;
+  /// Statistics of column groups, which the epilogue finishes before its
+  /// rows, one at a time through one scratch like a column partial's, each
+  /// into an f32 row of the tile that every row then reads.
+  int64_t numColumnStatistics = 0;
+  /// Bytes per warp of the register epilogue's transposed outputs'
+  /// staging: each output's [tileN x 16] elements (the warp's 16 rows of a
+  /// fragment, transposed), copied out in 16-byte rows of the N x M output.
+  int64_t transposedStagingBytes = 0;
   /// Columns per row partial (row_reduce's tile): tile N or a divisor of it,
   /// so that a CTA writes tileN / rowPartialTile partials per row.
   int64_t rowPartialTile = 0;
@@ -188,7 +202,16 @@ struct GemmKernelConfig {
   int64_t columnScratchBytes() const {
     int64_t rows = registerEpilogue() ? epilogueThreads / 32
                                       : epilogueRowsPerPass();
-    return numColPartials * rows * tileN * 4;
+    return (columnScratches() * rows + numColumnStatistics) * tileN * 4;
+  }
+  int64_t columnScratches() const {
+    return std::max<int64_t>(numColPartials, numColumnStatistics > 0);
+  }
+  /// Where the finished column statistic `k` lies.
+  int64_t columnStatisticOffset(int64_t k) const {
+    int64_t rows =
+        registerEpilogue() ? epilogueThreads / 32 : epilogueRowsPerPass();
+    return columnScratchOffset() + (columnScratches() * rows + k) * tileN * 4;
   }
   int64_t columnScratchOffset() const {
     return epilogueOffset() + (registerEpilogue() ? 0 : accTileBytes());
@@ -208,12 +231,22 @@ struct GemmKernelConfig {
   int64_t pipelineSlotsOffset() const {
     return (tileStagingBytesPerWarp() + stagedInputRowBytes + 15) / 16 * 16;
   }
+  /// A warp's staged tiles, input rows and pipelined slots.
+  int64_t rowStagingBytesPerWarp() const {
+    return pipelinedInputs
+               ? pipelineSlotsOffset() +
+                     pipelinedInputs * kPipelineSlots * pipelineSlotBytes()
+               : tileStagingBytesPerWarp() + stagedInputRowBytes;
+  }
+  /// Where a warp's transposed staging starts in its buffer (16-byte
+  /// aligned, as its copies need).
+  int64_t transposedStagingOffset() const {
+    return (rowStagingBytesPerWarp() + 15) / 16 * 16;
+  }
   int64_t stagingBytesPerWarp() const {
-    int64_t bytes = pipelinedInputs
-                        ? pipelineSlotsOffset() + pipelinedInputs *
-                                                      kPipelineSlots *
-                                                      pipelineSlotBytes()
-                        : tileStagingBytesPerWarp() + stagedInputRowBytes;
+    int64_t bytes = transposedStagingBytes
+                        ? transposedStagingOffset() + transposedStagingBytes
+                        : rowStagingBytesPerWarp();
     return tmaStores ? (bytes + 127) / 128 * 128 : bytes;
   }
   int64_t stagingBytes() const {
@@ -322,7 +355,9 @@ enum class OutputRole {
   rowPartials,
   colPartials,
   rowSelect,
-  grouped
+  grouped,
+  colGrouped,
+  transposed
 };
 OutputRole getOutputRole(Value yielded);
 /// The manifest's name of an output of `role` (coda::abi::ParamRole;

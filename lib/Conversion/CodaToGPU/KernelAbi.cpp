@@ -47,6 +47,10 @@ abi::ParamRole abiRole(OutputRole role) {
     return ParamRole::rowSelect;
   case OutputRole::grouped:
     return ParamRole::grouped;
+  case OutputRole::colGrouped:
+    return ParamRole::colGrouped;
+  case OutputRole::transposed:
+    return ParamRole::transposed;
   }
   llvm_unreachable("unknown role");
 }

@@ -111,9 +111,11 @@ struct EpilogueShape {
   /// period is unknown to the tile's columns.
   std::optional<int64_t> stride;
   bool dynamicPeriod = false;
-  /// Group statistics (coda.group_reduce), and the widest group of columns
-  /// of a statistic or grouped output.
+  /// Group statistics (coda.group_reduce) along rows, and the widest group
+  /// of columns of a statistic or grouped output.
   int64_t groupStatistics = 0, widestGroup = 0;
+  /// Groups along columns, or a transposed output.
+  bool columnGroups = false, transposed = false;
   bool stridedPairs() const { return stride && *stride > 1; }
 };
 
@@ -138,16 +140,25 @@ EpilogueShape shapeOf(GemmOp op, int64_t tileN) {
       break;
     case OutputRole::tile:
       ++e.tileOutputs;
-      e.f32Tile |= value.getType().getIntOrFloatBitWidth() == 32;
-      e.fp8Tile |= value.getType().getIntOrFloatBitWidth() == 8;
+      // An index (a position) has no bit width until lowered.
+      if (value.getType().isIntOrFloat()) {
+        e.f32Tile |= value.getType().getIntOrFloatBitWidth() == 32;
+        e.fp8Tile |= value.getType().getIntOrFloatBitWidth() == 8;
+      }
+      break;
+    case OutputRole::transposed:
+      e.transposed = true;
       break;
     case OutputRole::rowSelect:
     case OutputRole::grouped:
+    case OutputRole::colGrouped:
       break;
     }
   }
-  e.groupStatistics =
-      llvm::range_size(op.getBody().getOps<GroupReduceOp>());
+  e.groupStatistics = llvm::count_if(
+      op.getBody().getOps<GroupReduceOp>(),
+      [](GroupReduceOp stat) { return stat.getAxis() == ReductionAxis::row; });
+  e.columnGroups = getWidestGroup(op.getBody(), ReductionAxis::col) != 0;
   e.widestGroup = getWidestGroup(op.getBody());
   e.numInputs = op.getEpilogueInputs().size();
   for (unsigned k = 0; k < e.numInputs; ++k) {
@@ -211,6 +222,12 @@ Attribute selectConfig(GemmOp op) {
   // a 128-column tile. More: the shared-tile epilogue, whose threads hold
   // 8 columns of a row; the register schedules keep each statistic's
   // operand for the whole row of fragments live and spill.
+  // Groups along columns or a transposed output (FP8 training's token-major
+  // copy): ping-pong, whose fragments the warp writes transposed through its
+  // staging buffer and whose epilogue hides under the other consumer's K
+  // loop.
+  if (e.columnGroups || e.transposed)
+    return pingPong;
   if (e.groupStatistics)
     return e.groupStatistics == 1 && 128 % e.widestGroup == 0
                ? pingPong

@@ -234,6 +234,9 @@ public:
           SmallVector<Value> at = rows ? SmallVector<Value>{row, index}
                                        : SmallVector<Value>{index, col};
           out = access.write(b, loc, element, out, withBatch(at));
+        } else if (auto transpose = dyn_cast_or_null<TransposeOp>(def)) {
+          out = access.write(b, loc, lanes[lane].lookup(transpose.getValue()),
+                             out, withBatch({col, row}));
         } else if (auto select = dyn_cast_or_null<RowSelectOp>(def)) {
           Value target = lanes[lane].lookup(select.getColumn());
           if (!target.getType().isIndex())
@@ -492,7 +495,7 @@ struct CodaLowerToLinalgPass
     // Epilogue ops disappear with their coda.gemm.
     target.addLegalOp<RowIndexOp, ColIndexOp, RowReduceOp, ColReduceOp,
                       RowSelectOp, PairMapOp, PairContractOp, InterleaveOp,
-                      GroupReduceOp, GroupValueOp, YieldOp>();
+                      TransposeOp, GroupReduceOp, GroupValueOp, YieldOp>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(ctx);
     populateCodaToLinalgConversionPatterns(patterns);

@@ -179,15 +179,43 @@ func.func @fp8_pair_output(%a: memref<?x64xbf16>, %b: memref<256x64xbf16>, %y: m
 
 // -----
 
-// Groups along columns have the CPU's reference lowering only, said on the op.
+// Groups along columns lower as whole columns of a 128-row tile; other
+// heights have the CPU's reference lowering only, said on the op.
 func.func @group_statistic(%a: memref<?x64xbf16>, %b: memref<256x64xbf16>, %y: memref<?x256xbf16>) {
   coda.gemm %a, %b transpose_b : memref<?x64xbf16>, memref<256x64xbf16>
       epilogue(%acc) outs(%y : memref<?x256xbf16>) {
-    // expected-error @+1 {{'coda.group_reduce' op groups along columns have no sm_90a lowering yet; --coda-lower-to-linalg gives their meaning on the CPU}}
-    %m = coda.group_reduce max %acc col group 128 : f32 -> f32
+    // expected-error @+1 {{'coda.group_reduce' op groups along columns lower on sm_90a as whole columns of a 128-row tile, got 32 rows; --coda-lower-to-linalg gives their meaning on the CPU}}
+    %m = coda.group_reduce max %acc col group 32 : f32 -> f32
     %d = arith.divf %acc, %m : f32
     %t = arith.truncf %d : f32 to bf16
     coda.yield %t : bf16
+  }
+  return
+}
+
+// -----
+
+// A column's first maximum has the CPU's reference lowering only.
+func.func @column_argmax(%a: memref<?x64xbf16>, %b: memref<256x64xbf16>, %y: memref<?x256xindex>) {
+  coda.gemm %a, %b transpose_b : memref<?x64xbf16>, memref<256x64xbf16>
+      epilogue(%acc) outs(%y : memref<?x256xindex>) {
+    // expected-error @+1 {{'coda.group_reduce' op argmax along columns has no sm_90a lowering; --coda-lower-to-linalg gives its meaning on the CPU}}
+    %i = coda.group_reduce argmax %acc col group 128 : f32 -> index
+    coda.yield %i : index
+  }
+  return
+}
+
+// -----
+
+// A batched GEMM's transposed output is refused on the GPU.
+func.func @batched_transposed(%a: memref<2x?x64xbf16>, %b: memref<2x256x64xbf16>, %y: memref<2x256x?xbf16>) {
+  // expected-error @+1 {{'coda.gemm' op a batched GEMM's transposed output has no sm_90a lowering}}
+  coda.gemm %a, %b transpose_b : memref<2x?x64xbf16>, memref<2x256x64xbf16>
+      epilogue(%acc) outs(%y : memref<2x256x?xbf16>) {
+    %t = arith.truncf %acc : f32 to bf16
+    %c = coda.transpose %t : bf16
+    coda.yield %c : !coda.transposed<bf16>
   }
   return
 }

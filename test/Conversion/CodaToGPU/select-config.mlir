@@ -627,6 +627,37 @@ func.func @group_quantize(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %q: memref
   return
 }
 
+// Groups along columns or a transposed output (FP8 training's token-major
+// copy), with or without a row statistic beside them: ping-pong.
+// CHECK-LABEL: func.func @column_groups
+//       CHECK:   attributes {coda.gemm_config = #coda.gemm_config<schedule = ping_pong, tile_m = 128, tile_n = 128, stages = 4>}
+//       CHECK:   attributes {coda.gemm_config = #coda.gemm_config<schedule = ping_pong, tile_m = 128, tile_n = 128, stages = 4>}
+func.func @column_groups(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %q: memref<?x?xf8E4M3FN>,
+                         %s: memref<?x?xf32>, %qt: memref<?x?xf8E4M3FN>, %st: memref<?x?xf32>,
+                         %yt: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%q, %s, %qt, %st : memref<?x?xf8E4M3FN>, memref<?x?xf32>, memref<?x?xf8E4M3FN>, memref<?x?xf32>) {
+    %abs = math.absf %acc : f32
+    %amax = coda.group_reduce max %abs row group 128 : f32 -> f32
+    %x = arith.divf %acc, %amax : f32
+    %code = arith.truncf %x : f32 to f8E4M3FN
+    %sv = coda.group_value %amax row group 128 : f32
+    %tamax = coda.group_reduce max %abs col group 128 : f32 -> f32
+    %tx = arith.divf %acc, %tamax : f32
+    %tcode = arith.truncf %tx : f32 to f8E4M3FN
+    %t = coda.transpose %tcode : f8E4M3FN
+    %tsv = coda.group_value %tamax col group 128 : f32
+    coda.yield %code, %sv, %t, %tsv : f8E4M3FN, !coda.grouped<f32>, !coda.transposed<f8E4M3FN>, !coda.grouped<f32>
+  }
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%yt : memref<?x?xbf16>) {
+    %t = arith.truncf %acc : f32 to bf16
+    %c = coda.transpose %t : bf16
+    coda.yield %c : !coda.transposed<bf16>
+  }
+  return
+}
+
 // An FP8 tile output beside row-max partials (a down projection's
 // quantized copy): ping-pong up to K = 4096, cooperative beyond without a
 // cluster (in clusters of two it spills).

@@ -363,6 +363,30 @@ func.func @interleaved_output_shape(%a: tensor<64x32xf32>, %b: tensor<32x96xf32>
 
 // -----
 
+func.func @transposed_output_shape(%a: tensor<64x32xf32>, %b: tensor<32x96xf32>, %o: tensor<64x96xbf16>) {
+  // expected-error @+1 {{'coda.gemm' op expects output #0 (transposed, N x M) of shape 96x64, got 64x96}}
+  %0 = coda.gemm %a, %b : tensor<64x32xf32>, tensor<32x96xf32> epilogue(%acc) outs(%o : tensor<64x96xbf16>) {
+    %v = arith.truncf %acc : f32 to bf16
+    %t = coda.transpose %v : bf16
+    coda.yield %t : !coda.transposed<bf16>
+  }
+  return
+}
+
+// -----
+
+func.func @transposed_not_yielded(%a: tensor<64x32xf32>, %b: tensor<32x96xf32>, %o: tensor<64x96xf32>) {
+  %0 = coda.gemm %a, %b : tensor<64x32xf32>, tensor<32x96xf32> epilogue(%acc) outs(%o : tensor<64x96xf32>) {
+    %t = coda.transpose %acc : f32
+    // expected-error @+1 {{'arith.addf' op operand #0 must be floating-point-like, but got '!coda.transposed<f32>'}}
+    %u = arith.addf %t, %t : !coda.transposed<f32>
+    coda.yield %acc : f32
+  }
+  return
+}
+
+// -----
+
 func.func @row_output_shape(%a: tensor<64x32xf32>, %b: tensor<32x96xf32>, %t: tensor<64xi32>, %o: tensor<96xf32>) {
   // expected-error @+1 {{'coda.gemm' op expects output #0 (one value per row) of shape 64, got 96}}
   %0 = coda.gemm %a, %b : tensor<64x32xf32>, tensor<32x96xf32>

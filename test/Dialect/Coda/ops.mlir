@@ -253,3 +253,23 @@ func.func @group_statistics(%a: tensor<64x32xbf16>, %b: tensor<32x256xbf16>, %o:
   }
   return %0#0, %0#1, %0#2 : tensor<64x256xf8E4M3FN>, tensor<64x2xf32>, tensor<64x256xindex>
 }
+
+// CHECK-LABEL: func.func @transposed_copy
+// CHECK: coda.group_reduce max %{{.*}} col group 128 : f32 -> f32
+// CHECK: %[[T:.*]] = coda.transpose %{{.*}} : f8E4M3FN
+// CHECK: coda.group_value %{{.*}} col group 128 : f32
+// CHECK: coda.yield %[[T]], %{{.*}} : !coda.transposed<f8E4M3FN>, !coda.grouped<f32>
+func.func @transposed_copy(%a: tensor<256x32xbf16>, %b: tensor<32x64xbf16>, %o: tensor<64x256xf8E4M3FN>,
+                           %s: tensor<2x64xf32>) -> (tensor<64x256xf8E4M3FN>, tensor<2x64xf32>) {
+  %0:2 = coda.gemm %a, %b : tensor<256x32xbf16>, tensor<32x64xbf16>
+      epilogue(%acc) outs(%o, %s : tensor<64x256xf8E4M3FN>, tensor<2x64xf32>) {
+    %abs = math.absf %acc : f32
+    %amax = coda.group_reduce max %abs col group 128 : f32 -> f32
+    %q = arith.divf %acc, %amax : f32
+    %code = arith.truncf %q : f32 to f8E4M3FN
+    %t = coda.transpose %code : f8E4M3FN
+    %scale = coda.group_value %amax col group 128 : f32
+    coda.yield %t, %scale : !coda.transposed<f8E4M3FN>, !coda.grouped<f32>
+  }
+  return %0#0, %0#1 : tensor<64x256xf8E4M3FN>, tensor<2x64xf32>
+}

@@ -127,3 +127,88 @@ func.func @fp8_copy_rowmax(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %res: mem
   }
   return
 }
+
+// FP8 training's two copies of a GEMM output: row-major codes with a scale
+// per 1 x 128 group (the next GEMM's operand) and the token-major copy
+// (N x M) with a scale per 128 x 1 group (the weight gradient's operand),
+// both from one epilogue.
+func.func @transposed_quantize(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>,
+                               %q: memref<?x?xf8E4M3FN>, %s: memref<?x?xf32>,
+                               %qt: memref<?x?xf8E4M3FN>, %st: memref<?x?xf32>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%q, %s, %qt, %st : memref<?x?xf8E4M3FN>, memref<?x?xf32>, memref<?x?xf8E4M3FN>, memref<?x?xf32>) {
+    %abs = math.absf %acc : f32
+    %eps = arith.constant 1.0e-12 : f32
+    %fmax = arith.constant 448.0 : f32
+    %nfmax = arith.constant -448.0 : f32
+    %amax = coda.group_reduce max %abs row group 128 : f32 -> f32
+    %floor = arith.maximumf %amax, %eps : f32
+    %scale = arith.divf %floor, %fmax : f32
+    %v = arith.divf %acc, %scale : f32
+    %lo = arith.maximumf %v, %nfmax : f32
+    %c = arith.minimumf %lo, %fmax : f32
+    %code = arith.truncf %c : f32 to f8E4M3FN
+    %sv = coda.group_value %scale row group 128 : f32
+    %tamax = coda.group_reduce max %abs col group 128 : f32 -> f32
+    %tfloor = arith.maximumf %tamax, %eps : f32
+    %tscale = arith.divf %tfloor, %fmax : f32
+    %tv = arith.divf %acc, %tscale : f32
+    %tlo = arith.maximumf %tv, %nfmax : f32
+    %tc = arith.minimumf %tlo, %fmax : f32
+    %tcode = arith.truncf %tc : f32 to f8E4M3FN
+    %t = coda.transpose %tcode : f8E4M3FN
+    %tsv = coda.group_value %tscale col group 128 : f32
+    coda.yield %code, %sv, %t, %tsv : f8E4M3FN, !coda.grouped<f32>, !coda.transposed<f8E4M3FN>, !coda.grouped<f32>
+  }
+  return
+}
+
+// The residual stream's update (h = x W^T + r, kept in bf16) with its
+// token-major FP8 copy and 128 x 1 scales: a tile input read by the
+// statistic's walk and by the rows.
+func.func @residual_transposed_quantize(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>,
+                                        %r: memref<?x?xbf16>, %h: memref<?x?xbf16>,
+                                        %qt: memref<?x?xf8E4M3FN>, %st: memref<?x?xf32>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc, tile %res = %r : memref<?x?xbf16>)
+      outs(%h, %qt, %st : memref<?x?xbf16>, memref<?x?xf8E4M3FN>, memref<?x?xf32>) {
+    %rf = arith.extf %res : bf16 to f32
+    %sum = arith.addf %acc, %rf : f32
+    %hb = arith.truncf %sum : f32 to bf16
+    %hf = arith.extf %hb : bf16 to f32
+    %abs = math.absf %hf : f32
+    %eps = arith.constant 1.0e-12 : f32
+    %fmax = arith.constant 448.0 : f32
+    %nfmax = arith.constant -448.0 : f32
+    %tamax = coda.group_reduce max %abs col group 128 : f32 -> f32
+    %tfloor = arith.maximumf %tamax, %eps : f32
+    %tscale = arith.divf %tfloor, %fmax : f32
+    %tv = arith.divf %hf, %tscale : f32
+    %tlo = arith.maximumf %tv, %nfmax : f32
+    %tc = arith.minimumf %tlo, %fmax : f32
+    %tcode = arith.truncf %tc : f32 to f8E4M3FN
+    %t = coda.transpose %tcode : f8E4M3FN
+    %tsv = coda.group_value %tscale col group 128 : f32
+    coda.yield %hb, %t, %tsv : bf16, !coda.transposed<f8E4M3FN>, !coda.grouped<f32>
+  }
+  return
+}
+
+// A bf16 output written transposed (16-bit staging), and a softmax down
+// each column of the tile (two statistics of the same groups, the second
+// reading the first).
+func.func @transposed_column_softmax(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>,
+                                     %yt: memref<?x?xbf16>, %p: memref<?x?xf32>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%yt, %p : memref<?x?xbf16>, memref<?x?xf32>) {
+    %yb = arith.truncf %acc : f32 to bf16
+    %t = coda.transpose %yb : bf16
+    %mx = coda.group_reduce max %acc col group 128 : f32 -> f32
+    %d = arith.subf %acc, %mx : f32
+    %e = math.exp %d : f32
+    %sum = coda.group_reduce sum %e col group 128 : f32 -> f32
+    %pr = arith.divf %e, %sum : f32
+    coda.yield %t, %pr : !coda.transposed<bf16>, f32
+  }
+  return
+}

@@ -73,8 +73,8 @@ static bool isEpilogueScalarType(Type type) {
 }
 
 static bool isSinkType(Type type) {
-  return isa<PartialType, PairType, InterleavedType, RowType, GroupedType>(
-      type);
+  return isa<PartialType, PairType, InterleavedType, RowType, GroupedType,
+             TransposedType>(type);
 }
 
 //===----------------------------------------------------------------------===//
@@ -506,6 +506,10 @@ LogicalResult GemmOp::verifyRegions() {
       elementType = interleaved.getElementType();
       expected.append({m, ShapedType::isDynamic(n) ? n : 2 * n});
       what = "output #" + std::to_string(i) + " (two values per element)";
+    } else if (auto transposed = dyn_cast<TransposedType>(valueType)) {
+      elementType = transposed.getElementType();
+      expected.append({n, m});
+      what = "output #" + std::to_string(i) + " (transposed, N x M)";
     } else if (auto rowType = dyn_cast<RowType>(valueType)) {
       elementType = rowType.getElementType();
       expected.push_back(m);

@@ -588,8 +588,10 @@ LogicalResult BackwardBuilder::check(func::FuncOp forward) {
     }
     for (auto [result, yielded] :
          llvm::zip(gemm->getResults(), gemm.getYieldOp().getValues())) {
-      if (isa<InterleavedType>(yielded.getType())) {
-        gemm.emitOpError("interleaved output ")
+      if (isa<InterleavedType, TransposedType>(yielded.getType())) {
+        gemm.emitOpError(isa<InterleavedType>(yielded.getType())
+                             ? "interleaved output "
+                             : "transposed output ")
             << result.getResultNumber()
             << " is not differentiated by --coda-derive-backward";
         return WalkResult::interrupt();

@@ -95,8 +95,8 @@ void mlir::coda::evaluateEpilogueOps(OpBuilder &b, ArrayRef<Operation *> ops,
         lane.map(inner->getResult(0), lane.lookup(inner->getOperand(0)));
     } else if (isa<PairMapOp, PairContractOp>(inner)) {
       evaluatePairOp(b, *inner, lanes);
-    } else if (isa<InterleaveOp>(inner)) {
-      // Its two operands are written where the gemm's yield sends it.
+    } else if (isa<InterleaveOp, TransposeOp>(inner)) {
+      // Its operands are written where the gemm's yield sends it.
       continue;
     } else {
       for (IRMapping &lane : lanes)
@@ -158,18 +158,18 @@ SmallVector<Operation *> mlir::coda::getGroupOperandSlice(GemmOp op,
   return ordered;
 }
 
-int64_t mlir::coda::getGroupWidth(Operation &op) {
+int64_t mlir::coda::getGroupWidth(Operation &op, ReductionAxis axis) {
   if (auto stat = dyn_cast<GroupReduceOp>(op))
-    return stat.getWidth();
+    return stat.getAxis() == axis ? stat.getWidth() : 0;
   if (auto value = dyn_cast<GroupValueOp>(op))
-    return value.getWidth();
+    return value.getAxis() == axis ? value.getWidth() : 0;
   return 0;
 }
 
-int64_t mlir::coda::getWidestGroup(Block &body) {
+int64_t mlir::coda::getWidestGroup(Block &body, ReductionAxis axis) {
   int64_t widest = 0;
   for (Operation &inner : body)
-    widest = std::max(widest, getGroupWidth(inner));
+    widest = std::max(widest, getGroupWidth(inner, axis));
   return widest;
 }
 

@@ -290,4 +290,15 @@ def Coda_GroupedType : Coda_SinkType<"Grouped", "grouped",
   }];
 }
 
+def Coda_TransposedType : Coda_SinkType<"Transposed", "transposed",
+    "the element written at (n, m), bound for an N x M output"> {
+  let description = [{
+    The value of a `coda.transpose`. Yielded by `coda.gemm`, its value at
+    element (m, n) fills element (n, m) of an [B x] N x M output: the
+    token-major copy a weight gradient reads as its K-major operand, written
+    by the epilogue that has the tile on chip instead of by a transpose
+    kernel.
+  }];
+}
+
 #endif // CODA_DIALECT_CODA_IR_CODABASE_TD

@@ -346,6 +346,31 @@ def Coda_InterleaveOp : Coda_Op<"interleave", [Pure, HasParent<"GemmOp">,
   let assemblyFormat = "$even `,` $odd attr-dict `:` type($even)";
 }
 
+def Coda_TransposeOp : Coda_Op<"transpose", [Pure, HasParent<"GemmOp">,
+    TypesMatchWith<"result is a transposed value of the value's type",
+                   "value", "result", "::mlir::coda::TransposedType::get($_self)">]> {
+  let summary = "a value written at (n, m) of an N x M output";
+  let description = [{
+    Binds `value` for a transposed output: yielded by `coda.gemm`, its value
+    at element (m, n) is written to element (n, m) of an [B x] N x M output.
+    FP8 training's token-major copy of a tensor (the operand a weight
+    gradient reads with K = tokens contiguous), quantized over 128 x 1
+    groups, comes out of the GEMM that produces the tensor:
+
+    ```mlir
+    %amax_t = coda.group_reduce max %abs col group 128 : f32 -> f32
+    ...
+    %code_t = arith.truncf %q_t : f32 to f8E4M3FN
+    %copy = coda.transpose %code_t : f8E4M3FN
+    %scales_t = coda.group_value %scale_t col group 128 : f32
+    coda.yield %copy, %scales_t : !coda.transposed<f8E4M3FN>, !coda.grouped<f32>
+    ```
+  }];
+  let arguments = (ins AnyTypeOf<[AnyFloat, AnySignlessInteger]>:$value);
+  let results = (outs Coda_TransposedType:$result);
+  let assemblyFormat = "$value attr-dict `:` type($value)";
+}
+
 //===----------------------------------------------------------------------===//
 // Pairwise transforms
 //===----------------------------------------------------------------------===//

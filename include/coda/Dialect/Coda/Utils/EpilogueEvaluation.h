@@ -57,11 +57,11 @@ void evaluateEpilogueOps(OpBuilder &b, ArrayRef<Operation *> ops, Value row,
                          MutableArrayRef<IRMapping> lanes,
                          GroupStatisticFn groupStatistic = nullptr);
 
-/// The group width of `op`, a coda.group_reduce or coda.group_value; 0 for
-/// any other op.
-int64_t getGroupWidth(Operation &op);
-/// The widest group of columns of a group op in `body`; 0 where none.
-int64_t getWidestGroup(Block &body);
+/// The group width of `op`, a coda.group_reduce or coda.group_value whose
+/// groups lie along `axis` (row: groups of columns); 0 for any other op.
+int64_t getGroupWidth(Operation &op, ReductionAxis axis = ReductionAxis::row);
+/// The widest group along `axis` of a group op in `body`; 0 where none.
+int64_t getWidestGroup(Block &body, ReductionAxis axis = ReductionAxis::row);
 
 /// The identity of a group statistic over `type` (0, -inf, +inf; argmax
 /// starts from -inf).

@@ -1,0 +1,197 @@
+//===- EpilogueColumnGroups.cpp - group statistics down the columns -------===//
+//
+// `coda.group_reduce <kind> %v col group 128` on the GPU: the group is a
+// whole column of the tile, held by every warp (fragments) or every pass
+// row (shared tile), so its statistic needs the whole tile before any row
+// can use it. The epilogue therefore walks its rows once per statistic
+// first, evaluating only what the statistic reduces and carrying one
+// running value per slot, then combines the threads' values through the
+// column scratch in a fixed order (as column partials are finished) into
+// the statistic's row in shared memory; each row of the main walk reads
+// its slots from there (held in registers through the walk, a register
+// epilogue's statistics spill beside its accumulators). A statistic may
+// reduce values computed from statistics of the same groups before it (a
+// softmax down the columns).
+//
+//===----------------------------------------------------------------------===//
+
+#include "EpilogueNodes.h"
+
+using namespace mlir;
+using namespace mlir::coda;
+using namespace mlir::coda::gpu_lowering;
+
+void EpilogueBuilder::computeColumnStatistics(ImplicitLocOpBuilder &b) {
+  for (GroupReduceOp stat : op.getBody().getOps<GroupReduceOp>()) {
+    if (stat.getAxis() != ReductionAxis::col)
+      continue;
+    Value identity = arith::ConstantOp::create(
+        b, getGroupIdentity(stat.getKind(), b.getF32Type()));
+    SmallVector<Value> init(layout.groups.size() * lanesPerGroup, identity);
+    issueFirstRows(b);
+    SmallVector<Value> running = walkRows(
+        b, init,
+        [&](ImplicitLocOpBuilder &lb, Value localRow, int64_t fragmentRow,
+            function_ref<Value(Slot)> accumulator, ValueRange carried) {
+          return columnStatisticRow(lb, stat, localRow, fragmentRow,
+                                    accumulator, carried);
+        });
+    finishColumnStatistic(b, stat, running);
+    finishedColumnStatistics.push_back(stat);
+  }
+}
+
+Value EpilogueBuilder::columnStatisticRowBuffer(ImplicitLocOpBuilder &b,
+                                                GroupReduceOp stat) const {
+  int64_t k = 0;
+  for (GroupReduceOp other : GemmOp(op).getBody().getOps<GroupReduceOp>()) {
+    if (other == stat)
+      break;
+    k += other.getAxis() == ReductionAxis::col;
+  }
+  MLIRContext *ctx = b.getContext();
+  auto type = MemRefType::get(
+      {config.tileN}, b.getF32Type(), MemRefLayoutAttrInterface(),
+      gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
+  return memref::ViewOp::create(
+      b, type, frame.shared,
+      arith::AddIOp::create(b, frame.sharedBase,
+                            index(b, config.columnStatisticOffset(k))),
+      ValueRange{});
+}
+
+void EpilogueBuilder::mapColumnStatistics(ImplicitLocOpBuilder &lb, Row &r) {
+  if (finishedColumnStatistics.empty())
+    return;
+  // Fragments: each slot's column is the lane's first column (an opaque
+  // value per row) plus a constant, so that no address stays live from
+  // one row to the next.
+  Value laneCol = plan.fragments ? opaqueIndex(lb, layout.twoQ) : Value();
+  for (GroupReduceOp stat : finishedColumnStatistics) {
+    Value buffer = columnStatisticRowBuffer(lb, stat);
+    Type type = stat.getResult().getType();
+    for (int64_t g = 0, e = layout.groups.size(); g < e; ++g)
+      for (int64_t l = 0; l < lanesPerGroup; ++l) {
+        Value col = plan.fragments
+                        ? arith::AddIOp::create(lb, laneCol,
+                                                index(lb, slotOffset({g, l})))
+                              .getResult()
+                        : layout.localCols[g][l];
+        mapping(r, {g, l}).map(
+            stat.getResult(),
+            fromF32(lb, memref::LoadOp::create(lb, buffer, col), type));
+      }
+  }
+}
+
+/// `value` through a move LLVM cannot see through (f32, i32 and 16-bit
+/// floats; others as they are).
+static Value opaqueValue(ImplicitLocOpBuilder &b, Value value) {
+  Type type = value.getType();
+  StringRef move, constraints;
+  if (type.isF32() || type.isInteger(32)) {
+    move = "mov.b32 $0, $1;";
+    constraints = type.isF32() ? "=f,f" : "=r,r";
+  } else if (type.isBF16() || type.isF16()) {
+    move = "mov.b16 $0, $1;";
+    constraints = "=h,h";
+  } else {
+    return value;
+  }
+  return LLVM::InlineAsmOp::create(b, type, ValueRange{value}, move,
+                                   constraints, /*has_side_effects=*/true,
+                                   /*is_align_stack=*/false,
+                                   LLVM::tailcallkind::TailCallKind::None,
+                                   LLVM::AsmDialectAttr(), ArrayAttr())
+      .getResult(0);
+}
+
+SmallVector<Value> EpilogueBuilder::columnStatisticRow(
+    ImplicitLocOpBuilder &lb, GroupReduceOp stat, Value localRow,
+    int64_t fragmentRow, function_ref<Value(Slot)> accumulator,
+    ValueRange running) {
+  Row r = beginRow(lb, localRow, fragmentRow);
+  mapAccumulators(lb, r, accumulator);
+  readRow(lb, r);
+  mapColumnStatistics(lb, r);
+  SmallVector<Operation *> slice = getGroupOperandSlice(op, stat.getValue());
+  // Statistics in the slice are earlier ones of the same groups, mapped.
+  auto mapped = [](OpBuilder &, GroupReduceOp, MutableArrayRef<IRMapping>) {};
+  for (auto [gr, groupRun] : llvm::enumerate(layout.groupRuns)) {
+    for (std::unique_ptr<InputNode> &node : inputNodes)
+      node->mapGroupRun(lb, r, gr);
+    // The accumulators and inputs through opaque moves: what this walk
+    // computes from them is then no common subexpression of the main
+    // walk's, which LLVM would otherwise keep live from here to there for
+    // the whole tile.
+    for (int64_t g : groupRun)
+      for (IRMapping &lane : lanesOf(r, g))
+        for (BlockArgument arg : op.getBody().getArguments())
+          if (Value value = lane.lookupOrNull(arg))
+            lane.map(arg, opaqueValue(lb, value));
+    for (int64_t g : groupRun)
+      evaluateEpilogueOps(lb, slice, r.row, cols[g], lanesOf(r, g), mapped);
+  }
+  GroupStatistic kind = stat.getKind();
+  Value identity =
+      arith::ConstantOp::create(lb, getGroupIdentity(kind, lb.getF32Type()));
+  SmallVector<Value> next;
+  for (int64_t g = 0, e = layout.groups.size(); g < e; ++g)
+    for (int64_t l = 0; l < lanesPerGroup; ++l) {
+      // Rows beyond M take the identity.
+      Value term = arith::SelectOp::create(
+          lb, slotInBounds(lb, r, {g, l}),
+          toF32(lb, mapping(r, {g, l}).lookup(stat.getValue())), identity);
+      next.push_back(buildGroupCombine(lb, lb.getLoc(), kind,
+                                       {running[next.size()], Value()},
+                                       {term, Value()})
+                         .value);
+    }
+  return next;
+}
+
+void EpilogueBuilder::finishColumnStatistic(ImplicitLocOpBuilder &b,
+                                            GroupReduceOp stat,
+                                            ValueRange running) {
+  GroupStatistic kind = stat.getKind();
+  auto combine = [&](ImplicitLocOpBuilder &cb, Value acc, Value term) {
+    return buildGroupCombine(cb, cb.getLoc(), kind, {acc, Value()},
+                             {term, Value()})
+        .value;
+  };
+  ColumnScratch scratch = columnScratch(b, /*scratchIndex=*/0);
+  // The previous user of the scratch is done reading it.
+  frame.syncEpilogue(b);
+  SmallVector<Value> values;
+  for (Value v : running) {
+    // Fragments: the 8 lanes of a column (l / 4) combine first.
+    if (plan.fragments)
+      for (int32_t offset : {4, 8, 16})
+        v = combine(
+            b, v,
+            gpu::ShuffleOp::create(b, v, offset, 32, gpu::ShuffleMode::XOR)
+                .getShuffleResult());
+    values.push_back(v);
+  }
+  storeColumnScratch(b, scratch, values);
+  frame.syncEpilogue(b);
+  // One thread per column combines the scratch rows in order.
+  Value buffer = columnStatisticRowBuffer(b, stat);
+  scf::ForOp::create(
+      b, frame.tid, index(b, config.tileN), index(b, config.epilogueThreads),
+      ValueRange{},
+      [&](OpBuilder &ob, Location loc, Value localCol, ValueRange) {
+        ImplicitLocOpBuilder lb(loc, ob);
+        Value total = arith::ConstantOp::create(
+            lb, getGroupIdentity(kind, lb.getF32Type()));
+        for (int64_t row = 0; row < scratch.rows; ++row)
+          total = combine(
+              lb, total,
+              memref::LoadOp::create(lb, scratch.view,
+                                     ValueRange{index(lb, row), localCol}));
+        memref::StoreOp::create(lb, total, buffer, localCol);
+        scf::YieldOp::create(lb);
+      });
+  // Every row reads it.
+  frame.syncEpilogue(b);
+}
