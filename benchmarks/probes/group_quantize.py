@@ -41,6 +41,16 @@ def quantize(y):
     return codes.view(m, n), scale
 
 
+def quantize_rcp(y):
+    """torchao's blockwise quantization: inverse scale 448 / amax in f64,
+    rounded to f32; codes = y * inverse; scale = 1 / inverse."""
+    m, n = y.shape
+    g = y.float().view(m, n // 128, 128)
+    inv = (448.0 / torch.clamp(g.abs().amax(-1), min=1e-12).double()).float()
+    codes = (g * inv[..., None]).clamp(-448, 448).to(torch.float8_e4m3fn)
+    return codes.view(m, n), torch.ones_like(inv) / inv
+
+
 def quantize_both(y):
     codes, scale = quantize(y)
     tcodes, tscale = quantize(y.T)
@@ -72,6 +82,8 @@ def main(directories):
     compiled = torch.compile(quantize)
     compiled_both = torch.compile(quantize_both)
     both = first.kernels_of("quantize_both") if "quantize_both" in first.functions else []
+    both_rcp = (first.kernels_of("quantize_both_rcp")
+                if "quantize_both_rcp" in first.functions else [])
     torchao = torchao_quantizers()
     for m, n, k in SHAPES:
         a = torch.randn(m, k, device="cuda").bfloat16()
@@ -102,6 +114,20 @@ def main(directories):
             checks.append(f"both: codes equal {equal[0]:.6f}, transposed {equal[1]:.6f}, "
                           f"128 x 1 scale rel err {scale_err:.2e}")
             fns["both"] = lambda: first.launch(both[0], [a, b, q, s, qt, st], stream)
+        if both_rcp:
+            first.launch(both_rcp[0], [a, b, q, s, qt, st], stream)
+            torch.cuda.synchronize()
+            y32 = a.float() @ b.float().T
+            rc, rs = quantize_rcp(y32)
+            rtc, rts = quantize_rcp(y32.T.contiguous())
+            # Fractions: torch's f32 product sums in another order.
+            equal = ((q.view(torch.uint8) == rc.view(torch.uint8)).float().mean().item(),
+                     (qt.view(torch.uint8) == rtc.view(torch.uint8)).float().mean().item())
+            scale_err = max(((s - rs).abs() / rs).max().item(),
+                            ((st.T - rts).abs() / rts).max().item())
+            checks.append(f"both_rcp (torchao's form): codes equal {equal[0]:.6f}, "
+                          f"transposed {equal[1]:.6f}, scale rel err {scale_err:.2e}")
+            fns["both_rcp"] = lambda: first.launch(both_rcp[0], [a, b, q, s, qt, st], stream)
             fns["torch_mm_compiled_quantize_both"] = lambda: compiled_both(torch.mm(a, b.T))
         for name, (module, kp) in plains.items():
             fns[f"{name}_bf16"] = lambda mod=module, kern=kp: mod.launch(kern, [a, b, y], stream)
@@ -130,6 +156,11 @@ def main(directories):
                 line += (f" | torch mm+torchao quant / it {times['torch_mm_torchao_quant'] / times[name]:.3f}"
                          f" (+transposed {times['torch_mm_torchao_quant_and_transposed'] / times[name]:.3f})")
             print(line)
+        if both_rcp:
+            print(f"  both_rcp: / selected bf16 {times['both_rcp'] / selected:.3f}"
+                  + (f" | torch mm+torchao both / it "
+                     f"{times['torch_mm_torchao_quant_and_transposed'] / times['both_rcp']:.3f}"
+                     if torchao else ""))
         if both:
             line = (f"  both: / selected bf16 {times['both'] / selected:.3f}"
                     f" / quantize {times['both'] / times[next(iter(quantizers))]:.3f}"

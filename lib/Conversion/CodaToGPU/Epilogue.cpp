@@ -187,6 +187,9 @@ void EpilogueBuilder::build(ImplicitLocOpBuilder &b) {
                : layOutSharedTile(b, config, frame.tid, pairStride);
   layOutGroups(b);
   layOutInputRows(b);
+  for (Operation &inner : op.getBody().without_terminator())
+    if (!llvm::is_contained(plan.columnUniform.ops, &inner))
+      rowOps.push_back(&inner);
   // Columns in the output, the same in every row, and (shared tile; the
   // fragments compare against each row's room) whether they lie in it.
   for (SmallVector<Value, 2> &group : layout.localCols) {

@@ -310,14 +310,23 @@ public:
                                         ValueRange running);
   void finishColumnStatistic(ImplicitLocOpBuilder &b, GroupReduceOp stat,
                              ValueRange running);
-  /// The finished statistic `stat`'s row ([tileN] f32).
-  Value columnStatisticRowBuffer(ImplicitLocOpBuilder &b,
-                                 GroupReduceOp stat) const;
-  /// Maps the statistics finished so far at each slot of `r`, read from
-  /// their rows.
-  void mapColumnStatistics(ImplicitLocOpBuilder &lb, Row &r);
-  /// The statistics along columns finished so far, in program order.
-  SmallVector<GroupReduceOp> finishedColumnStatistics;
+  /// Once every statistic is finished, one thread per column computes the
+  /// values derived from them that the rows read (columnUniform) into
+  /// rows of their own.
+  void finishColumnDerived(ImplicitLocOpBuilder &b);
+  /// Row `k` of the column statistics and derived values ([tileN] f32):
+  /// statistic k in program order, or derived value k - (statistics).
+  Value columnRowBuffer(ImplicitLocOpBuilder &b, int64_t k) const;
+  /// The row of the column statistic or derived value `v`.
+  int64_t columnRowOf(Value v) const;
+  /// Maps `values` at each slot of `r`, read from their rows.
+  void mapColumnRows(ImplicitLocOpBuilder &lb, Row &r, ArrayRef<Value> values);
+  /// The statistics along columns finished so far, in program order (what
+  /// a statistic's walk reads).
+  SmallVector<Value> finishedColumnStatistics;
+  /// The ops the rows evaluate: the body's but those the same down each
+  /// column (EpiloguePlan::columnUniform).
+  SmallVector<Operation *> rowOps;
 
   /// Whether `memref` admits vector accesses along its last dimension (unit
   /// static innermost stride), and the alignment such an access of `count`

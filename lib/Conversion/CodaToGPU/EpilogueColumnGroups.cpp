@@ -37,18 +37,63 @@ void EpilogueBuilder::computeColumnStatistics(ImplicitLocOpBuilder &b) {
                                     accumulator, carried);
         });
     finishColumnStatistic(b, stat, running);
-    finishedColumnStatistics.push_back(stat);
+    finishedColumnStatistics.push_back(stat.getResult());
   }
+  finishColumnDerived(b);
 }
 
-Value EpilogueBuilder::columnStatisticRowBuffer(ImplicitLocOpBuilder &b,
-                                                GroupReduceOp stat) const {
-  int64_t k = 0;
-  for (GroupReduceOp other : GemmOp(op).getBody().getOps<GroupReduceOp>()) {
-    if (other == stat)
-      break;
-    k += other.getAxis() == ReductionAxis::col;
+int64_t EpilogueBuilder::columnRowOf(Value v) const {
+  if (auto stat = v.getDefiningOp<GroupReduceOp>()) {
+    int64_t k = 0;
+    for (GroupReduceOp other : GemmOp(op).getBody().getOps<GroupReduceOp>()) {
+      if (other == stat)
+        return k;
+      k += other.getAxis() == ReductionAxis::col;
+    }
+    llvm_unreachable("a statistic of this epilogue");
   }
+  SmallVector<Value> derived = plan.columnUniform.derived();
+  return config.numColumnStatistics +
+         (llvm::find(derived, v) - derived.begin());
+}
+
+void EpilogueBuilder::finishColumnDerived(ImplicitLocOpBuilder &b) {
+  SmallVector<Value> derived = plan.columnUniform.derived();
+  if (derived.empty())
+    return;
+  scf::ForOp::create(
+      b, frame.tid, index(b, config.tileN), index(b, config.epilogueThreads),
+      ValueRange{},
+      [&](OpBuilder &ob, Location loc, Value localCol, ValueRange) {
+        ImplicitLocOpBuilder lb(loc, ob);
+        IRMapping mapping;
+        for (Value stat : finishedColumnStatistics)
+          mapping.map(
+              stat,
+              fromF32(lb,
+                      memref::LoadOp::create(
+                          lb, columnRowBuffer(lb, columnRowOf(stat)), localCol),
+                      stat.getType()));
+        for (Operation *inner : plan.columnUniform.ops) {
+          if (isa<GroupReduceOp>(inner))
+            continue;
+          for (Value operand : inner->getOperands())
+            if (!mapping.contains(operand))
+              lb.clone(*operand.getDefiningOp(), mapping);
+          lb.clone(*inner, mapping);
+        }
+        for (Value v : derived)
+          memref::StoreOp::create(lb, mapping.lookup(v),
+                                  columnRowBuffer(lb, columnRowOf(v)),
+                                  localCol);
+        scf::YieldOp::create(lb);
+      });
+  // Every row reads them.
+  frame.syncEpilogue(b);
+}
+
+Value EpilogueBuilder::columnRowBuffer(ImplicitLocOpBuilder &b,
+                                       int64_t k) const {
   MLIRContext *ctx = b.getContext();
   auto type = MemRefType::get(
       {config.tileN}, b.getF32Type(), MemRefLayoutAttrInterface(),
@@ -60,16 +105,17 @@ Value EpilogueBuilder::columnStatisticRowBuffer(ImplicitLocOpBuilder &b,
       ValueRange{});
 }
 
-void EpilogueBuilder::mapColumnStatistics(ImplicitLocOpBuilder &lb, Row &r) {
-  if (finishedColumnStatistics.empty())
+void EpilogueBuilder::mapColumnRows(ImplicitLocOpBuilder &lb, Row &r,
+                                    ArrayRef<Value> values) {
+  if (values.empty())
     return;
   // Fragments: each slot's column is the lane's first column (an opaque
   // value per row) plus a constant, so that no address stays live from
   // one row to the next.
   Value laneCol = plan.fragments ? opaqueIndex(lb, layout.twoQ) : Value();
-  for (GroupReduceOp stat : finishedColumnStatistics) {
-    Value buffer = columnStatisticRowBuffer(lb, stat);
-    Type type = stat.getResult().getType();
+  for (Value value : values) {
+    Value buffer = columnRowBuffer(lb, columnRowOf(value));
+    Type type = value.getType();
     for (int64_t g = 0, e = layout.groups.size(); g < e; ++g)
       for (int64_t l = 0; l < lanesPerGroup; ++l) {
         Value col = plan.fragments
@@ -78,8 +124,7 @@ void EpilogueBuilder::mapColumnStatistics(ImplicitLocOpBuilder &lb, Row &r) {
                               .getResult()
                         : layout.localCols[g][l];
         mapping(r, {g, l}).map(
-            stat.getResult(),
-            fromF32(lb, memref::LoadOp::create(lb, buffer, col), type));
+            value, fromF32(lb, memref::LoadOp::create(lb, buffer, col), type));
       }
   }
 }
@@ -113,7 +158,7 @@ SmallVector<Value> EpilogueBuilder::columnStatisticRow(
   Row r = beginRow(lb, localRow, fragmentRow);
   mapAccumulators(lb, r, accumulator);
   readRow(lb, r);
-  mapColumnStatistics(lb, r);
+  mapColumnRows(lb, r, finishedColumnStatistics);
   SmallVector<Operation *> slice = getGroupOperandSlice(op, stat.getValue());
   // Statistics in the slice are earlier ones of the same groups, mapped.
   auto mapped = [](OpBuilder &, GroupReduceOp, MutableArrayRef<IRMapping>) {};
@@ -176,7 +221,7 @@ void EpilogueBuilder::finishColumnStatistic(ImplicitLocOpBuilder &b,
   storeColumnScratch(b, scratch, values);
   frame.syncEpilogue(b);
   // One thread per column combines the scratch rows in order.
-  Value buffer = columnStatisticRowBuffer(b, stat);
+  Value buffer = columnRowBuffer(b, columnRowOf(stat.getResult()));
   scf::ForOp::create(
       b, frame.tid, index(b, config.tileN), index(b, config.epilogueThreads),
       ValueRange{},

@@ -11,9 +11,63 @@
 #include "coda/Dialect/Coda/IR/Coda.h"
 #include "coda/Dialect/Coda/Utils/EpilogueEvaluation.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+
 using namespace mlir;
 using namespace mlir::coda;
 using namespace mlir::coda::gpu_lowering;
+
+/// The column-uniform ops of `op` but those in `excluded` and what they
+/// feed.
+static ColumnUniform
+findColumnUniform(GemmOp op,
+                  const llvm::SmallPtrSetImpl<Operation *> &excluded) {
+  ColumnUniform u;
+  llvm::SmallPtrSet<Operation *, 8> uniform;
+  auto isUniformOperand = [&](Value v) {
+    Operation *def = v.getDefiningOp();
+    return def && (uniform.contains(def) || isa<arith::ConstantOp>(def));
+  };
+  for (Operation &inner : op.getBody().without_terminator()) {
+    auto stat = dyn_cast<GroupReduceOp>(inner);
+    bool elementwise =
+        isa<arith::ArithDialect, math::MathDialect>(inner.getDialect()) &&
+        !isa<arith::ConstantOp>(inner) && inner.getNumRegions() == 0 &&
+        inner.getNumResults() == 1 &&
+        isa<Float32Type, Float64Type>(inner.getResult(0).getType()) &&
+        inner.getNumOperands() > 0 &&
+        llvm::all_of(inner.getOperands(), isUniformOperand);
+    if (((stat && stat.getAxis() == ReductionAxis::col) || elementwise) &&
+        !excluded.contains(&inner)) {
+      uniform.insert(&inner);
+      u.ops.push_back(&inner);
+    }
+  }
+  for (Operation *inner : u.ops)
+    if (llvm::any_of(inner->getResult(0).getUsers(),
+                     [&](Operation *user) { return !uniform.contains(user); }))
+      u.frontier.push_back(inner->getResult(0));
+  return u;
+}
+
+ColumnUniform mlir::coda::gpu_lowering::analyzeColumnUniform(GemmOp op) {
+  // The rows hold f32: a frontier value of another type (an f64 step the
+  // rest reads) is computed at every element instead, and so is what
+  // depends on it.
+  llvm::SmallPtrSet<Operation *, 8> excluded;
+  while (true) {
+    ColumnUniform u = findColumnUniform(op, excluded);
+    bool narrow = true;
+    for (Value v : u.frontier)
+      if (!v.getType().isF32() && !isa<GroupReduceOp>(v.getDefiningOp())) {
+        excluded.insert(v.getDefiningOp());
+        narrow = false;
+      }
+    if (narrow)
+      return u;
+  }
+}
 
 OutputRole mlir::coda::gpu_lowering::getOutputRole(Value yielded) {
   Operation *def = yielded.getDefiningOp();
@@ -361,6 +415,8 @@ mlir::coda::gpu_lowering::planEpilogue(GemmOp op,
     output.staged = stagedTiles && stagesOutput(op, i, config.schedule);
     output.tmaStore = llvm::is_contained(tmaStored, i);
   }
+  if (config.numColumnStatistics)
+    plan.columnUniform = analyzeColumnUniform(op);
   bool eager = rowConsumedEagerly(op, plan.outputs);
   for (OutputPlan &output : plan.outputs)
     output.eager = output.role == OutputRole::interleaved ||
@@ -421,4 +477,12 @@ void EpiloguePlan::print(raw_ostream &os) const {
       say("direct");
     os << "\n";
   }
+  if (columnUniform.ops.empty())
+    return;
+  // What each column's rows hold: its statistics and the values derived
+  // from them that the rows read.
+  os << "  per column:";
+  for (Value v : columnUniform.frontier)
+    os << " " << v.getDefiningOp()->getName();
+  os << "\n";
 }

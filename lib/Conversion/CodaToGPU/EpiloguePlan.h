@@ -139,6 +139,10 @@ struct EpiloguePlan {
   SmallVector<OutputPlan> outputs;
   /// The pipelined inputs, in slot order.
   SmallVector<unsigned> pipelined;
+  /// The values the same down each column of the tile, made once per
+  /// column before the rows (where the epilogue has statistics along
+  /// columns).
+  ColumnUniform columnUniform;
 
   /// Whether any input is loaded before the mainloop.
   bool prefetches() const;

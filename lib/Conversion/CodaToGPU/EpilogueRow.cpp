@@ -187,7 +187,7 @@ SmallVector<Value> EpilogueBuilder::emitRow(
   readRow(lb, r);
   for (std::unique_ptr<OutputNode> &node : outputNodes)
     node->beginRow(lb, r);
-  mapColumnStatistics(lb, r);
+  mapColumnRows(lb, r, plan.columnUniform.frontier);
   computeGroupStatistics(lb, r);
   // Group run by group run: its inputs read, the region evaluated and what
   // the outputs take of it at once (16-bit outputs narrowed, interleaved
@@ -197,9 +197,10 @@ SmallVector<Value> EpilogueBuilder::emitRow(
     for (std::unique_ptr<InputNode> &node : inputNodes)
       node->mapGroupRun(lb, r, gr);
     for (int64_t g : groupRun) {
-      // Group statistics: computeGroupStatistics's, already mapped.
-      evaluateEpilogueBody(
-          lb, op, r.row, cols[g], lanesOf(r, g),
+      // Group statistics: computeGroupStatistics's, already mapped; values
+      // the same down each column: read from their rows.
+      evaluateEpilogueOps(
+          lb, rowOps, r.row, cols[g], lanesOf(r, g),
           [](OpBuilder &, GroupReduceOp, MutableArrayRef<IRMapping>) {});
     }
     for (std::unique_ptr<OutputNode> &node : outputNodes)

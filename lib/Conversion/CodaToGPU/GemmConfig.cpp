@@ -205,6 +205,7 @@ FailureOr<ReductionTiles> fixReductionTiles(GemmOp op,
         op.getBody().getOps<GroupReduceOp>(), [](GroupReduceOp stat) {
           return stat.getAxis() == ReductionAxis::col;
         });
+    config.numColumnDerived = analyzeColumnUniform(op).derived().size();
   }
   // Groups lie inside the tile: its N a multiple of the widest (widths are
   // powers of two, so of every one).

@@ -105,6 +105,9 @@ struct GemmKernelConfig {
   /// rows, one at a time through one scratch like a column partial's, each
   /// into an f32 row of the tile that every row then reads.
   int64_t numColumnStatistics = 0;
+  /// Values derived from them that the epilogue reads, each finished into
+  /// a row too (ColumnUniform::derived).
+  int64_t numColumnDerived = 0;
   /// Bytes per warp of the register epilogue's transposed outputs'
   /// staging: each output's [tileN x 16] elements (the warp's 16 rows of a
   /// fragment, transposed), copied out in 16-byte rows of the N x M output.
@@ -202,12 +205,14 @@ struct GemmKernelConfig {
   int64_t columnScratchBytes() const {
     int64_t rows = registerEpilogue() ? epilogueThreads / 32
                                       : epilogueRowsPerPass();
-    return (columnScratches() * rows + numColumnStatistics) * tileN * 4;
+    return (columnScratches() * rows + numColumnStatistics + numColumnDerived) *
+           tileN * 4;
   }
   int64_t columnScratches() const {
     return std::max<int64_t>(numColPartials, numColumnStatistics > 0);
   }
-  /// Where the finished column statistic `k` lies.
+  /// Where the finished column statistic `k` lies (derived value d:
+  /// numColumnStatistics + d).
   int64_t columnStatisticOffset(int64_t k) const {
     int64_t rows =
         registerEpilogue() ? epilogueThreads / 32 : epilogueRowsPerPass();
@@ -360,6 +365,25 @@ enum class OutputRole {
   transposed
 };
 OutputRole getOutputRole(Value yielded);
+
+/// The epilogue values the same down every column of the tile: statistics
+/// along columns and the f32 values computed from them and constants alone
+/// (a 128 x 1 quantization's scale), in program order. `frontier`: those the
+/// rest of the epilogue reads, each made once per column into a row of
+/// shared memory (a statistic's own row where it is one) instead of at
+/// every element.
+struct ColumnUniform {
+  SmallVector<Operation *> ops;
+  SmallVector<Value> frontier;
+  /// The frontier values that are not statistics, each with a row of its
+  /// own.
+  SmallVector<Value> derived() const {
+    return llvm::to_vector(llvm::make_filter_range(frontier, [](Value v) {
+      return !isa_and_nonnull<GroupReduceOp>(v.getDefiningOp());
+    }));
+  }
+};
+ColumnUniform analyzeColumnUniform(GemmOp op);
 /// The manifest's name of an output of `role` (coda::abi::ParamRole;
 /// KernelAbi.cpp).
 StringRef stringifyRole(OutputRole role);

@@ -210,3 +210,47 @@ func.func @periodic(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %cos: memref<?x1
   }
   return
 }
+
+// -----
+
+// Statistics along columns: the token-major copy's scale (divided once per
+// column from the column's maximum) and the row statistic's values: each
+// column's rows hold its maximum's scale, which the rows read instead of
+// dividing at every element; the transposed output and its 128 x 1 scales
+// by role.
+// CHECK-LABEL: remark: epilogue plan of ping_pong 128x128: fragments
+//  CHECK-NEXT:   output 0 (transposed): direct
+//  CHECK-NEXT:   output 1 (col_grouped): direct
+//  CHECK-NEXT:   per column: arith.divf
+// CHECK-LABEL: remark: epilogue plan of ping_pong 128x128: fragments
+//  CHECK-NEXT:   output 0 (tile): staged
+//  CHECK-NEXT:   per column: coda.group_reduce coda.group_reduce
+func.func @column_statistics(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %qt: memref<?x?xf8E4M3FN>,
+                             %st: memref<?x?xf32>, %p: memref<?x?xbf16>) {
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%qt, %st : memref<?x?xf8E4M3FN>, memref<?x?xf32>) attributes {coda.gemm_config = #coda.gemm_config<schedule = ping_pong, tile_m = 128, tile_n = 128, stages = 4>} {
+    %abs = math.absf %acc : f32
+    %eps = arith.constant 1.0e-12 : f32
+    %fmax = arith.constant 448.0 : f32
+    %tamax = coda.group_reduce max %abs col group 128 : f32 -> f32
+    %tfloor = arith.maximumf %tamax, %eps : f32
+    %tscale = arith.divf %tfloor, %fmax : f32
+    %tv = arith.divf %acc, %tscale : f32
+    %tcode = arith.truncf %tv : f32 to f8E4M3FN
+    %t = coda.transpose %tcode : f8E4M3FN
+    %tsv = coda.group_value %tscale col group 128 : f32
+    coda.yield %t, %tsv : !coda.transposed<f8E4M3FN>, !coda.grouped<f32>
+  }
+  // A softmax down the columns reads both statistics themselves.
+  coda.gemm %a, %b transpose_b : memref<?x?xbf16>, memref<?x?xbf16>
+      epilogue(%acc) outs(%p : memref<?x?xbf16>) attributes {coda.gemm_config = #coda.gemm_config<schedule = ping_pong, tile_m = 128, tile_n = 128, stages = 4>} {
+    %mx = coda.group_reduce max %acc col group 128 : f32 -> f32
+    %d = arith.subf %acc, %mx : f32
+    %e = math.exp %d : f32
+    %sum = coda.group_reduce sum %e col group 128 : f32 -> f32
+    %pr = arith.divf %e, %sum : f32
+    %pb = arith.truncf %pr : f32 to bf16
+    coda.yield %pb : bf16
+  }
+  return
+}
