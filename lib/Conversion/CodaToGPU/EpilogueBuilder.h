@@ -537,9 +537,11 @@ public:
   StagingCopy stagingCopy(ImplicitLocOpBuilder &b, Value firstRow,
                           Value firstCol, int64_t rowElements, int64_t chunk,
                           int64_t t, Value lane = {}) const;
-  /// A 32-bit `value` through an opaque move: LLVM cannot hoist what is
-  /// derived from it out of the loop it is made in, where holding those
-  /// values through the K loop would spill.
+  /// A 32-bit `value` (i32 or f32, or a 16-bit float) through an opaque
+  /// move: LLVM cannot hoist what is derived from it out of the loop it is
+  /// made in, where holding those values through the K loop would spill,
+  /// nor take what is derived from it for what another walk derives from
+  /// `value` itself.
   Value opaque(ImplicitLocOpBuilder &b, Value value) const;
   /// The same for an index below 2^32.
   Value opaqueIndex(ImplicitLocOpBuilder &b, Value value) const;

@@ -129,28 +129,6 @@ void EpilogueBuilder::mapColumnRows(ImplicitLocOpBuilder &lb, Row &r,
   }
 }
 
-/// `value` through a move LLVM cannot see through (f32, i32 and 16-bit
-/// floats; others as they are).
-static Value opaqueValue(ImplicitLocOpBuilder &b, Value value) {
-  Type type = value.getType();
-  StringRef move, constraints;
-  if (type.isF32() || type.isInteger(32)) {
-    move = "mov.b32 $0, $1;";
-    constraints = type.isF32() ? "=f,f" : "=r,r";
-  } else if (type.isBF16() || type.isF16()) {
-    move = "mov.b16 $0, $1;";
-    constraints = "=h,h";
-  } else {
-    return value;
-  }
-  return LLVM::InlineAsmOp::create(b, type, ValueRange{value}, move,
-                                   constraints, /*has_side_effects=*/true,
-                                   /*is_align_stack=*/false,
-                                   LLVM::tailcallkind::TailCallKind::None,
-                                   LLVM::AsmDialectAttr(), ArrayAttr())
-      .getResult(0);
-}
-
 SmallVector<Value> EpilogueBuilder::columnStatisticRow(
     ImplicitLocOpBuilder &lb, GroupReduceOp stat, Value localRow,
     int64_t fragmentRow, function_ref<Value(Slot)> accumulator,
@@ -172,8 +150,11 @@ SmallVector<Value> EpilogueBuilder::columnStatisticRow(
     for (int64_t g : groupRun)
       for (IRMapping &lane : lanesOf(r, g))
         for (BlockArgument arg : op.getBody().getArguments())
-          if (Value value = lane.lookupOrNull(arg))
-            lane.map(arg, opaqueValue(lb, value));
+          if (Value value = lane.lookupOrNull(arg);
+              value &&
+              (value.getType().isF32() || value.getType().isBF16() ||
+               value.getType().isF16() || value.getType().isInteger(32)))
+            lane.map(arg, opaque(lb, value));
     for (int64_t g : groupRun)
       evaluateEpilogueOps(lb, slice, r.row, cols[g], lanesOf(r, g), mapped);
   }

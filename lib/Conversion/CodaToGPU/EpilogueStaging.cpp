@@ -113,11 +113,21 @@ EpilogueBuilder::stagingCopy(ImplicitLocOpBuilder &b, Value firstRow,
 }
 
 Value EpilogueBuilder::opaque(ImplicitLocOpBuilder &b, Value value) const {
-  return LLVM::InlineAsmOp::create(
-             b, value.getType(), ValueRange{value}, "mov.b32 $0, $1;", "=r,r",
-             /*has_side_effects=*/true,
-             /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
-             LLVM::AsmDialectAttr(), ArrayAttr())
+  Type type = value.getType();
+  StringRef move = "mov.b32 $0, $1;", constraints = "=r,r";
+  if (type.isF32()) {
+    constraints = "=f,f";
+  } else if (type.isBF16() || type.isF16()) {
+    move = "mov.b16 $0, $1;";
+    constraints = "=h,h";
+  } else {
+    assert(type.isInteger(32) && "an opaque move of 32 or 16 bits");
+  }
+  return LLVM::InlineAsmOp::create(b, type, ValueRange{value}, move,
+                                   constraints, /*has_side_effects=*/true,
+                                   /*is_align_stack=*/false,
+                                   LLVM::tailcallkind::TailCallKind::None,
+                                   LLVM::AsmDialectAttr(), ArrayAttr())
       .getResult(0);
 }
 
