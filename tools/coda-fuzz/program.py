@@ -5,7 +5,7 @@ epilogue inputs of every access form, positions, elementwise math, roundings
 to bf16/f16, pair_map, statistics over groups of a row used by later values)
 and outputs of every kind (tile outputs, row and column partials of sum /
 max / logsumexp at any tile, row_select, pair_contract, interleave, values
-written once per group). `generate` draws one from a seed; `emit` writes it twice:
+written once per group, tile outputs written transposed). `generate` draws one from a seed; `emit` writes it twice:
 
   @fused      the coda.gemm with its epilogue region,
   @reference  the same computation as plain linalg on tensors (a matmul, the
@@ -269,6 +269,12 @@ def generate(seed, gpu=False, max_size=40):
     for out in outputs:
         if out["kind"] == "tile" and frng.random() < 0.25:
             out["dtype"] = frng.choice(tuple(FP8_MAX))
+    # One CPU tile output in six is written transposed (N x M, coda.transpose),
+    # from a stream of its own.
+    trng = random.Random(f"transpose-{seed}")
+    for out in outputs:
+        if out["kind"] == "tile" and not gpu and trng.random() < 1 / 6:
+            out["kind"] = "transpose"
     p["outputs"] = outputs
     if gpu:
         _fit_gpu(rng, p)
@@ -358,6 +364,9 @@ def differentiable(p):
             out["dtype"] = "f32"
         if out["kind"] == "interleave":
             out = {"kind": "tile", "value": out["even"], "dtype": "f32"}
+        if out["kind"] == "transpose":
+            # Not derived (--coda-derive-backward says so).
+            out["kind"] = "tile"
         if out["kind"] == "row_reduce" and out["reduction"] == "max":
             out["reduction"] = "sum"
         if out["kind"] == "col_reduce":
@@ -698,6 +707,8 @@ def output_type(p, out):
         return f"tensor<{M}x{N // 2}x{out['dtype']}>"
     if kind == "interleave":
         return f"tensor<{M}x{2 * N}x{out['dtype']}>"
+    if kind == "transpose":
+        return f"tensor<{N}x{M}x{out['dtype']}>"
     if kind == "group_value":
         return f"tensor<{M}x{_ceil(N, out['width'])}xf32>"
     raise ValueError(kind)
@@ -880,7 +891,7 @@ def emit_fused(p, name="fused", memref=False, finish=False, batched=False):
     yields, ytypes = [], []
     for j, out in enumerate(outs):
         kind = out["kind"]
-        if kind == "tile":
+        if kind in ("tile", "transpose"):
             v = vals[out["value"]]
             if out["dtype"] in FP8_MAX:
                 v = _saturate(region, fresh, v, FP8_MAX[out["dtype"]])
@@ -888,8 +899,13 @@ def emit_fused(p, name="fused", memref=False, finish=False, batched=False):
                 t = fresh()
                 region.append(f"{t} = arith.truncf {v} : f32 to {out['dtype']}")
                 v = t
+            ytype = out["dtype"]
+            if kind == "transpose":
+                t = fresh()
+                region.append(f"{t} = coda.transpose {v} : {ytype}")
+                v, ytype = t, f"!coda.transposed<{ytype}>"
             yields.append(v)
-            ytypes.append(out["dtype"])
+            ytypes.append(ytype)
         elif kind in ("row_reduce", "col_reduce"):
             name = fresh()
             region.append(f"{name} = coda.{kind} {out['reduction']} {vals[out['value']]} tile {out['tile']} : f32")
@@ -1236,7 +1252,7 @@ def emit_reference(p, name="reference"):
     results = []
     for j, out in enumerate(p["outputs"]):
         kind = out["kind"]
-        if kind == "tile":
+        if kind in ("tile", "transpose"):
             t = out["dtype"]
 
             def body(L, f, a, t=t):
@@ -1246,7 +1262,10 @@ def emit_reference(p, name="reference"):
                 y = f()
                 L.append(f"{y} = arith.truncf {x} : f32 to {t}")
                 return y
-            results.append(r.generic((M, N), t, [(vals[out["value"]], ID, mn)], body))
+            # A transposed output reads element (m, n) at its (n, m).
+            shape, amap = ((M, N), ID) if kind == "tile" else (
+                (N, M), "affine_map<(d0, d1) -> (d1, d0)>")
+            results.append(r.generic(shape, t, [(vals[out["value"]], amap, mn)], body))
         elif kind in ("row_reduce", "col_reduce"):
             results.append(_emit_partials(r, p, out, vals[out["value"]]))
         elif kind == "group_value":
