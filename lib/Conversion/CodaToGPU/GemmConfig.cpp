@@ -278,10 +278,19 @@ LogicalResult chooseSchedule(GemmOp op, GemmKernelConfig &config,
   // Cooperative: persistent 128-row tiles whose two consumer warpgroups run
   // the epilogue from their registers.
   if (requested == Schedule::cooperative) {
-    if (config.tileM == 128 && fragmentLayoutSupports(pairStride))
+    if (config.tileM == 128 && fragmentLayoutSupports(pairStride)) {
       useRegisterSchedule(Schedule::cooperative);
-    else
+      // Statistics down the columns and transposed outputs take 128-column
+      // tiles: the eight warps' transposed staging of 256 columns does not
+      // fit beside the ring.
+      if (t.colGroupRows ||
+          llvm::any_of(op.getYieldOp().getValues(), [](Value v) {
+            return isa<TransposedType>(v.getType());
+          }))
+        config.tileN = 128;
+    } else {
       notApplied("128-row tiles and pairs at stride 1 or a multiple of 8");
+    }
   }
   // Staged (each tile's epilogue overlapped with the next tile's mainloop)
   // where its 128 x 128 tile serves: the f32 staging tile and the ring have
