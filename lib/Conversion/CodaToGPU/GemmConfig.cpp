@@ -365,8 +365,7 @@ void placeEpilogueBuffers(GemmOp op, GemmKernelConfig &config) {
          llvm::zip(op.getYieldOp().getValues(), op.getOutputs()))
       if (isa<TransposedType>(value.getType()))
         config.transposedStagingBytes +=
-            config.tileN * kTransposedStagingRows *
-            cast<MemRefType>(output.getType()).getElementTypeBitWidth() / 8;
+            config.transposedStagingBytesOf(output);
     for (unsigned i = 0, e = op.getYieldOp().getValues().size(); i < e; ++i)
       config.stagedTiles |= stagesOutput(op, i, config.schedule);
     for (unsigned k = 0, e = op.getEpilogueInputs().size(); k < e; ++k)

@@ -112,6 +112,11 @@ struct GemmKernelConfig {
   /// staging: each output's [tileN x 16] elements (the warp's 16 rows of a
   /// fragment, transposed), copied out in 16-byte rows of the N x M output.
   int64_t transposedStagingBytes = 0;
+  /// One transposed output's part of it.
+  int64_t transposedStagingBytesOf(Value output) const {
+    return tileN * kTransposedStagingRows *
+           cast<MemRefType>(output.getType()).getElementTypeBitWidth() / 8;
+  }
   /// Columns per row partial (row_reduce's tile): tile N or a divisor of it,
   /// so that a CTA writes tileN / rowPartialTile partials per row.
   int64_t rowPartialTile = 0;

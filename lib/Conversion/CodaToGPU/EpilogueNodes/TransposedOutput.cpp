@@ -50,10 +50,7 @@ struct TransposedOutput : OutputNode {
     int64_t offset = e.config.transposedStagingOffset();
     for (unsigned j = 0; j < i; ++j)
       if (e.roles[j] == OutputRole::transposed)
-        offset +=
-            e.config.tileN * kTransposedStagingRows *
-            cast<MemRefType>(e.outputs[j].getType()).getElementTypeBitWidth() /
-            8;
+        offset += e.config.transposedStagingBytesOf(e.outputs[j]);
     MLIRContext *ctx = b.getContext();
     auto type = MemRefType::get(
         {e.config.tileN * kTransposedStagingRows}, element(),
